@@ -1,0 +1,149 @@
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/common.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <tuple>
+
+namespace mha {
+
+/// Options for `mha::MultiheadAttention`, with the names and defaults of
+/// Python's `torch.nn.MultiheadAttention(embed_dim, num_heads, ...)`.
+/// See https://pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html
+///
+/// Example:
+/// ```
+/// mha::MultiheadAttention attn(
+///     mha::MultiheadAttentionOptions(512, 8).dropout(0.1).batch_first(true));
+/// ```
+struct MultiheadAttentionOptions {
+  /// `embed_dim` is the model width E; `num_heads` must divide it.
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads);
+
+  /// Total dimension of the model (E).
+  TORCH_ARG(int64_t, embed_dim);
+  /// Number of parallel heads; each head has `embed_dim / num_heads` features.
+  TORCH_ARG(int64_t, num_heads);
+  /// Dropout probability on the attention weights, applied only in training.
+  TORCH_ARG(double, dropout) = 0.0;
+  /// Adds biases to the input and output projections.
+  TORCH_ARG(bool, bias) = true;
+  /// Appends learned bias rows (`bias_k`, `bias_v`) to the key and value sequences.
+  TORCH_ARG(bool, add_bias_kv) = false;
+  /// Appends a zero row to the projected key and value sequences.
+  TORCH_ARG(bool, add_zero_attn) = false;
+  /// Feature size of `key`; unset means `embed_dim`.
+  TORCH_ARG(std::optional<int64_t>, kdim) = std::nullopt;
+  /// Feature size of `value`; unset means `embed_dim`.
+  TORCH_ARG(std::optional<int64_t>, vdim) = std::nullopt;
+  /// Batched inputs and outputs are (N, L, E) instead of (L, N, E).
+  TORCH_ARG(bool, batch_first) = false;
+};
+
+/// Multi-head attention that gives the numbers of Python's
+/// `torch.nn.MultiheadAttention` (PyTorch 2.13): the same parameters and
+/// names, shapes, mask rules, `is_causal`, fast paths and fully-masked-row
+/// behaviour. See the README's "Semantics" section for the details and for
+/// what differs from LibTorch's `torch::nn::MultiheadAttention`.
+///
+/// Example:
+/// ```
+/// mha::MultiheadAttention attn(8, 2);
+/// auto x = torch::randn({5, 3, 8});               // (L, N, E)
+/// auto [out, weights] = attn(x, x, x);            // (5, 3, 8), (3, 5, 5)
+/// ```
+class MultiheadAttentionImpl
+    : public torch::nn::Cloneable<MultiheadAttentionImpl> {
+ public:
+  /// Same as `MultiheadAttentionImpl(MultiheadAttentionOptions(embed_dim, num_heads))`.
+  MultiheadAttentionImpl(int64_t embed_dim, int64_t num_heads)
+      : MultiheadAttentionImpl(MultiheadAttentionOptions(embed_dim, num_heads)) {}
+  /// Validates `options` (as Python's constructor does) and initialises the
+  /// parameters with Python's scheme.
+  explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
+
+  /// Computes attention as Python's `MultiheadAttention.forward`.
+  ///
+  /// Shapes (L target length, S source length, N batch, E embed_dim):
+  /// query (L, N, E), (N, L, E) with `batch_first`, or unbatched (L, E);
+  /// key/value likewise with S and kdim/vdim; `key_padding_mask` (N, S) or (S),
+  /// bool (true = ignore) or float (added); `attn_mask` (L, S) or
+  /// (N * num_heads, L, S), bool (true = may not attend) or float (added).
+  /// Returns the output, shaped as query, and the attention weights,
+  /// (N, L, S) averaged or (N, num_heads, L, S) per head, or an undefined
+  /// tensor when `need_weights` is false. `is_causal` is a hint that
+  /// `attn_mask` is the causal mask; as in Python it needs `attn_mask`.
+  std::tuple<torch::Tensor, torch::Tensor> forward(
+      const torch::Tensor& query,
+      const torch::Tensor& key,
+      const torch::Tensor& value,
+      const torch::Tensor& key_padding_mask = {},
+      bool need_weights = true,
+      const torch::Tensor& attn_mask = {},
+      bool average_attn_weights = true,
+      bool is_causal = false);
+
+  /// Validates the options, registers every parameter (absent ones as
+  /// undefined, so `named_parameters()` equals Python's `state_dict()` keys and
+  /// order) and initialises them.
+  void reset() override;
+
+  /// Python's `_reset_parameters`: xavier_uniform_ input projections, zero
+  /// biases, xavier_normal_ `bias_k`/`bias_v`, default Linear init for
+  /// `out_proj.weight`.
+  void reset_parameters();
+
+  /// Prints e.g. `mha::MultiheadAttention(embed_dim=8, num_heads=2, batch_first=true)`.
+  void pretty_print(std::ostream& stream) const override;
+
+  /// The options this module was constructed with.
+  MultiheadAttentionOptions options;
+
+  /// Packed [q; k; v] input projection (3E, E), when kdim == vdim == embed_dim.
+  torch::Tensor in_proj_weight;
+  /// Separate input projections (E, E), (E, kdim), (E, vdim), otherwise.
+  torch::Tensor q_proj_weight;
+  /// See `q_proj_weight`.
+  torch::Tensor k_proj_weight;
+  /// See `q_proj_weight`.
+  torch::Tensor v_proj_weight;
+  /// Packed input projection bias (3E), when `bias`.
+  torch::Tensor in_proj_bias;
+  /// Learned key/value bias rows (1, 1, E), when `add_bias_kv`.
+  torch::Tensor bias_k;
+  /// See `bias_k`.
+  torch::Tensor bias_v;
+  /// Output projection, registered as the submodule `out_proj`.
+  torch::nn::Linear out_proj{nullptr};
+
+ protected:
+  FORWARD_HAS_DEFAULT_ARGS(
+      {3, torch::nn::AnyValue(torch::Tensor())},
+      {4, torch::nn::AnyValue(true)},
+      {5, torch::nn::AnyValue(torch::Tensor())},
+      {6, torch::nn::AnyValue(true)},
+      {7, torch::nn::AnyValue(false)})
+
+ private:
+  /// True when kdim == vdim == embed_dim (Python's `_qkv_same_embed_dim`).
+  bool qkv_same_embed_dim() const;
+};
+
+/// A `ModuleHolder` for `MultiheadAttentionImpl` (shared ownership, `->`).
+TORCH_MODULE(MultiheadAttention);
+
+/// Python's `torch.backends.mha.set_fastpath_enabled`: when false, the native
+/// fused inference path (`at::_native_multi_head_attention`) is never taken.
+void set_fastpath_enabled(bool enabled);
+
+/// Python's `torch.backends.mha.get_fastpath_enabled` (default true).
+bool get_fastpath_enabled();
+
+}  // namespace mha

@@ -1,0 +1,379 @@
+// Python's F.multi_head_attention_forward, step for step, so that the same ATen
+// kernels run on tensors of the same layout and the numbers agree bit for bit.
+
+#include "mha/functional.h"
+
+#include "input_checks.h"
+#include "shape_format.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace mha {
+namespace functional {
+
+using torch::Tensor;
+
+MultiheadAttentionForwardFuncOptions::MultiheadAttentionForwardFuncOptions(
+    int64_t embed_dim_to_check,
+    int64_t num_heads,
+    Tensor in_proj_weight,
+    Tensor in_proj_bias,
+    Tensor bias_k,
+    Tensor bias_v,
+    bool add_zero_attn,
+    double dropout_p,
+    Tensor out_proj_weight,
+    Tensor out_proj_bias)
+    : embed_dim_to_check_(embed_dim_to_check),
+      num_heads_(num_heads),
+      in_proj_weight_(std::move(in_proj_weight)),
+      in_proj_bias_(std::move(in_proj_bias)),
+      bias_k_(std::move(bias_k)),
+      bias_v_(std::move(bias_v)),
+      add_zero_attn_(add_zero_attn),
+      dropout_p_(dropout_p),
+      out_proj_weight_(std::move(out_proj_weight)),
+      out_proj_bias_(std::move(out_proj_bias)) {}
+
+Tensor canonical_mask(
+    const Tensor& mask,
+    const std::string& mask_name,
+    std::optional<c10::ScalarType> other_type,
+    const std::string& other_name,
+    c10::ScalarType target_type,
+    bool check_other) {
+  if (!mask.defined()) {
+    return mask;
+  }
+  const bool is_float = at::isFloatingType(mask.scalar_type());
+  TORCH_CHECK_TYPE(
+      mask.scalar_type() == at::kBool || is_float,
+      fmt::format(
+          "only bool and floating types of {} are supported, but got {}",
+          mask_name,
+          c10::toString(mask.scalar_type())));
+  if (check_other && other_type && mask.scalar_type() != *other_type) {
+    TORCH_WARN(fmt::format(
+        "Support for mismatched {} and {} is deprecated. Use same type for both instead.",
+        mask_name,
+        other_name));
+  }
+  if (is_float) {
+    return mask;
+  }
+  // bool (any shape) -> additive float of the query's dtype: true -> -inf
+  return at::zeros_like(mask, mask.options().dtype(target_type))
+      .masked_fill_(mask, -std::numeric_limits<double>::infinity());
+}
+
+namespace {
+
+std::optional<c10::ScalarType> dtype_or_none(const Tensor& t) {
+  if (!t.defined()) {
+    return std::nullopt;
+  }
+  return t.scalar_type();
+}
+
+/// Python's `_in_projection_packed`: one GEMM for self-attention, two when
+/// key is value, three otherwise. Returns q (L, N, E), k and v (S, N, E).
+std::tuple<Tensor, Tensor, Tensor> in_projection_packed(
+    const Tensor& q,
+    const Tensor& k,
+    const Tensor& v,
+    const Tensor& w,
+    const Tensor& b) {
+  const int64_t E = q.size(-1);
+  // (..., 3E) -> (3, ..., E): each of q, k, v contiguous
+  auto split_packed = [E](const Tensor& proj, int64_t parts) {
+    return proj.unflatten(-1, {parts, E})
+        .unsqueeze(0)
+        .transpose(0, -2)
+        .squeeze(-2)
+        .contiguous();
+  };
+  if (k.is_same(v)) {
+    if (q.is_same(k)) {
+      const Tensor proj = split_packed(at::linear(q, w, b), 3);  // (3, L, N, E)
+      return {proj[0], proj[1], proj[2]};
+    }
+    const auto w_parts = w.split_with_sizes({E, 2 * E});
+    Tensor b_q, b_kv;
+    if (b.defined()) {
+      const auto b_parts = b.split_with_sizes({E, 2 * E});
+      b_q = b_parts[0];
+      b_kv = b_parts[1];
+    }
+    Tensor q_proj = at::linear(q, w_parts[0], b_q);                       // (L, N, E)
+    const Tensor kv_proj = split_packed(at::linear(k, w_parts[1], b_kv), 2);  // (2, S, N, E)
+    return {q_proj, kv_proj[0], kv_proj[1]};
+  }
+  const auto w_chunks = w.chunk(3);
+  Tensor b_q, b_k, b_v;
+  if (b.defined()) {
+    const auto b_chunks = b.chunk(3);
+    b_q = b_chunks[0];
+    b_k = b_chunks[1];
+    b_v = b_chunks[2];
+  }
+  return {
+      at::linear(q, w_chunks[0], b_q),
+      at::linear(k, w_chunks[1], b_k),
+      at::linear(v, w_chunks[2], b_v)};
+}
+
+void check_weight_shape(
+    const Tensor& weight,
+    std::vector<int64_t> expected,
+    const char* what) {
+  TORCH_CHECK(
+      weight.sizes() == c10::IntArrayRef(expected),
+      fmt::format(
+          "expecting {} shape of {}, but got {}",
+          what,
+          detail::shape_str(expected),
+          detail::shape_str(weight.sizes())));
+}
+
+/// Python's `_in_projection`: separate weights for q, k and v (kdim/vdim).
+std::tuple<Tensor, Tensor, Tensor> in_projection(
+    const Tensor& q,
+    const Tensor& k,
+    const Tensor& v,
+    const Tensor& w_q,
+    const Tensor& w_k,
+    const Tensor& w_v,
+    const Tensor& b_q,
+    const Tensor& b_k,
+    const Tensor& b_v) {
+  const int64_t Eq = q.size(-1), Ek = k.size(-1), Ev = v.size(-1);
+  check_weight_shape(w_q, {Eq, Eq}, "query weights");
+  check_weight_shape(w_k, {Eq, Ek}, "key weights");
+  check_weight_shape(w_v, {Eq, Ev}, "value weights");
+  if (b_q.defined()) check_weight_shape(b_q, {Eq}, "query bias");
+  if (b_k.defined()) check_weight_shape(b_k, {Eq}, "key bias");
+  if (b_v.defined()) check_weight_shape(b_v, {Eq}, "value bias");
+  return {at::linear(q, w_q, b_q), at::linear(k, w_k, b_k), at::linear(v, w_v, b_v)};
+}
+
+/// `F.pad(mask, (0, 1))`: one 0.0 column so an appended key is never masked.
+Tensor pad_one_key(const Tensor& mask) {
+  return mask.defined() ? at::constant_pad_nd(mask, {0, 1}) : mask;
+}
+
+/// Replaces `static_k`/`static_v` after checking Python's conditions.
+Tensor check_static(const Tensor& t, int64_t bsz_heads, int64_t head_dim, const char* name) {
+  TORCH_CHECK(
+      t.size(0) == bsz_heads,
+      fmt::format("expecting {}.size(0) of {}, but got {}", name, bsz_heads, t.size(0)));
+  TORCH_CHECK(
+      t.size(2) == head_dim,
+      fmt::format("expecting {}.size(2) of {}, but got {}", name, head_dim, t.size(2)));
+  return t;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> multi_head_attention_forward(
+    const Tensor& query_in,
+    const Tensor& key_in,
+    const Tensor& value_in,
+    const MultiheadAttentionForwardFuncOptions& o) {
+  const int64_t num_heads = o.num_heads();
+  Tensor key_padding_mask = o.key_padding_mask();
+  Tensor attn_mask = o.attn_mask();
+  bool is_causal = o.is_causal();
+
+  const bool is_batched = detail::mha_shape_check(
+      query_in, key_in, value_in, key_padding_mask, attn_mask, num_heads);
+
+  // Unbatched input gets a batch dimension of 1, keeping q/k/v identity.
+  Tensor query = query_in, key = key_in, value = value_in;
+  if (!is_batched) {
+    query = query_in.unsqueeze(1);
+    key = key_in.is_same(query_in) ? query : key_in.unsqueeze(1);
+    value = value_in.is_same(key_in) ? key
+        : value_in.is_same(query_in) ? query
+                                      : value_in.unsqueeze(1);
+    if (key_padding_mask.defined()) {
+      key_padding_mask = key_padding_mask.unsqueeze(0);
+    }
+  }
+
+  const int64_t tgt_len = query.size(0), bsz = query.size(1), embed_dim = query.size(2);
+  int64_t src_len = key.size(0);
+
+  key_padding_mask = canonical_mask(
+      key_padding_mask, "key_padding_mask", dtype_or_none(attn_mask), "attn_mask",
+      query.scalar_type());
+
+  TORCH_CHECK(
+      !(is_causal && !attn_mask.defined()),
+      "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+      "method `generate_square_subsequent_mask` to create this mask.");
+
+  if (is_causal && !key_padding_mask.defined() && !o.need_weights()) {
+    // SDPA's own causal mode replaces the explicit mask.
+    attn_mask = Tensor();
+  } else {
+    attn_mask = canonical_mask(attn_mask, "attn_mask", std::nullopt, "", query.scalar_type(), false);
+    if (key_padding_mask.defined()) {
+      is_causal = false;
+    }
+  }
+
+  TORCH_CHECK(
+      embed_dim == o.embed_dim_to_check(),
+      fmt::format(
+          "was expecting embedding dimension of {}, but got {}", o.embed_dim_to_check(),
+          embed_dim));
+  const int64_t head_dim = embed_dim / num_heads;
+  TORCH_CHECK(
+      head_dim * num_heads == embed_dim,
+      fmt::format("embed_dim {} not divisible by num_heads {}", embed_dim, num_heads));
+
+  if (o.use_separate_proj_weight()) {
+    TORCH_CHECK(
+        key.sizes().slice(0, 2) == value.sizes().slice(0, 2),
+        fmt::format(
+            "key's sequence and batch dims {} do not match value's {}",
+            detail::shape_str(key.sizes().slice(0, 2)),
+            detail::shape_str(value.sizes().slice(0, 2))));
+  } else {
+    TORCH_CHECK(
+        key.sizes() == value.sizes(),
+        fmt::format(
+            "key shape {} does not match value shape {}", detail::shape_str(key.sizes()),
+            detail::shape_str(value.sizes())));
+  }
+
+  // In-projection: q (L, N, E), k and v (S, N, E).
+  Tensor q, k, v;
+  if (!o.use_separate_proj_weight()) {
+    TORCH_CHECK(
+        o.in_proj_weight().defined(),
+        "use_separate_proj_weight is False but in_proj_weight is None");
+    std::tie(q, k, v) = in_projection_packed(query, key, value, o.in_proj_weight(), o.in_proj_bias());
+  } else {
+    TORCH_CHECK(o.q_proj_weight().defined(), "use_separate_proj_weight is True but q_proj_weight is None");
+    TORCH_CHECK(o.k_proj_weight().defined(), "use_separate_proj_weight is True but k_proj_weight is None");
+    TORCH_CHECK(o.v_proj_weight().defined(), "use_separate_proj_weight is True but v_proj_weight is None");
+    Tensor b_q, b_k, b_v;
+    if (o.in_proj_bias().defined()) {
+      const auto b = o.in_proj_bias().chunk(3);
+      b_q = b[0];
+      b_k = b[1];
+      b_v = b[2];
+    }
+    std::tie(q, k, v) = in_projection(
+        query, key, value, o.q_proj_weight(), o.k_proj_weight(), o.v_proj_weight(), b_q, b_k, b_v);
+  }
+
+  // attn_mask: (L, S) -> (1, L, S); (N * H, L, S) as is.
+  if (attn_mask.defined()) {
+    detail::check_attn_mask_shape(attn_mask, tgt_len, src_len, bsz * num_heads);
+    if (attn_mask.dim() == 2) {
+      attn_mask = attn_mask.unsqueeze(0);
+    }
+  }
+
+  // bias_k/bias_v: one more key row (S + 1, N, E); masks get a 0 column.
+  const Tensor& bias_k = o.bias_k();
+  const Tensor& bias_v = o.bias_v();
+  if (bias_k.defined() && bias_v.defined()) {
+    TORCH_CHECK(!o.static_k().defined(), "bias cannot be added to static key.");
+    TORCH_CHECK(!o.static_v().defined(), "bias cannot be added to static value.");
+    k = at::cat({k, bias_k.repeat({1, bsz, 1})});
+    v = at::cat({v, bias_v.repeat({1, bsz, 1})});
+    attn_mask = pad_one_key(attn_mask);
+    key_padding_mask = pad_one_key(key_padding_mask);
+  } else {
+    TORCH_CHECK(!bias_k.defined(), "bias_k is set but bias_v is None");
+    TORCH_CHECK(!bias_v.defined(), "bias_v is set but bias_k is None");
+  }
+
+  // Heads folded into the batch: q (N * H, L, hd), k and v (N * H, S, hd).
+  q = q.view({tgt_len, bsz * num_heads, head_dim}).transpose(0, 1);
+  if (!o.static_k().defined()) {
+    k = k.view({k.size(0), bsz * num_heads, head_dim}).transpose(0, 1);
+  } else {
+    k = check_static(o.static_k(), bsz * num_heads, head_dim, "static_k");
+  }
+  if (!o.static_v().defined()) {
+    v = v.view({v.size(0), bsz * num_heads, head_dim}).transpose(0, 1);
+  } else {
+    v = check_static(o.static_v(), bsz * num_heads, head_dim, "static_v");
+  }
+
+  // add_zero_attn: a zero key/value row (N * H, S + 1, hd).
+  if (o.add_zero_attn()) {
+    k = at::cat({k, at::zeros({bsz * num_heads, 1, head_dim}, k.options())}, /*dim=*/1);
+    v = at::cat({v, at::zeros({bsz * num_heads, 1, head_dim}, v.options())}, /*dim=*/1);
+    attn_mask = pad_one_key(attn_mask);
+    key_padding_mask = pad_one_key(key_padding_mask);
+  }
+
+  src_len = k.size(1);
+
+  // key_padding_mask (N, S) -> (N * H, 1, S), merged additively into attn_mask.
+  if (key_padding_mask.defined()) {
+    detail::check_key_padding_mask_shape(key_padding_mask, src_len, bsz);
+    key_padding_mask = key_padding_mask.view({bsz, 1, 1, src_len})
+                           .expand({-1, num_heads, -1, -1})
+                           .reshape({bsz * num_heads, 1, src_len});
+    attn_mask = attn_mask.defined() ? attn_mask + key_padding_mask : key_padding_mask;
+  }
+
+  const double dropout_p = o.training() ? o.dropout_p() : 0.0;
+
+  if (o.need_weights()) {
+    // Unfused: weights (N * H, L, S) = softmax(q k^T / sqrt(hd) + mask).
+    const int64_t E = q.size(2);
+    const Tensor q_scaled = q * std::sqrt(1.0 / static_cast<double>(E));
+    Tensor weights = attn_mask.defined()
+        ? at::baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))
+        : at::bmm(q_scaled, k.transpose(-2, -1));
+    weights = at::softmax(weights, /*dim=*/-1);
+    if (dropout_p > 0.0) {
+      weights = at::dropout(weights, dropout_p, /*train=*/true);
+    }
+    Tensor out = at::bmm(weights, v);                                    // (N * H, L, hd)
+    out = out.transpose(0, 1).reshape({tgt_len * bsz, embed_dim});       // (L * N, E)
+    out = at::linear(out, o.out_proj_weight(), o.out_proj_bias());
+    out = out.view({tgt_len, bsz, out.size(1)});                         // (L, N, E)
+    weights = weights.view({bsz, num_heads, tgt_len, src_len});          // (N, H, L, S)
+    if (o.average_attn_weights()) {
+      weights = weights.mean(/*dim=*/1);                                 // (N, L, S)
+    }
+    if (!is_batched) {
+      out = out.squeeze(1);
+      weights = weights.squeeze(0);
+    }
+    return {out, weights};
+  }
+
+  // SDPA: mask (1, 1, L, S) or (N, H, L, S); q (N, H, L, hd), k and v (N, H, S, hd).
+  if (attn_mask.defined()) {
+    attn_mask = (attn_mask.size(0) == 1 && attn_mask.dim() == 3)
+        ? attn_mask.unsqueeze(0)
+        : attn_mask.reshape({bsz, num_heads, -1, src_len});
+  }
+  q = q.view({bsz, num_heads, tgt_len, head_dim});
+  k = k.view({bsz, num_heads, src_len, head_dim});
+  v = v.view({bsz, num_heads, src_len, head_dim});
+  Tensor out = at::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal);
+  out = out.permute({2, 0, 1, 3}).reshape({bsz * tgt_len, embed_dim});  // (L * N, E)
+  out = at::linear(out, o.out_proj_weight(), o.out_proj_bias());
+  out = out.view({tgt_len, bsz, out.size(1)});                          // (L, N, E)
+  if (!is_batched) {
+    out = out.squeeze(1);
+  }
+  return {out, Tensor()};
+}
+
+}  // namespace functional
+}  // namespace mha
