@@ -191,14 +191,13 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   const bool is_batched = detail::mha_shape_check(
       query_in, key_in, value_in, key_padding_mask, attn_mask, num_heads);
 
-  // Unbatched input gets a batch dimension of 1, keeping q/k/v identity.
+  // Unbatched input gets a batch dimension of 1. Like Python, each unsqueeze is a
+  // new tensor, so self-attention identity is not kept (three projections).
   Tensor query = query_in, key = key_in, value = value_in;
   if (!is_batched) {
     query = query_in.unsqueeze(1);
-    key = key_in.is_same(query_in) ? query : key_in.unsqueeze(1);
-    value = value_in.is_same(key_in) ? key
-        : value_in.is_same(query_in) ? query
-                                      : value_in.unsqueeze(1);
+    key = key_in.unsqueeze(1);
+    value = value_in.unsqueeze(1);
     if (key_padding_mask.defined()) {
       key_padding_mask = key_padding_mask.unsqueeze(0);
     }
@@ -365,7 +364,9 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   q = q.view({bsz, num_heads, tgt_len, head_dim});
   k = k.view({bsz, num_heads, src_len, head_dim});
   v = v.view({bsz, num_heads, src_len, head_dim});
-  Tensor out = at::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal);
+  Tensor out = at::scaled_dot_product_attention(
+      q, k, v, attn_mask.defined() ? std::optional<Tensor>(attn_mask) : std::nullopt, dropout_p,
+      is_causal);
   out = out.permute({2, 0, 1, 3}).reshape({bsz * tgt_len, embed_dim});  // (L * N, E)
   out = at::linear(out, o.out_proj_weight(), o.out_proj_bias());
   out = out.view({tgt_len, bsz, out.size(1)});                          // (L, N, E)

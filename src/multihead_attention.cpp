@@ -325,7 +325,7 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
     }
     if (why_not_fast_path.empty() && in_proj_bias.defined()) {
       // merge_masks: kpm alone is (N, S), type 1; any attn_mask becomes (N, H, L, L), type 2.
-      Tensor merged;
+      std::optional<Tensor> merged;
       std::optional<int64_t> mask_type;
       if (kpm.defined()) {
         merged = kpm;
@@ -338,7 +338,7 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
             ? mask.view({batch_size, -1, seq_len, seq_len})
             : mask.view({1, 1, seq_len, seq_len}).expand({batch_size, options.num_heads(), -1, -1});
         if (kpm.defined()) {
-          merged = merged +
+          merged = *merged +
               kpm.view({batch_size, 1, 1, seq_len}).expand({-1, options.num_heads(), -1, -1});
         }
       }

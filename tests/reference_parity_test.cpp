@@ -1,0 +1,143 @@
+// Parity with Python: each case written by scripts/export_reference.py (from the
+// installed torch, at test time) is rebuilt in C++ and compared output, weights,
+// gradients and initialisation. Prints how many cases are bitwise equal.
+
+#include "reference_bundle.h"
+#include "support.h"
+
+#include <mha/multihead_attention.h>
+
+#include <fstream>
+#include <iostream>
+
+namespace {
+
+using mha::parity::ReferenceCase;
+using mha::test::bitwise_equal;
+using mha::test::tensors_close;
+using torch::Tensor;
+
+std::string reference_dir() {
+  const char* dir = std::getenv("MHA_REFERENCE_DIR");
+  return dir ? dir : MHA_DEFAULT_REFERENCE_DIR;
+}
+
+/// Case names from the manifest written next to the cases.
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  std::ifstream manifest(reference_dir() + "/manifest.txt");
+  for (std::string line; std::getline(manifest, line);) {
+    if (!line.empty() && line[0] != '#') names.push_back(line);
+  }
+  return names;
+}
+
+/// Counts of cases compared bit for bit, per dtype, printed after the suite.
+struct BitwiseTally {
+  std::map<std::string, std::pair<int, int>> per_dtype;  // dtype -> (bitwise, total)
+  std::vector<std::string> not_bitwise;
+};
+BitwiseTally& tally() {
+  static BitwiseTally t;
+  return t;
+}
+
+class BitwiseReport : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (const auto& [dtype, counts] : tally().per_dtype) {
+      std::cout << "parity: " << counts.first << " of " << counts.second << " " << dtype
+                << " cases bitwise equal to Python (output, weights, gradients)\n";
+    }
+    if (!tally().not_bitwise.empty()) {
+      std::cout << "parity: not bitwise (within tolerance):";
+      for (const auto& name : tally().not_bitwise) std::cout << " " << name;
+      std::cout << "\n";
+    }
+  }
+};
+const auto* const kReport = ::testing::AddGlobalTestEnvironment(new BitwiseReport);
+
+class ReferenceParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { torch::set_num_threads(1); }  // as export_reference.py
+};
+
+TEST_P(ReferenceParity, MatchesPython) {
+  const ReferenceCase ref = mha::parity::read_reference_case(reference_dir() + "/" + GetParam() + ".pt");
+  const bool f64 = ref.dtype == "float64";
+  const double rtol = f64 ? 0.0 : 1e-4;
+  const double atol = f64 ? 1e-10 : 1e-5;
+  bool bitwise = true;
+  auto compare = [&](const Tensor& actual, const Tensor& expected, const std::string& what) {
+    ASSERT_TRUE(actual.defined()) << what << " is undefined";
+    EXPECT_TRUE(tensors_close(actual, expected, rtol, atol)) << what;
+    bitwise = bitwise && bitwise_equal(actual, expected);
+  };
+
+  // Same initialisation as Python from the same seed: names, order and values.
+  torch::manual_seed(ref.init_seed);
+  mha::MultiheadAttention fresh(ref.options);
+  const auto init = fresh->named_parameters();
+  ASSERT_EQ(init.size(), ref.init_state_dict.size());
+  for (size_t i = 0; i < init.size(); ++i) {
+    EXPECT_EQ(init.keys()[i], ref.init_state_dict[i].first) << "parameter order";
+    EXPECT_TRUE(bitwise_equal(init.values()[i].detach(), ref.init_state_dict[i].second))
+        << "init of " << ref.init_state_dict[i].first;
+  }
+
+  mha::MultiheadAttention module = mha::parity::make_module(ref);
+  auto [query, key, value] = mha::parity::make_inputs(ref, ref.grad);
+  const auto input = [&](const char* name) {
+    return ref.inputs.count(name) ? ref.inputs.at(name) : Tensor();
+  };
+
+  torch::manual_seed(ref.forward_seed);
+  Tensor out, weights;
+  {
+    torch::AutoGradMode grad_mode(ref.grad);
+    std::tie(out, weights) = module(query, key, value, input("key_padding_mask"),
+                                    ref.need_weights, input("attn_mask"),
+                                    ref.average_attn_weights, ref.is_causal);
+  }
+  compare(out, ref.expected.at("output"), "output");
+  if (ref.need_weights) {
+    compare(weights, ref.expected.at("weights"), "weights");
+  } else {
+    EXPECT_FALSE(weights.defined()) << "weights must be undefined without need_weights";
+  }
+
+  if (ref.grad) {
+    Tensor loss = (out * ref.cotangents.at("output")).sum();
+    if (weights.defined()) loss = loss + (weights * ref.cotangents.at("weights")).sum();
+    loss.backward();
+    const std::map<std::string, Tensor> leaves{{"query", query}, {"key", key}, {"value", value}};
+    for (const auto& [name, expected] : ref.grads) {
+      const Tensor actual = name.rfind("param.", 0) == 0
+          ? module->named_parameters()[name.substr(6)].grad()
+          : leaves.at(name).grad();
+      compare(actual, expected, "gradient of " + name);
+    }
+  }
+
+  auto& counts = tally().per_dtype[ref.dtype];
+  counts.second += 1;
+  counts.first += bitwise ? 1 : 0;
+  if (!bitwise) tally().not_bitwise.push_back(ref.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Python,
+                         ReferenceParity,
+                         ::testing::ValuesIn(case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceParity);
+
+/// The fixture must have produced the matrix; an empty run is a failure, not a pass.
+TEST(ReferenceParityManifest, HasAtLeast80Cases) {
+  EXPECT_GE(case_names().size(), 80u)
+      << "run `python scripts/export_reference.py --out " << reference_dir() << "`";
+}
+
+}  // namespace
