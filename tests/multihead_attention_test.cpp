@@ -234,7 +234,7 @@ TEST_F(MultiheadAttentionTest, MismatchedMaskTypesWarnAsPython) {
 }
 
 TEST_F(MultiheadAttentionTest, CudaMatchesCpu) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "CUDA is not available";
+  MHA_SKIP_WITHOUT_CUDA();
   MultiheadAttention cpu(MultiheadAttentionOptions(64, 8).batch_first(true));
   auto gpu = std::dynamic_pointer_cast<mha::MultiheadAttentionImpl>(cpu->clone(torch::kCUDA));
   ASSERT_TRUE(gpu);
@@ -257,7 +257,7 @@ TEST_F(MultiheadAttentionTest, CudaMatchesCpu) {
 }
 
 TEST_F(MultiheadAttentionTest, CudaBackwardMatchesCpu) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "CUDA is not available";
+  MHA_SKIP_WITHOUT_CUDA();
   MultiheadAttention cpu(MultiheadAttentionOptions(32, 4).kdim(16).vdim(24));
   auto gpu = std::dynamic_pointer_cast<mha::MultiheadAttentionImpl>(cpu->clone(torch::kCUDA));
   const auto q = torch::randn({5, 2, 32}), k = torch::randn({7, 2, 16}), v = torch::randn({7, 2, 24});

@@ -58,6 +58,12 @@ class BitwiseReport : public ::testing::Environment {
 };
 const auto* const kReport = ::testing::AddGlobalTestEnvironment(new BitwiseReport);
 
+/// Device the cases run on: cpu, or MHA_PARITY_DEVICE (e.g. cuda) for scripts/gpu_check.sh.
+torch::Device parity_device() {
+  const char* device = std::getenv("MHA_PARITY_DEVICE");
+  return torch::Device(device ? device : "cpu");
+}
+
 class ReferenceParity : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { torch::set_num_threads(1); }  // as export_reference.py
@@ -71,8 +77,9 @@ TEST_P(ReferenceParity, MatchesPython) {
   bool bitwise = true;
   auto compare = [&](const Tensor& actual, const Tensor& expected, const std::string& what) {
     ASSERT_TRUE(actual.defined()) << what << " is undefined";
-    EXPECT_TRUE(tensors_close(actual, expected, rtol, atol)) << what;
-    bitwise = bitwise && bitwise_equal(actual, expected);
+    const Tensor on_cpu = actual.cpu();
+    EXPECT_TRUE(tensors_close(on_cpu, expected, rtol, atol)) << what;
+    bitwise = bitwise && bitwise_equal(on_cpu, expected);
   };
 
   // Same initialisation as Python from the same seed: names, order and values.
@@ -86,10 +93,16 @@ TEST_P(ReferenceParity, MatchesPython) {
         << "init of " << ref.init_state_dict[i].first;
   }
 
+  const torch::Device device = parity_device();
+  if (!device.is_cpu()) {
+    MHA_SKIP_WITHOUT_CUDA();
+    if (ref.training && ref.options.dropout() > 0) GTEST_SKIP() << "dropout draws differ off CPU";
+  }
   mha::MultiheadAttention module = mha::parity::make_module(ref);
-  auto [query, key, value] = mha::parity::make_inputs(ref, ref.grad);
+  module->to(device);
+  auto [query, key, value] = mha::parity::make_inputs(ref, ref.grad, device);
   const auto input = [&](const char* name) {
-    return ref.inputs.count(name) ? ref.inputs.at(name) : Tensor();
+    return ref.inputs.count(name) ? ref.inputs.at(name).to(device) : Tensor();
   };
 
   torch::manual_seed(ref.forward_seed);

@@ -32,6 +32,19 @@ struct SeedingFixture : public ::testing::Test {
     ASSERT_TRUE(mha_thrown_) << "expected a c10::Error containing: " << substring;    \
   } while (false)
 
+/// Skips a CUDA test without a GPU, unless MHA_REQUIRE_CUDA=1 (scripts/gpu_check.sh),
+/// where a missing GPU is a failure.
+#define MHA_SKIP_WITHOUT_CUDA()                                                     \
+  do {                                                                              \
+    if (!torch::cuda::is_available()) {                                             \
+      const char* mha_require_ = std::getenv("MHA_REQUIRE_CUDA");                   \
+      if (mha_require_ && std::string(mha_require_) == "1") {                       \
+        FAIL() << "CUDA is required (MHA_REQUIRE_CUDA=1) but not available";        \
+      }                                                                             \
+      GTEST_SKIP() << "CUDA is not available";                                      \
+    }                                                                               \
+  } while (false)
+
 /// Element-wise equality that treats NaN as equal to NaN (bit-for-bit parity).
 inline bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
   if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;

@@ -146,9 +146,12 @@ MultiheadAttention make_module(const ReferenceCase& reference) {
   return module;
 }
 
-std::tuple<Tensor, Tensor, Tensor> make_inputs(const ReferenceCase& reference, bool requires_grad) {
+std::tuple<Tensor, Tensor, Tensor> make_inputs(const ReferenceCase& reference,
+                                               bool requires_grad,
+                                               torch::Device device) {
   auto leaf = [&](const char* name) {
-    return reference.inputs.at(name).clone().requires_grad_(requires_grad);
+    return reference.inputs.at(name).to(device, /*non_blocking=*/false, /*copy=*/true)
+        .requires_grad_(requires_grad);
   };
   const Tensor query = leaf("query");
   if (reference.qkv_identity == "qkv") {

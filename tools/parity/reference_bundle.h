@@ -56,10 +56,11 @@ ReferenceCase read_reference_case(const std::string& path);
 MultiheadAttention make_module(const ReferenceCase& reference);
 
 /// query, key, value as fresh leaf tensors with Python's identity
-/// (the same tensor object where Python passed the same object).
+/// (the same tensor object where Python passed the same object), on `device`.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> make_inputs(
     const ReferenceCase& reference,
-    bool requires_grad);
+    bool requires_grad,
+    torch::Device device = torch::kCPU);
 
 }  // namespace parity
 }  // namespace mha
