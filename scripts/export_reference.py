@@ -155,6 +155,7 @@ def case_matrix():
     add("FastFloatMaskFallsBack", key_padding_mask="float", **fast)
     add("FastOddHeadsFallsBack", **{**fast, "num_heads": 1})
     add("FastNoBiasFallsBack", bias=False, **fast)
+    add("FastCausalHintIgnored", is_causal=True, **fast)  # Python's fast path ignores the hint
     add("NoGradSeqFirst", qkv="qkv", grad=False)
     return cases
 
