@@ -1,0 +1,28 @@
+// Reads the named parameters and buffers of a TorchScript archive
+// (`torch.jit.save(torch.jit.script(model), path)`) with `torch::jit::load`.
+
+#include "state_dict/errors.h"
+#include "state_dict/formats.h"
+
+#include <torch/script.h>
+
+namespace mha {
+namespace detail {
+
+TensorMap read_torchscript(const std::string& path) {
+  const auto module = with_file_context(path, "cannot load the TorchScript archive",
+                                        [&] { return torch::jit::load(path, torch::kCPU); });
+  TensorMap out;
+  for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
+    out.emplace(parameter.name, parameter.value.detach());
+  }
+  for (const auto& buffer : module.named_buffers(/*recurse=*/true)) {
+    if (buffer.value.defined()) {
+      out.emplace(buffer.name, buffer.value.detach());
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace mha
