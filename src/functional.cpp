@@ -56,8 +56,9 @@ Tensor canonical_mask(
           "only bool and floating types of {} are supported, but got {}",
           mask_name,
           c10::toString(mask.scalar_type())));
+  // Once per process, as Python's default warning filter shows it once per call site.
   if (check_other && other_type && mask.scalar_type() != *other_type) {
-    TORCH_WARN(fmt::format(
+    TORCH_WARN_ONCE(fmt::format(
         "Support for mismatched {} and {} is deprecated. Use same type for both instead.",
         mask_name,
         other_name));
