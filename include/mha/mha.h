@@ -1,0 +1,5 @@
+#pragma once
+
+/// Umbrella header: everything public in mha.
+#include <mha/functional.h>
+#include <mha/multihead_attention.h>
