@@ -80,8 +80,8 @@ void check_tensor_bounds(const std::string& path,
   int64_t end_byte = 0;
   if (__builtin_mul_overflow(last + 1, item, &end_byte) ||
       static_cast<uint64_t>(end_byte) > storage.nbytes()) {
-    fail_file(path, fmt::format("tensor '{}' (offset {}, sizes {}, strides {}) reaches past the "
-                                "{} bytes of its storage",
+    fail_file(path, fmt::format("tensor '{}' (offset {}, sizes {}, strides {}) reaches past its "
+                                "storage: storage only has {} bytes",
                                 key, tensor.storage_offset(), fmt::streamed(sizes),
                                 fmt::streamed(strides), storage.nbytes()));
   }
