@@ -1,0 +1,439 @@
+// mha-parity: runs mha::MultiheadAttention on what Python's
+// torch.nn.MultiheadAttention was given and compares the outputs and the time.
+//
+//   mha-parity BUNDLE                  a file of `scripts/export_reference.py --bundle`
+//   mha-parity --weights W --inputs I --num-heads H [options]
+//
+// Exit status: 0 parity, 1 no parity, 2 bad input (arguments or files).
+
+#include "compare.h"
+
+#include <mha/multihead_attention.h>
+#include <mha/state_dict.h>
+#include <reference_bundle.h>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mha {
+namespace parity_tool {
+namespace {
+
+using torch::Tensor;
+
+constexpr int kParity = 0;
+constexpr int kNoParity = 1;
+constexpr int kBadInput = 2;
+
+constexpr const char* kUsage = R"(usage:
+  mha-parity BUNDLE [--rtol R] [--atol A] [--time-s S]
+  mha-parity --weights FILE --inputs FILE --num-heads H [options]
+
+Runs mha::MultiheadAttention (C++) on what Python's torch.nn.MultiheadAttention
+was given and prints, per output, the shape, max abs and max rel error and the
+allclose verdict, then the C++ and Python forward times.
+
+BUNDLE: a file written by `scripts/export_reference.py --bundle FILE` (options,
+weights, inputs, masks, Python's outputs and median forward time).
+
+Separate files:
+  --weights FILE     state_dict: torch.save (OrderedDict or dict), safetensors or
+                     TorchScript, detected from the content
+  --prefix P         load the weights under this prefix (e.g. encoder.layers.0.self_attn.)
+  --vit              timm ViT naming (qkv, proj) via mha::KeyMap::vit()
+  --inputs FILE      tensors query, key, value [, key_padding_mask, attn_mask]
+                     [, output, weights (Python's outputs)]
+  --expected FILE    Python's outputs (output [, weights]) if not in --inputs
+  --num-heads H      required; embed_dim, kdim, vdim, bias and add_bias_kv
+                     follow from the weights (--embed-dim E to check)
+  --batch-first      inputs are (N, L, E)
+  --need-weights     also compute and compare the attention weights
+  --no-average-attn-weights   per-head weights
+  --is-causal        pass is_causal=true (needs attn_mask)
+  --save-output FILE write the C++ outputs as safetensors
+
+Common:
+  --rtol R, --atol A tolerances (default: torch.testing's for the dtype:
+                     float32 1.3e-6/1e-5, float64 1e-7/1e-7)
+  --time-s S         time the C++ forward for about S seconds (default 1; 0: skip)
+  --threads T        intra-op threads for the C++ forward (default: LibTorch's,
+                     the number of cores, as export_reference.py --bundle uses)
+  -h, --help         this text
+
+Exit status: 0 parity, 1 no parity, 2 bad input.
+)";
+
+struct Args {
+  std::string bundle;
+  std::string weights;
+  std::string prefix;
+  bool vit = false;
+  std::string inputs;
+  std::string expected;
+  std::string save_output;
+  std::optional<int64_t> num_heads;
+  std::optional<int64_t> embed_dim;
+  bool batch_first = false;
+  bool need_weights = false;
+  bool average_attn_weights = true;
+  bool is_causal = false;
+  std::optional<double> rtol;
+  std::optional<double> atol;
+  double time_s = 1.0;
+  std::optional<int64_t> threads;
+};
+
+/// Thrown for a bad command line; main prints the usage and exits with 2.
+struct UsageError {
+  std::string message;
+};
+
+double parse_double(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    const double value = std::stod(text, &used);
+    if (used == text.size()) {
+      return value;
+    }
+  } catch (const std::exception&) {
+  }
+  throw UsageError{fmt::format("{} expects a number, got '{}'", flag, text)};
+}
+
+int64_t parse_int(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    const long long value = std::stoll(text, &used);
+    if (used == text.size() && value > 0) {
+      return value;
+    }
+  } catch (const std::exception&) {
+  }
+  throw UsageError{fmt::format("{} expects a positive integer, got '{}'", flag, text)};
+}
+
+Args parse_args(int argc, char** argv) {
+  Args args;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        throw UsageError{fmt::format("{} needs a value", arg)};
+      }
+      return argv[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      std::exit(kParity);
+    } else if (arg == "--weights") {
+      args.weights = value();
+    } else if (arg == "--prefix") {
+      args.prefix = value();
+    } else if (arg == "--vit") {
+      args.vit = true;
+    } else if (arg == "--inputs") {
+      args.inputs = value();
+    } else if (arg == "--expected") {
+      args.expected = value();
+    } else if (arg == "--save-output") {
+      args.save_output = value();
+    } else if (arg == "--num-heads") {
+      args.num_heads = parse_int(arg, value());
+    } else if (arg == "--embed-dim") {
+      args.embed_dim = parse_int(arg, value());
+    } else if (arg == "--batch-first") {
+      args.batch_first = true;
+    } else if (arg == "--need-weights") {
+      args.need_weights = true;
+    } else if (arg == "--no-average-attn-weights") {
+      args.average_attn_weights = false;
+    } else if (arg == "--is-causal") {
+      args.is_causal = true;
+    } else if (arg == "--rtol") {
+      args.rtol = parse_double(arg, value());
+    } else if (arg == "--atol") {
+      args.atol = parse_double(arg, value());
+    } else if (arg == "--time-s") {
+      args.time_s = parse_double(arg, value());
+    } else if (arg == "--threads") {
+      args.threads = parse_int(arg, value());
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw UsageError{fmt::format("unknown option '{}'", arg)};
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  if (positional.size() > 1) {
+    throw UsageError{"give one bundle file"};
+  }
+  if (positional.size() == 1) {
+    args.bundle = positional[0];
+    if (!args.weights.empty() || !args.inputs.empty()) {
+      throw UsageError{"give a bundle or --weights and --inputs, not both"};
+    }
+  } else if (args.weights.empty() || args.inputs.empty()) {
+    throw UsageError{"give a bundle file, or --weights FILE and --inputs FILE"};
+  } else if (!args.num_heads) {
+    throw UsageError{"--num-heads is required with --weights"};
+  }
+  return args;
+}
+
+/// Everything one run needs, from a bundle or from separate files.
+struct Job {
+  std::string title;
+  MultiheadAttention module{nullptr};
+  Tensor query, key, value, key_padding_mask, attn_mask;
+  bool need_weights = false;
+  bool average_attn_weights = true;
+  bool is_causal = false;
+  bool training = false;
+  bool grad = false;
+  int64_t forward_seed = 0;
+  std::map<std::string, Tensor> expected;
+  std::optional<double> python_median_us;
+};
+
+Tensor optional_tensor(const std::map<std::string, Tensor>& tensors, const std::string& name) {
+  const auto found = tensors.find(name);
+  return found == tensors.end() ? Tensor() : found->second;
+}
+
+std::string describe(const MultiheadAttentionOptions& o, const Tensor& query) {
+  return fmt::format("nn.MultiheadAttention({}, {}{}), query {}", o.embed_dim(), o.num_heads(),
+                     o.batch_first() ? ", batch_first=True" : "", fmt::streamed(query.sizes()));
+}
+
+Job job_from_bundle(const Args& args) {
+  const auto reference = [&] {
+    try {
+      return parity::read_reference_case(args.bundle);
+    } catch (const c10::Error& e) {
+      const std::string message = e.what_without_backtrace();
+      if (message.find(args.bundle) != std::string::npos) {
+        throw;
+      }
+      TORCH_CHECK(false, fmt::format("{}: not a bundle of scripts/export_reference.py --bundle: {}",
+                                     args.bundle, message));
+    }
+  }();
+  Job job;
+  // Build the module and load its state_dict by name (strict).
+  job.module = MultiheadAttention(reference.options);
+  job.module->to(reference.dtype == "float64" ? torch::kFloat64 : torch::kFloat32);
+  const std::map<std::string, Tensor> weights(reference.state_dict.begin(),
+                                              reference.state_dict.end());
+  load_state_dict(*job.module, weights, {}, args.bundle);
+  std::tie(job.query, job.key, job.value) =
+      parity::make_inputs(reference, /*requires_grad=*/false);
+  job.key_padding_mask = optional_tensor(reference.inputs, "key_padding_mask");
+  job.attn_mask = optional_tensor(reference.inputs, "attn_mask");
+  job.need_weights = reference.need_weights;
+  job.average_attn_weights = reference.average_attn_weights;
+  job.is_causal = reference.is_causal;
+  job.training = reference.training;
+  job.grad = reference.grad;
+  job.forward_seed = reference.forward_seed;
+  job.expected = reference.expected;
+  job.python_median_us = reference.python_median_us;
+  job.title = fmt::format("{} ({})", args.bundle, describe(reference.options, job.query));
+  TORCH_CHECK(!job.expected.empty(),
+              fmt::format("{}: the bundle has no expected output (Python raised an error)",
+                          args.bundle));
+  return job;
+}
+
+Job job_from_files(const Args& args) {
+  auto weights = read_state_dict(args.weights);
+  // Options from the (selected, renamed) weights, as Python's constructor made them.
+  LoadOptions load;
+  load.prefix(args.prefix);
+  if (args.vit) {
+    load.key_map(KeyMap::vit());
+  }
+  std::string prefix = args.prefix;
+  if (!prefix.empty() && prefix.back() != '.') {
+    prefix += '.';
+  }
+  std::map<std::string, Tensor> named;
+  for (const auto& [key, tensor] : weights) {
+    if (key.compare(0, prefix.size(), prefix) == 0) {
+      named.emplace(load.key_map().apply(key.substr(prefix.size())), tensor);
+    }
+  }
+  TORCH_CHECK(named.count("out_proj.weight"),
+              fmt::format("{}: no 'out_proj.weight' under prefix '{}' (use --prefix, or --vit "
+                          "for qkv/proj names)",
+                          args.weights, prefix));
+  const int64_t embed_dim = named.at("out_proj.weight").size(0);
+  TORCH_CHECK(!args.embed_dim || *args.embed_dim == embed_dim,
+              fmt::format("--embed-dim {} but the weights have embed_dim {}", *args.embed_dim,
+                          embed_dim));
+  MultiheadAttentionOptions options(embed_dim, *args.num_heads);
+  options.batch_first(args.batch_first)
+      .bias(named.count("in_proj_bias") > 0)
+      .add_bias_kv(named.count("bias_k") > 0);
+  if (named.count("k_proj_weight")) {
+    options.kdim(named.at("k_proj_weight").size(1));
+  }
+  if (named.count("v_proj_weight")) {
+    options.vdim(named.at("v_proj_weight").size(1));
+  }
+  Job job;
+  job.module = MultiheadAttention(options);
+  job.module->to(named.at("out_proj.weight").scalar_type());
+  load_state_dict(*job.module, weights, load, args.weights);
+
+  const auto inputs = read_state_dict(args.inputs);
+  for (const char* name : {"query", "key", "value"}) {
+    TORCH_CHECK(inputs.count(name),
+                fmt::format("{}: no tensor '{}' (expected query, key, value)", args.inputs, name));
+  }
+  job.query = inputs.at("query");
+  job.key = inputs.at("key");
+  job.value = inputs.at("value");
+  job.key_padding_mask = optional_tensor(inputs, "key_padding_mask");
+  job.attn_mask = optional_tensor(inputs, "attn_mask");
+  job.need_weights = args.need_weights;
+  job.average_attn_weights = args.average_attn_weights;
+  job.is_causal = args.is_causal;
+  const auto expected = args.expected.empty() ? inputs : read_state_dict(args.expected);
+  for (const char* name : {"output", "weights"}) {
+    if (expected.count(name) && (std::string(name) == "output" || args.need_weights)) {
+      job.expected.emplace(name, expected.at(name));
+    }
+  }
+  job.title = fmt::format("{} + {} ({})", args.weights, args.inputs, describe(options, job.query));
+  return job;
+}
+
+/// The median time of one inference forward (eval, InferenceMode), in
+/// microseconds, over about `seconds`, after a warm-up; nullopt if seconds <= 0.
+std::optional<std::pair<double, int>> time_forward(Job& job, double seconds) {
+  if (seconds <= 0) {
+    return std::nullopt;
+  }
+  using Clock = std::chrono::steady_clock;
+  const bool was_training = job.module->is_training();
+  job.module->eval();
+  torch::InferenceMode inference;
+  auto run = [&] {
+    job.module->forward(job.query, job.key, job.value, job.key_padding_mask, job.need_weights,
+                        job.attn_mask, job.average_attn_weights, job.is_causal);
+  };
+  for (int i = 0; i < 3; ++i) {
+    run();
+  }
+  std::vector<double> times;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (times.size() < 5 || (Clock::now() < deadline && times.size() < 100000)) {
+    const auto start = Clock::now();
+    run();
+    times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+  }
+  job.module->train(was_training);
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return std::make_pair(times[times.size() / 2], static_cast<int>(times.size()));
+}
+
+int run(const Args& args) {
+  if (args.threads) {
+    torch::set_num_threads(static_cast<int>(*args.threads));
+  }
+  Job job = args.bundle.empty() ? job_from_files(args) : job_from_bundle(args);
+  job.module->train(job.training);
+  Tensor output, weights;
+  {
+    torch::AutoGradMode grad_mode(job.grad);
+    torch::manual_seed(job.forward_seed);
+    std::tie(output, weights) =
+        job.module->forward(job.query, job.key, job.value, job.key_padding_mask, job.need_weights,
+                            job.attn_mask, job.average_attn_weights, job.is_causal);
+  }
+  const bool float64 = output.scalar_type() == torch::kFloat64;
+  const double rtol = args.rtol.value_or(float64 ? 1e-7 : 1.3e-6);
+  const double atol = args.atol.value_or(float64 ? 1e-7 : 1e-5);
+
+  fmt::print("mha-parity: {}\n", job.title);
+  bool parity = true;
+  std::map<std::string, Tensor> actual{{"output", output}};
+  if (weights.defined()) {
+    actual.emplace("weights", weights);
+  }
+  if (job.expected.empty()) {
+    fmt::print("  no Python outputs to compare with (put 'output' in --inputs or use --expected)\n");
+  }
+  for (const auto& [name, expected] : job.expected) {
+    const auto found = actual.find(name);
+    if (found == actual.end()) {
+      fmt::print("  {:<8} Python returned it, C++ did not: FAIL\n", name);
+      parity = false;
+      continue;
+    }
+    const auto comparison = compare(name, found->second, expected, rtol, atol);
+    fmt::print("{}\n", format_comparison(comparison));
+    parity = parity && comparison.allclose;
+  }
+  if (!args.save_output.empty()) {
+    torch::nn::Module holder;
+    for (const auto& [name, tensor] : actual) {
+      holder.register_buffer(name, tensor.detach());
+    }
+    save_state_dict(holder, args.save_output);
+    fmt::print("  C++ outputs written to {}\n", args.save_output);
+  }
+
+  const auto cpp = time_forward(job, args.time_s);
+  if (cpp) {
+    const int threads = torch::get_num_threads();
+    fmt::print("  time     C++ {:.1f} us (median of {} forwards, {} thread{})", cpp->first,
+               cpp->second, threads, threads == 1 ? "" : "s");
+    if (job.python_median_us) {
+      fmt::print(", Python {:.1f} us: C++ takes {:.2f}x Python's time\n", *job.python_median_us,
+                 cpp->first / *job.python_median_us);
+    } else {
+      fmt::print(", Python: not measured\n");
+    }
+  }
+  if (job.expected.empty()) {
+    fmt::print("parity: not checked\n");
+    return kParity;
+  }
+  fmt::print("parity: {}\n", parity ? "PASS" : "FAIL");
+  return parity ? kParity : kNoParity;
+}
+
+}  // namespace
+}  // namespace parity_tool
+}  // namespace mha
+
+int main(int argc, char** argv) {
+  using namespace mha::parity_tool;
+  Args args;
+  try {
+    args = parse_args(argc, argv);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "mha-parity: {}\n\n{}", e.message, kUsage);
+    return kBadInput;
+  }
+  try {
+    return run(args);
+  } catch (const c10::Error& e) {
+    fmt::print(stderr, "mha-parity: bad input: {}\n", e.what_without_backtrace());
+    return kBadInput;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mha-parity: bad input: {}\n", e.what());
+    return kBadInput;
+  }
+}
