@@ -334,6 +334,14 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     // Unfused: weights (N * H, L, S) = softmax(q k^T / sqrt(hd) + mask).
     const int64_t E = q.size(2);
     const Tensor q_scaled = q * std::sqrt(1.0 / static_cast<double>(E));
+    // Where Python's baddbmm fails ("Input dtypes must be the same"), named.
+    TORCH_CHECK_TYPE(
+        !attn_mask.defined() || attn_mask.scalar_type() == q_scaled.scalar_type(),
+        fmt::format(
+            "expected the attention mask (attn_mask and key_padding_mask, added) to have the "
+            "query's dtype {}, but got {}",
+            c10::toString(q_scaled.scalar_type()),
+            c10::toString(attn_mask.scalar_type())));
     Tensor weights = attn_mask.defined()
         ? at::baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))
         : at::bmm(q_scaled, k.transpose(-2, -1));

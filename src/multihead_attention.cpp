@@ -45,9 +45,12 @@ void check_inputs(
     const Tensor& value,
     const Tensor& key_padding_mask,
     const Tensor& attn_mask) {
-  TORCH_CHECK(
-      query.defined() && key.defined() && value.defined(),
-      "query, key and value must be defined tensors");
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{query, "query"},
+                                 std::pair<const Tensor&, const char*>{key, "key"},
+                                 std::pair<const Tensor&, const char*>{value, "value"}}) {
+    TORCH_CHECK(
+        t.defined(), fmt::format("expected {} to be a defined tensor, but got an undefined one", name));
+  }
   const bool is_batched = detail::mha_shape_check(
       query, key, value, key_padding_mask, attn_mask, options.num_heads());
 

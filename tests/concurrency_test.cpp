@@ -1,0 +1,123 @@
+// Concurrency: one module in eval, shared by 8 threads that each run 200
+// forwards under no_grad (grad mode is per thread), over every inference path:
+// Python's native fast path (with and without weights and masks), the SDPA
+// path, the weights path (averaged and per head), unbatched input and a long
+// self-attention. Every result must be bitwise equal to the one the same call
+// gave on a single thread first, and the parameters must be unchanged.
+// Built with MHA_SANITIZE=tsan this test is the ThreadSanitizer check of mha.
+
+#include "support.h"
+
+#include <mha/multihead_attention.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace {
+
+using mha::MultiheadAttention;
+using mha::MultiheadAttentionOptions;
+using torch::Tensor;
+
+constexpr int kThreads = 8;
+constexpr int kForwardsPerThread = 200;
+
+struct Call {
+  std::string name;
+  std::function<std::tuple<Tensor, Tensor>()> run;
+};
+
+bool same(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  return !a.defined() || mha::test::bitwise_equal(a, b);
+}
+
+struct Concurrency : mha::test::SeedingFixture {};
+
+TEST_F(Concurrency, EightThreadsMatchOneThreadOnEveryPath) {
+  // batch_first, even heads, packed weights with bias: eligible for the fast path.
+  MultiheadAttention m(MultiheadAttentionOptions(16, 4).batch_first(true));
+  MultiheadAttention cross(MultiheadAttentionOptions(16, 4).kdim(8).vdim(12));
+  m->eval();
+  cross->eval();
+
+  const Tensor x = torch::randn({2, 5, 16});             // (N, L, E)
+  const Tensor kv = torch::randn({2, 7, 16});            // (N, S, E)
+  const Tensor u = torch::randn({5, 16});                // (L, E), unbatched
+  const Tensor long_x = torch::randn({1, 256, 16});      // (N, L, E), L = 256
+  const Tensor cq = torch::randn({5, 2, 16});            // (L, N, E), sequence-first
+  const Tensor ck = torch::randn({7, 2, 8});             // (S, N, kdim)
+  const Tensor cv = torch::randn({7, 2, 12});            // (S, N, vdim)
+  Tensor kpm = torch::zeros({2, 5}, torch::kBool);
+  kpm.index_put_({0, 3}, true);
+  const Tensor causal = torch::ones({5, 5}, torch::kBool).triu(1);
+  const Tensor fully_masked = torch::ones({2, 5}, torch::kBool).index_fill_(0, torch::tensor({1}), false);
+  const Tensor float_mask = torch::randn({5, 7});
+
+  const std::vector<Call> calls = {
+      {"FastSelfWeights", [&] { return m->forward(x, x, x); }},
+      {"FastSelfNoWeights", [&] { return m->forward(x, x, x, {}, false); }},
+      {"FastKpm", [&] { return m->forward(x, x, x, kpm, true); }},
+      {"FastCausalMaskPerHead", [&] { return m->forward(x, x, x, {}, true, causal, false); }},
+      {"FastFullyMasked", [&] { return m->forward(x, x, x, fully_masked, false); }},
+      {"SdpaCross", [&] { return m->forward(x, kv, kv, {}, false); }},
+      {"WeightsCross", [&] { return m->forward(x, kv, kv, {}, true); }},
+      {"SdpaCausalHint", [&] { return m->forward(x, x.clone(), x.clone(), {}, false, causal, true, true); }},
+      {"Unbatched", [&] { return m->forward(u, u, u); }},
+      {"LongSelfNoWeights", [&] { return m->forward(long_x, long_x, long_x, {}, false); }},
+      {"KdimVdimFloatMask", [&] { return cross->forward(cq, ck, cv, {}, true, float_mask, false); }},
+      {"KdimVdimSdpa", [&] { return cross->forward(cq, ck, cv, {}, false, float_mask); }},
+  };
+
+  std::vector<Tensor> params_before;
+  for (const auto& p : m->parameters()) params_before.push_back(p.detach().clone());
+
+  // References: one thread, no grad.
+  std::vector<std::tuple<Tensor, Tensor>> expected;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& call : calls) expected.push_back(call.run());
+  }
+
+  std::atomic<int> mismatches{0};
+  std::atomic<int> errors{0};
+  std::mutex first_mutex;
+  std::string first_problem;
+  auto report = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(first_mutex);
+    if (first_problem.empty()) first_problem = what;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      torch::NoGradGuard no_grad;  // grad mode is thread-local
+      for (int i = 0; i < kForwardsPerThread; ++i) {
+        const size_t c = static_cast<size_t>(t + i) % calls.size();
+        try {
+          const auto [out, weights] = calls[c].run();
+          if (!same(out, std::get<0>(expected[c])) || !same(weights, std::get<1>(expected[c]))) {
+            ++mismatches;
+            report(calls[c].name + " differs on thread " + std::to_string(t));
+          }
+        } catch (const std::exception& e) {
+          ++errors;
+          report(calls[c].name + " threw on thread " + std::to_string(t) + ": " + e.what());
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+
+  EXPECT_EQ(errors.load(), 0) << first_problem;
+  EXPECT_EQ(mismatches.load(), 0) << first_problem;
+  const auto params_after = m->parameters();
+  ASSERT_EQ(params_after.size(), params_before.size());
+  for (size_t i = 0; i < params_after.size(); ++i) {
+    EXPECT_TRUE(mha::test::bitwise_equal(params_after[i].detach(), params_before[i]))
+        << "parameter " << i;
+  }
+}
+
+}  // namespace
