@@ -15,7 +15,8 @@ dict of plain values and CPU tensors (`torch.save`; C++ reads it with
      "init_seed": int, "init_state_dict": {...}   # float32 init after manual_seed
      "state_dict_keys": [...], "state_dict": {...},
      "inputs": {query, key, value[, key_padding_mask][, attn_mask]},
-     "expected": {output[, weights]},
+     "expected": {output[, weights]},            # {} when Python raised:
+     "expected_error": str,                      # only then: Python's exception
      "grads": {"query"|"key"|"value": ..., "param.<name>": ...},
      "timing": {"python_median_us": float}}       # --bundle only
 
@@ -65,7 +66,9 @@ class Case:
     average_attn_weights: bool = True
     training: bool = False
     grad: bool = True                 # False: forward under no_grad (fast-path eligible)
-    dtype: str = "float32"
+    dtype: str = "float32"            # also "float64", "float16", "bfloat16"
+    nonfinite: Optional[str] = None   # None | "nan_query" | "inf_key" | "neginf_value"
+    mask_dtype: Optional[str] = None  # float masks of this dtype instead of `dtype`
 
 
 def case_matrix():
@@ -157,7 +160,61 @@ def case_matrix():
     add("FastNoBiasFallsBack", bias=False, **fast)
     add("FastCausalHintIgnored", is_causal=True, **fast)  # Python's fast path ignores the hint
     add("NoGradSeqFirst", qkv="qkv", grad=False)
+    edge_cases(add, fast)
     return cases
+
+
+def edge_cases(add, fast):
+    """Empty sizes, NaN/Inf inputs, fully masked rows on every path, half precision."""
+    # Empty: L = 0, S = 0, N = 0, on the weights, SDPA and native fast paths.
+    add("EmptyTarget", tgt_len=0)
+    add("EmptySource", src_len=0)
+    add("EmptyBatch", batch=0)
+    add("EmptyTargetSelf", qkv="qkv", tgt_len=0)
+    add("EmptySourceKpmMask", src_len=0, key_padding_mask="bool", attn_mask="float2d")
+    add("EmptySourceBiasKvZeroAttn", src_len=0, add_bias_kv=True, add_zero_attn=True)
+    add("EmptyBatchMask3d", batch=0, attn_mask="bool3d", key_padding_mask="float")
+    add("UnbatchedEmptySource", batch=None, src_len=0)
+    add("UnbatchedEmptyTarget", batch=None, tgt_len=0)
+    add("FastEmptyBatch", **{**fast, "batch": 0})
+    add("FastEmptySequence", **{**fast, "tgt_len": 0})
+    add("FastEmptyBatchKpm", key_padding_mask="bool", **{**fast, "batch": 0})
+    # NaN and Inf in the inputs.
+    add("NanQuery", nonfinite="nan_query")
+    add("InfKey", nonfinite="inf_key")
+    add("NegInfValue", nonfinite="neginf_value", key_padding_mask="bool")
+    add("NanQuerySelfBatchFirst", nonfinite="nan_query", qkv="qkv", batch_first=True)
+    add("FastNanQuery", nonfinite="nan_query", **fast)
+    add("FastInfQueryKpm", nonfinite="inf_key", key_padding_mask="bool", **fast)
+    add("UnbatchedInfKey", batch=None, nonfinite="inf_key")
+    # Fully masked rows: the paths not covered above.
+    add("FullyMaskedMask3d", attn_mask="bool3d", fully_masked=True)
+    add("FullyMaskedKpmBoolMask", key_padding_mask="bool", attn_mask="bool2d", fully_masked=True)
+    add("FullyMaskedBiasKv", key_padding_mask="bool", add_bias_kv=True, fully_masked=True)
+    add("FullyMaskedZeroAttn", attn_mask="bool2d", add_zero_attn=True, fully_masked=True)
+    add("UnbatchedFullyMaskedKpm", batch=None, key_padding_mask="bool", fully_masked=True)
+    add("FullyMaskedCausalKpm", qkv="qkv", attn_mask="causal", is_causal=True,
+        key_padding_mask="bool", fully_masked=True)
+    add("FastFullyMaskedMask", attn_mask="bool2d", fully_masked=True, **fast)
+    add("FastFullyMaskedMask3d", attn_mask="bool3d", fully_masked=True, **fast)
+    add("FastFullyMaskedKpmMask", key_padding_mask="bool", attn_mask="bool2d",
+        fully_masked=True, **fast)
+    # Long enough for mha's fused inference path (src/sdpa_inference.h, L >= 256).
+    add("FastLongFullyMaskedKpm", key_padding_mask="bool", fully_masked=True,
+        need_weights=False, **{**fast, "tgt_len": 256})
+    # float16 and bfloat16 on CPU: every path, masks, gradients.
+    for name, dtype in (("Half", "float16"), ("BFloat16", "bfloat16")):
+        add(name, dtype=dtype)
+        add(name + "Self", dtype=dtype, qkv="qkv")
+        add(name + "Masks", dtype=dtype, key_padding_mask="bool", attn_mask="float2d")
+        add(name + "KdimBiasKv", dtype=dtype, kdim=5, vdim=7, add_bias_kv=True)
+        add(name + "FullyMasked", dtype=dtype, key_padding_mask="bool", fully_masked=True)
+        add("Fast" + name, dtype=dtype, key_padding_mask="bool", **fast)
+        # A float32 mask: SDPA takes it with a half query, the weights path raises.
+        add(name + "Float32Mask", dtype=dtype, attn_mask="float2d", mask_dtype="float32")
+    # Python raises (recorded): a float mask of another dtype on a float32 query.
+    add("MaskFloat64OnFloat32", attn_mask="float2d", mask_dtype="float64")
+    add("KpmFloat16OnFloat32", key_padding_mask="float", mask_dtype="float16")
 
 
 def seed_of(name: str) -> int:
@@ -169,15 +226,17 @@ def make_masks(case: Case, gen: torch.Generator):
     L, S, N, H = case.tgt_len, case.src_len, case.batch, case.num_heads
     dtype = getattr(torch, case.dtype)
     kpm_shape = (S,) if N is None else (N, S)
+    mask_dtype = getattr(torch, case.mask_dtype or case.dtype)
     kpm = None
     if case.key_padding_mask == "bool":
         kpm = torch.rand(kpm_shape, generator=gen) < 0.3
-        kpm[..., 0] = False  # never a fully masked row unless asked
+        if S > 0:
+            kpm[..., 0] = False  # never a fully masked row unless asked
         if case.fully_masked:
             kpm[..., :] = False
             (kpm if N is None else kpm[0])[:] = True
     elif case.key_padding_mask == "float":
-        kpm = torch.randn(kpm_shape, generator=gen, dtype=dtype)
+        kpm = torch.randn(kpm_shape, generator=gen, dtype=mask_dtype)
 
     mask = None
     kind = case.attn_mask
@@ -187,11 +246,12 @@ def make_masks(case: Case, gen: torch.Generator):
         shape = (L, S) if kind.endswith("2d") else ((H,) if N is None else (N * H,)) + (L, S)
         if kind.startswith("bool"):
             mask = torch.rand(shape, generator=gen) < 0.3
-            mask[..., 0] = False
+            if S > 0:
+                mask[..., 0] = False
             if case.fully_masked:
                 mask[..., 1, :] = True
         else:
-            mask = torch.randn(shape, generator=gen, dtype=dtype)
+            mask = torch.randn(shape, generator=gen, dtype=mask_dtype)
     return kpm, mask
 
 
@@ -228,11 +288,16 @@ def make_inputs(case: Case, gen: torch.Generator):
 
     query = seq(case.tgt_len, E)
     if case.qkv == "qkv":
-        return query, query, query
-    key = seq(case.src_len, kdim)
-    if case.qkv == "kv":
-        return query, key, key
-    return query, key, seq(case.src_len, vdim)
+        key = value = query
+    else:
+        key = seq(case.src_len, kdim)
+        value = key if case.qkv == "kv" else seq(case.src_len, vdim)
+    if case.nonfinite:
+        which, target = {"nan_query": (float("nan"), query), "inf_key": (float("inf"), key),
+                         "neginf_value": (float("-inf"), value)}[case.nonfinite]
+        if target.numel():
+            target.view(-1)[target.numel() // 3] = which
+    return query, key, value
 
 
 def leaves_of(case, query, key, value):
@@ -257,11 +322,15 @@ def run_case(case: Case) -> dict:
 
     forward_seed = seed + 3
     torch.manual_seed(forward_seed)
+    error = None
     with torch.set_grad_enabled(case.grad):
-        out, weights = module(query, key, value, key_padding_mask=kpm,
-                              need_weights=case.need_weights, attn_mask=mask,
-                              average_attn_weights=case.average_attn_weights,
-                              is_causal=case.is_causal)
+        try:
+            out, weights = module(query, key, value, key_padding_mask=kpm,
+                                  need_weights=case.need_weights, attn_mask=mask,
+                                  average_attn_weights=case.average_attn_weights,
+                                  is_causal=case.is_causal)
+        except (RuntimeError, ValueError, AssertionError, TypeError) as e:
+            error = f"{type(e).__name__}: {e}"
     result = {
         "magic": MAGIC, "version": VERSION, "name": case.name,
         "options": {
@@ -280,12 +349,16 @@ def run_case(case: Case) -> dict:
         "state_dict_keys": list(module.state_dict().keys()),
         "state_dict": {k: v.detach().clone() for k, v in module.state_dict().items()},
         "inputs": {"query": query.detach(), "key": key.detach(), "value": value.detach()},
-        "expected": {"output": out.detach()},
+        "expected": {},
     }
     if kpm is not None:
         result["inputs"]["key_padding_mask"] = kpm
     if mask is not None:
         result["inputs"]["attn_mask"] = mask
+    if error is not None:
+        result["expected_error"] = error
+        return result
+    result["expected"]["output"] = out.detach()
     if weights is not None:
         result["expected"]["weights"] = weights.detach()
 
