@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -792,6 +793,109 @@ TEST_F(StateDictBadInputTest, SafetensorsMetadataNotStrings) {
 TEST_F(StateDictBadInputTest, PrefixMatchesNothing) {
   expect_load_fails(fixture("encoder_layer.pt"), "prefix 'decoder.' matches no key; the keys are",
                     LoadOptions().prefix("decoder"));
+}
+
+// ~~~ mutations: whatever the bytes, an error or a result, never a crash ~~~
+
+/// Iterations per fuzz test: MHA_FUZZ_ITERATIONS, default 300 (about a second).
+int fuzz_iterations() {
+  const char* env = std::getenv("MHA_FUZZ_ITERATIONS");
+  return env ? std::max(1, std::atoi(env)) : 300;
+}
+
+/// Flips, overwrites, inserts, deletes or truncates a few bytes.
+std::string mutate(std::string bytes, std::mt19937& rng) {
+  const int edits = 1 + static_cast<int>(rng() % 4);
+  for (int e = 0; e < edits && !bytes.empty(); ++e) {
+    const size_t at = rng() % bytes.size();
+    switch (rng() % 5) {
+      case 0:
+        bytes[at] = static_cast<char>(bytes[at] ^ (1 << (rng() % 8)));
+        break;
+      case 1:
+        bytes[at] = static_cast<char>(rng());
+        break;
+      case 2:
+        bytes.insert(at, 1, static_cast<char>(rng()));
+        break;
+      case 3:
+        bytes.erase(at, 1 + rng() % 8);
+        break;
+      default:
+        bytes.resize(at);
+    }
+  }
+  return bytes;
+}
+
+/// Reads `bytes` as a weights file; returns whether it was accepted. Only
+/// c10::Error may escape read_state_dict.
+bool try_read(const std::string& path, const std::string& bytes) {
+  write_bytes(path, bytes);
+  try {
+    read_state_dict(path);
+    return true;
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    EXPECT_EQ(message.rfind(path, 0), 0u) << "error does not start with the file: " << message;
+    return false;
+  }
+}
+
+struct StateDictFuzzTest : test::SeedingFixture {};
+
+TEST_F(StateDictFuzzTest, MutatedTorchSavePickles) {
+  // Mutate data.pkl of a real state_dict and re-archive it with its storages.
+  caffe2::serialize::PyTorchStreamReader reader(fixture("encoder_layer.pt"));
+  const auto [data, size] = reader.getRecord("data.pkl");
+  const std::string pickle(static_cast<const char*>(data.get()), size);
+  std::map<std::string, std::string> records;
+  for (const auto& name : reader.getAllRecords()) {
+    if (name.rfind("data/", 0) == 0) {
+      const auto [bytes, n] = reader.getRecord(name);
+      records[name.substr(5)] = std::string(static_cast<const char*>(bytes.get()), n);
+    }
+  }
+  std::mt19937 rng(1234);
+  int accepted = 0;
+  const int n = fuzz_iterations();
+  for (int i = 0; i < n; ++i) {
+    const auto path = torch_archive(scratch("mutated.pt"), mutate(pickle, rng), records);
+    MultiheadAttention attn(E, H);
+    try {
+      load_state_dict(*attn, path, LoadOptions().prefix("self_attn.").strict(false));
+      ++accepted;
+    } catch (const c10::Error&) {
+    }
+  }
+  RecordProperty("accepted", accepted);
+}
+
+TEST_F(StateDictFuzzTest, MutatedTorchSaveFiles) {
+  const auto original = read_bytes(fixture("mha.pt"));
+  std::mt19937 rng(99);
+  const int n = fuzz_iterations();
+  for (int i = 0; i < n; ++i) {
+    try_read(scratch("mutated.pt"), mutate(original, rng));
+  }
+}
+
+TEST_F(StateDictFuzzTest, MutatedSafetensorsFiles) {
+  const auto original = read_bytes(fixture("dtypes.safetensors"));
+  const uint64_t header = *reinterpret_cast<const uint64_t*>(original.data());
+  std::mt19937 rng(7);
+  const int n = fuzz_iterations();
+  for (int i = 0; i < n; ++i) {
+    // Mostly the header, where the parsing is.
+    auto bytes = original;
+    if (rng() % 4 != 0) {
+      auto head = mutate(original.substr(8, header), rng);
+      bytes = u64(rng() % 8 == 0 ? header : head.size()) + head + original.substr(8 + header);
+    } else {
+      bytes = mutate(original, rng);
+    }
+    try_read(scratch("mutated.safetensors"), bytes);
+  }
 }
 
 }  // namespace

@@ -6,15 +6,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
 namespace mha {
 namespace detail {
-namespace {
 
-/// Opens `path` for reading after checking it is an existing regular file.
-std::ifstream open_for_reading(const std::string& path, size_t* file_size) {
+InputFile::InputFile(const std::string& path) : path_(path) {
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
   if (!std::filesystem::exists(status)) {
@@ -27,32 +24,31 @@ std::ifstream open_for_reading(const std::string& path, size_t* file_size) {
   if (error) {
     fail_file(path, fmt::format("cannot get the file size: {}", error.message()));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  size_ = static_cast<uint64_t>(size);
+  in_.open(path, std::ios::binary);
+  if (!in_) {
     fail_file(path, "cannot be opened for reading");
   }
-  *file_size = static_cast<size_t>(size);
-  return in;
 }
 
-}  // namespace
-
-std::vector<char> read_file_bytes(const std::string& path) {
-  size_t size = 0;
-  auto in = open_for_reading(path, &size);
-  std::vector<char> bytes(size);
-  if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    fail_file(path, fmt::format("read error after {} of {} bytes", in.gcount(), size));
+void InputFile::read_at(uint64_t offset, void* destination, size_t n) {
+  if (n == 0) {
+    return;
   }
-  return bytes;
+  in_.clear();
+  in_.seekg(static_cast<std::streamoff>(offset));
+  in_.read(static_cast<char*>(destination), static_cast<std::streamsize>(n));
+  if (!in_ || static_cast<size_t>(in_.gcount()) != n) {
+    fail_file(path_, fmt::format("read error: {} bytes at offset {} (file size {})", n, offset,
+                                 size_));
+  }
 }
 
-std::vector<char> read_file_head(const std::string& path, size_t max_bytes, size_t* file_size) {
-  auto in = open_for_reading(path, file_size);
-  std::vector<char> bytes(std::min(max_bytes, *file_size));
-  if (!bytes.empty() && !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
-    fail_file(path, "read error");
-  }
+std::vector<char> read_file_head(const std::string& path, size_t max_bytes, uint64_t* file_size) {
+  InputFile file(path);
+  *file_size = file.size();
+  std::vector<char> bytes(static_cast<size_t>(std::min<uint64_t>(max_bytes, file.size())));
+  file.read_at(0, bytes.data(), bytes.size());
   return bytes;
 }
 

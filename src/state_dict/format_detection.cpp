@@ -41,7 +41,7 @@ const char* format_name(FileFormat format) {
 }
 
 FileFormat detect_format(const std::string& path) {
-  size_t size = 0;
+  uint64_t size = 0;
   const auto head = read_file_head(path, kHeadBytes, &size);
   if (size == 0) {
     fail_file(path, "empty file, not a weights file");

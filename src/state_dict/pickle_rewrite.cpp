@@ -253,6 +253,13 @@ class Rewriter {
 
   void emit_from(size_t at) { out_.append(in_.substr(at, pos_ - at)); }
 
+  /// An opcode that pushes a scalar read from its next `n` bytes.
+  void skip_argument(size_t n) {
+    need(n);
+    pos_ += n;
+    push(Kind::kOther, out_.size());
+  }
+
   void step(char op, size_t at) {
     switch (op) {
       case kMark:
@@ -269,25 +276,23 @@ class Rewriter {
         push(Kind::kOther, out_.size());
         break;
       case kBinInt1:
-        need(1), pos_ += 1, push(Kind::kOther, out_.size());
+        skip_argument(1);
         break;
       case kBinInt2:
-        need(2), pos_ += 2, push(Kind::kOther, out_.size());
+        skip_argument(2);
         break;
       case kBinInt:
-        need(4), pos_ += 4, push(Kind::kOther, out_.size());
+        skip_argument(4);
         break;
       case kBinFloat:
-        need(8), pos_ += 8, push(Kind::kOther, out_.size());
+        skip_argument(8);
         break;
-      case kLong1: {
-        const auto n = static_cast<uint8_t>(take_byte());
-        need(n), pos_ += n, push(Kind::kOther, out_.size());
-      } break;
-      case kBinUnicode: {
-        const auto n = take_le<uint32_t>();
-        need(n), pos_ += n, push(Kind::kOther, out_.size());
-      } break;
+      case kLong1:
+        skip_argument(static_cast<uint8_t>(take_byte()));
+        break;
+      case kBinUnicode:
+        skip_argument(take_le<uint32_t>());
+        break;
       case kBinPut:
       case kLongBinPut: {
         const size_t id = op == kBinPut ? static_cast<uint8_t>(take_byte()) : take_le<uint32_t>();

@@ -151,14 +151,14 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
 }  // namespace
 
 TensorMap read_safetensors(const std::string& path) {
-  const std::vector<char> file = read_file_bytes(path);
+  InputFile file(path);
   if (file.size() < 8) {
     fail_file(path, fmt::format("truncated safetensors file: {} bytes, the header size alone "
                                 "takes 8",
                                 file.size()));
   }
   uint64_t header_bytes = 0;
-  std::memcpy(&header_bytes, file.data(), 8);  // little-endian hosts only
+  file.read_at(0, &header_bytes, 8);  // little-endian hosts only
   if (header_bytes > kMaxHeaderBytes) {
     fail_file(path, fmt::format("safetensors header size {} exceeds the {} byte limit",
                                 header_bytes, kMaxHeaderBytes));
@@ -168,18 +168,20 @@ TensorMap read_safetensors(const std::string& path) {
                                 "end of the file ({} bytes)",
                                 header_bytes, file.size()));
   }
-  const char* header_begin = file.data() + 8;
-  if (header_bytes == 0 || header_begin[0] != '{') {
+  std::string header_text(header_bytes, '\0');
+  file.read_at(8, header_text.data(), header_text.size());
+  if (header_text.empty() || header_text[0] != '{') {
     fail_file(path, "invalid safetensors header: it does not start with '{'");
   }
+  const char* header_begin = header_text.data();
   const json header = parse_header(path, header_begin, header_begin + header_bytes);
   if (!header.is_object()) {
     fail_file(path, fmt::format("invalid safetensors header: the header is {}, expected an object",
                                 header.type_name()));
   }
 
-  const char* data = header_begin + header_bytes;
-  const uint64_t data_bytes = file.size() - 8 - header_bytes;
+  const uint64_t data_start = 8 + header_bytes;
+  const uint64_t data_bytes = file.size() - data_start;
   std::vector<TensorEntry> entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
@@ -233,21 +235,20 @@ TensorMap read_safetensors(const std::string& path) {
                                 data_bytes - expected_begin, data_bytes, expected_begin));
   }
 
+  // Everything checked: read each tensor's bytes straight into it.
   TensorMap out;
   for (const auto& entry : entries) {
     auto tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(entry.dtype));
     const size_t bytes = entry.end - entry.begin;
+    file.read_at(data_start + entry.begin, tensor.data_ptr(), bytes);
     if (entry.dtype == c10::kBool) {
+      const auto* data = static_cast<const uint8_t*>(tensor.data_ptr());
       for (size_t i = 0; i < bytes; ++i) {
-        const auto byte = static_cast<uint8_t>(data[entry.begin + i]);
-        if (byte > 1) {
+        if (data[i] > 1) {
           fail_file(path, fmt::format("tensor '{}' of dtype BOOL holds byte {} at index {}",
-                                      entry.name, byte, i));
+                                      entry.name, data[i], i));
         }
       }
-    }
-    if (bytes > 0) {
-      std::memcpy(tensor.data_ptr(), data + entry.begin, bytes);
     }
     out.emplace(entry.name, std::move(tensor));
   }
