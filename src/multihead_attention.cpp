@@ -3,6 +3,7 @@
 #include "mha/functional.h"
 
 #include "input_checks.h"
+#include "sdpa_inference.h"
 #include "shape_format.h"
 
 #include <ATen/ATen.h>
@@ -255,6 +256,12 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
     bool is_causal) {
   const Tensor& first_weight = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
   check_inputs(options, first_weight, query, key, value, key_padding_mask, attn_mask);
+  // Long sequences that Python sends to its native fast path, without weights:
+  // the fused SDPA path instead (src/sdpa_inference.h, docs/benchmarks.md).
+  if (auto out = detail::sdpa_self_attention_inference(
+          *this, query, key, value, key_padding_mask, need_weights, attn_mask, is_causal)) {
+    return {*out, Tensor()};
+  }
 
   std::string why_not_fast_path;
   if (is_float_mask(attn_mask) || is_float_mask(key_padding_mask)) {

@@ -1,0 +1,577 @@
+// Benchmarks of mha::MultiheadAttention against LibTorch's
+// torch::nn::MultiheadAttention, the composite floor (linear + SDPA + linear
+// called directly) and the GEMM peak (a large at::mm), in one process and on
+// the same intra-op threads. Python's nn.MultiheadAttention is measured by
+// scripts/bench_python.py on the same shapes; scripts/bench.sh runs both and
+// writes bench/results/, docs/benchmarks.md and the plot.
+//
+// Benchmark names (parsed by scripts/bench_report.py):
+//   infer/<impl>/N:<n>/L:<l>/nw:<0|1>/kpm:<0|1>/causal:<0|1>/threads:<t>
+//   train/<impl>/N:<n>/L:<l>/nw:<0|1>/threads:<t>          forward + backward
+//   crossover/<fused|native>/N:<n>/L:<l>/threads:<t>         the fused-path threshold
+//   gemm/threads:<t>                                         at::mm, 2048^3
+// impl: ours (mha::MultiheadAttention), libtorch (torch::nn::MultiheadAttention),
+// floor (the raw ops). Counters: flops (per call, the formula),
+// peak_bytes (allocator bytes one call allocates, its output included),
+// python_path_peak_bytes (the same, for the ATen ops Python's module runs).
+//
+// Extra flags: --mha_smoke (CI: each shape once, with one flag combination per
+// shape, one thread count, 1 iteration, the output checks kept),
+// --mha_shapes=1x16,8x128 (N x L), --mha_threads=1,2,
+// --mha_families=infer,train,crossover,gemm.
+
+#include "counting_allocator.h"
+#include "sdpa_inference.h"
+
+#include <mha/multihead_attention.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <torch/headeronly/version.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using torch::Tensor;
+
+constexpr int64_t kEmbedDim = 512;  // E
+constexpr int64_t kNumHeads = 8;    // H
+constexpr int64_t kGemmSize = 2048;  // the GEMM peak: (2048 x 2048) @ (2048 x 2048)
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ~~~ Configuration ~~~
+
+struct Shape {
+  int64_t batch;    // N
+  int64_t seq_len;  // L = S
+};
+
+const std::vector<Shape> kInferShapes = {{1, 1},   {1, 16},  {8, 16},   {1, 128}, {8, 128},
+                                         {1, 512}, {8, 512}, {1, 1024}, {4, 1024}, {1, 4096}};
+const std::vector<Shape> kTrainShapes = {{8, 128}, {4, 1024}};
+const std::vector<Shape> kCrossoverShapes = {{1, 32}, {1, 64},  {1, 128}, {1, 256}, {1, 512},
+                                             {8, 32}, {8, 64},  {8, 128}, {8, 256}};
+
+struct Flags {
+  bool smoke = false;
+  std::set<std::string> shapes;  // "NxL"; empty = all
+  std::vector<int> threads = {1, 2};
+  std::set<std::string> families = {"infer", "train", "crossover", "gemm"};
+};
+
+Flags flags;
+bool any_error = false;  // a failed output check: the exit status says so (CI smoke)
+
+struct InferConfig {
+  Shape shape;
+  bool need_weights;
+  bool kpm;
+  bool causal;
+  int threads;
+};
+
+/// The FLOP count: 8 N L E^2 + 4 N L S E, the core halved when causal.
+double attention_flops(Shape s, bool causal) {
+  const double n = static_cast<double>(s.batch), l = static_cast<double>(s.seq_len);
+  const double e = static_cast<double>(kEmbedDim);
+  const double core = 4.0 * n * l * l * e;
+  return 8.0 * n * l * e * e + (causal ? core / 2.0 : core);
+}
+
+std::string shape_key(Shape s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.seq_len);
+}
+
+std::string flag_str(const char* name, bool value) {
+  return std::string("/") + name + ":" + (value ? "1" : "0");
+}
+
+std::string shape_str(Shape s) {
+  return "/N:" + std::to_string(s.batch) + "/L:" + std::to_string(s.seq_len);
+}
+
+bool shape_selected(Shape s) {
+  return flags.shapes.empty() || flags.shapes.count(shape_key(s)) > 0;
+}
+
+// ~~~ Inputs and modules, built once per shape ~~~
+
+/// Everything one shape needs, shared by the implementations so that they see
+/// the same weights and inputs.
+struct Setup {
+  Shape shape;
+  mha::MultiheadAttention ours{nullptr};
+  torch::nn::MultiheadAttention libtorch{nullptr};
+  Tensor x;              // (N, L, E), batch-first: ours, floor, Python
+  Tensor x_seq;          // (L, N, E), sequence-first copy: LibTorch
+  Tensor kpm;            // (N, L) bool, true = padding
+  Tensor causal;         // (L, L) bool, true = masked (MHA's convention)
+  Tensor causal_float;   // (L, L) float, -inf above the diagonal (LibTorch needs float)
+  Tensor cotangent;      // (N, L, E), for the backward pass
+};
+
+std::shared_ptr<Setup> make_setup(Shape s) {
+  // Normal tensors even when called under InferenceMode: training reuses them.
+  c10::InferenceMode not_inference(/*enabled=*/false);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  auto setup = std::make_shared<Setup>();
+  setup->shape = s;
+  setup->ours = mha::MultiheadAttention(
+      mha::MultiheadAttentionOptions(kEmbedDim, kNumHeads).batch_first(true));
+  setup->libtorch = torch::nn::MultiheadAttention(
+      torch::nn::MultiheadAttentionOptions(kEmbedDim, kNumHeads));
+  // Same weights in both (only for the output cross-check).
+  setup->libtorch->in_proj_weight.copy_(setup->ours->in_proj_weight);
+  setup->libtorch->in_proj_bias.copy_(setup->ours->in_proj_bias);
+  setup->libtorch->out_proj->weight.copy_(setup->ours->out_proj->weight);
+  setup->libtorch->out_proj->bias.copy_(setup->ours->out_proj->bias);
+  setup->ours->eval();
+  setup->libtorch->eval();
+
+  const int64_t n = s.batch, l = s.seq_len;
+  setup->x = torch::randn({n, l, kEmbedDim});
+  setup->x_seq = setup->x.transpose(0, 1).contiguous();
+  // Every other sequence has its last quarter padded; none is fully padded.
+  setup->kpm = torch::zeros({n, l}, torch::kBool);
+  for (int64_t b = 0; b < n; b += 2) {
+    const int64_t pad = l / 4;
+    if (pad > 0) setup->kpm[b].slice(0, l - pad).fill_(true);
+  }
+  setup->causal = torch::ones({l, l}, torch::kBool).triu(1);
+  setup->causal_float = torch::zeros({l, l}).masked_fill_(setup->causal, -kInf);
+  setup->cotangent = torch::randn({n, l, kEmbedDim});
+  return setup;
+}
+
+std::shared_ptr<Setup> get_setup(Shape s) {
+  static std::map<std::string, std::shared_ptr<Setup>> cache;
+  auto& entry = cache[shape_key(s)];
+  if (!entry) entry = make_setup(s);
+  return entry;
+}
+
+// ~~~ The implementations ~~~
+
+Tensor run_ours(Setup& s, const InferConfig& c) {
+  return std::get<0>(s.ours->forward(s.x, s.x, s.x, c.kpm ? s.kpm : Tensor(), c.need_weights,
+                                      c.causal ? s.causal : Tensor(),
+                                      /*average_attn_weights=*/true, /*is_causal=*/c.causal));
+}
+
+/// Python's computation for the same call: our module with the fused path off
+/// runs exactly the ATen ops Python's module runs (bitwise, per the parity suite).
+Tensor run_python_path(Setup& s, const InferConfig& c) {
+  mha::detail::set_sdpa_inference_min_length(std::numeric_limits<int64_t>::max());
+  Tensor out;
+  try {
+    out = run_ours(s, c);
+  } catch (...) {
+    mha::detail::set_sdpa_inference_min_length(0);
+    throw;
+  }
+  mha::detail::set_sdpa_inference_min_length(0);
+  return out;
+}
+
+Tensor run_libtorch(Setup& s, const InferConfig& c) {
+  // LibTorch adds a bool attn_mask numerically, so it gets the float causal mask.
+  return std::get<0>(s.libtorch->forward(s.x_seq, s.x_seq, s.x_seq, c.kpm ? s.kpm : Tensor(),
+                                          c.need_weights, c.causal ? s.causal_float : Tensor()));
+}
+
+/// The floor: the fewest ATen calls that compute the same thing.
+/// need_weights=false: linear -> SDPA (flash) -> linear, masks in SDPA's form.
+/// need_weights=true: the fused native op (the only one that returns weights
+/// without separate bmm/softmax calls), masks in its smallest form.
+Tensor run_floor(Setup& s, const InferConfig& c) {
+  const int64_t n = s.shape.batch, l = s.shape.seq_len, e = kEmbedDim, h = kNumHeads;
+  auto& m = *s.ours;
+  if (!c.need_weights) {
+    const Tensor qkv = at::linear(s.x, m.in_proj_weight, m.in_proj_bias).view({n, l, 3, h, e / h});
+    const Tensor q = qkv.select(2, 0).transpose(1, 2);
+    const Tensor k = qkv.select(2, 1).transpose(1, 2);
+    const Tensor v = qkv.select(2, 2).transpose(1, 2);
+    std::optional<Tensor> mask;
+    bool is_causal = false;
+    if (c.kpm && c.causal) {
+      mask = at::zeros({n, 1, l, l}).masked_fill_(
+          at::logical_or(s.causal.view({1, 1, l, l}), s.kpm.view({n, 1, 1, l})), -kInf);
+    } else if (c.kpm) {
+      mask = at::zeros({n, 1, 1, l}).masked_fill_(s.kpm.view({n, 1, 1, l}), -kInf);
+    } else if (c.causal) {
+      is_causal = true;
+    }
+    Tensor out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, is_causal);
+    out = out.transpose(1, 2).reshape({n, l, e});
+    return at::linear(out, m.out_proj->weight, m.out_proj->bias);
+  }
+  std::optional<Tensor> mask;
+  std::optional<int64_t> mask_type;
+  if (c.kpm && c.causal) {
+    mask = at::logical_or(s.causal.view({1, 1, l, l}), s.kpm.view({n, 1, 1, l}))
+               .expand({n, h, l, l});
+    mask_type = 2;
+  } else if (c.kpm) {
+    mask = s.kpm;
+    mask_type = 1;
+  } else if (c.causal) {
+    mask = s.causal;
+    mask_type = 0;
+  }
+  return std::get<0>(at::_native_multi_head_attention(
+      s.x, s.x, s.x, e, h, m.in_proj_weight, m.in_proj_bias, m.out_proj->weight,
+      m.out_proj->bias, mask, /*need_weights=*/true, /*average_attn_weights=*/true, mask_type));
+}
+
+using InferFn = Tensor (*)(Setup&, const InferConfig&);
+
+InferFn infer_fn(const std::string& impl) {
+  if (impl == "ours") return run_ours;
+  if (impl == "libtorch") return run_libtorch;
+  return run_floor;
+}
+
+/// Output in batch-first layout, for the cross-checks.
+Tensor batch_first(const std::string& impl, const Tensor& out) {
+  return impl == "libtorch" ? out.transpose(0, 1) : out;
+}
+
+std::string config_key(const InferConfig& c) {
+  return shape_key(c.shape) + flag_str("nw", c.need_weights) + flag_str("kpm", c.kpm) +
+      flag_str("causal", c.causal);
+}
+
+/// Ours' output per config (thread count aside), computed once for the checks.
+const Tensor& ours_output(Setup& s, const InferConfig& c) {
+  static std::map<std::string, Tensor> cache;
+  Tensor& out = cache[config_key(c)];
+  if (!out.defined()) out = run_ours(s, c);
+  return out;
+}
+
+/// `got` against `ref` at the parity tolerance (float32 rel 1e-4, abs 1e-5,
+/// NaN where NaN). Empty when they agree.
+std::string compare(const Tensor& got, const Tensor& ref, const std::string& what) {
+  if (got.sizes() == ref.sizes() &&
+      at::allclose(got, ref, /*rtol=*/1e-4, /*atol=*/1e-5, /*equal_nan=*/true)) {
+    return {};
+  }
+  std::ostringstream msg;
+  msg << what << " beyond rtol 1e-4 / atol 1e-5";
+  if (got.sizes() == ref.sizes()) {
+    msg << ": max abs diff " << (got - ref).abs().nan_to_num(0.0).max().item<double>();
+  }
+  return msg.str();
+}
+
+// ~~~ Benchmark bodies ~~~
+
+/// Per-benchmark repetitions and minimum time from the expected cost, so the
+/// whole sweep stays within minutes on two cores.
+void set_budget(benchmark::internal::Benchmark* b, double flops) {
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+  if (flags.smoke) {
+    b->Iterations(1)->Repetitions(1);
+    return;
+  }
+  const double seconds = flops / 4e10 + 2e-5;  // ~40 GFLOP/s effective, plus overhead
+  if (seconds > 0.15) {
+    b->Iterations(1)->Repetitions(3);
+  } else if (seconds > 0.02) {
+    b->MinTime(0.1)->Repetitions(5);
+  } else {
+    b->MinTime(0.05)->Repetitions(9);
+  }
+}
+
+void infer_benchmark(benchmark::State& state, const std::string& name, const std::string& impl,
+                     InferConfig c) {
+  at::set_num_threads(c.threads);
+  c10::InferenceMode inference_mode;
+  auto setup = get_setup(c.shape);
+  Setup& s = *setup;
+  const InferFn fn = infer_fn(impl);
+
+  // First run of this benchmark: the allocator peak of one call (also the
+  // warm-up), whose output is checked: ours against Python's computation,
+  // each peer against ours.
+  static std::map<std::string, std::pair<double, double>> memory;  // name -> (impl, Python)
+  auto& mem = memory[name];
+  if (mem.first == 0.0) {
+    mha::bench::CountingAllocator counter;
+    Tensor out;
+    mem.first = static_cast<double>(counter.measure_peak_bytes([&] { out = fn(s, c); }));
+    std::string error;
+    if (impl == "ours") {
+      Tensor python;
+      mem.second = static_cast<double>(
+          counter.measure_peak_bytes([&] { python = run_python_path(s, c); }));
+      error = compare(out, python, "ours differs from Python's path");
+    } else {
+      error = compare(batch_first(impl, out), ours_output(s, c), impl + " differs from ours");
+    }
+    if (!error.empty()) {
+      mem.first = 0.0;
+      any_error = true;
+      state.SkipWithError(error.c_str());
+      for (auto _ : state) {
+      }
+      return;
+    }
+  }
+
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(fn(s, c));
+  }
+  state.counters["flops"] = attention_flops(c.shape, c.causal);
+  state.counters["peak_bytes"] = mem.first;
+  if (impl == "ours") state.counters["python_path_peak_bytes"] = mem.second;
+}
+
+/// Forward + backward in training mode (dropout 0, so no randomness), no masks.
+/// Gradients are reset to none each iteration, as `zero_grad()` does.
+void train_benchmark(benchmark::State& state, const std::string& name, const std::string& impl,
+                     Shape shape, bool need_weights, int threads) {
+  at::set_num_threads(threads);
+  auto setup = get_setup(shape);
+  Setup& s = *setup;
+  const int64_t n = shape.batch, l = shape.seq_len, e = kEmbedDim, h = kNumHeads;
+  s.ours->train();
+  s.libtorch->train();
+  Tensor x = (impl == "libtorch" ? s.x_seq : s.x).detach().clone().requires_grad_(true);
+  Tensor cotangent = impl == "libtorch" ? s.cotangent.transpose(0, 1).contiguous() : s.cotangent;
+  std::vector<Tensor> params = impl == "libtorch" ? s.libtorch->parameters() : s.ours->parameters();
+
+  auto step = [&] {
+    Tensor out;
+    if (impl == "ours") {
+      out = std::get<0>(s.ours->forward(x, x, x, {}, need_weights));
+    } else if (impl == "libtorch") {
+      out = std::get<0>(s.libtorch->forward(x, x, x, {}, need_weights));
+    } else {
+      auto& m = *s.ours;
+      const Tensor qkv = at::linear(x, m.in_proj_weight, m.in_proj_bias).view({n, l, 3, h, e / h});
+      Tensor o = at::scaled_dot_product_attention(qkv.select(2, 0).transpose(1, 2),
+                                                  qkv.select(2, 1).transpose(1, 2),
+                                                  qkv.select(2, 2).transpose(1, 2));
+      out = at::linear(o.transpose(1, 2).reshape({n, l, e}), m.out_proj->weight, m.out_proj->bias);
+    }
+    out.backward(cotangent);
+    x.mutable_grad().reset();
+    for (auto& p : params) p.mutable_grad().reset();
+  };
+
+  static std::map<std::string, double> memory;
+  auto& mem = memory[name];
+  if (mem == 0.0) {
+    mha::bench::CountingAllocator counter;
+    mem = static_cast<double>(counter.measure_peak_bytes(step));
+  }
+  for (auto _ : state) {
+    step();
+  }
+  s.ours->eval();
+  s.libtorch->eval();
+  // Backward is counted as twice the forward (two GEMMs per forward GEMM).
+  state.counters["flops"] = 3.0 * attention_flops(shape, /*causal=*/false);
+  state.counters["peak_bytes"] = mem;
+}
+
+/// The fused path against the native fast path it replaces, through the
+/// module, without masks or weights: where the threshold comes from.
+void crossover_benchmark(benchmark::State& state, bool fused, Shape shape, int threads) {
+  at::set_num_threads(threads);
+  c10::InferenceMode inference_mode;
+  auto setup = get_setup(shape);
+  Setup& s = *setup;
+  mha::detail::set_sdpa_inference_min_length(fused ? 1 : std::numeric_limits<int64_t>::max());
+  const InferConfig c{shape, /*need_weights=*/false, /*kpm=*/false, /*causal=*/false, threads};
+  benchmark::DoNotOptimize(run_ours(s, c));  // warm-up
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(run_ours(s, c));
+  }
+  mha::detail::set_sdpa_inference_min_length(0);
+  state.counters["flops"] = attention_flops(shape, false);
+}
+
+void gemm_benchmark(benchmark::State& state, int threads) {
+  at::set_num_threads(threads);
+  c10::InferenceMode inference_mode;
+  torch::manual_seed(0);
+  const Tensor a = torch::randn({kGemmSize, kGemmSize});
+  const Tensor b = torch::randn({kGemmSize, kGemmSize});
+  benchmark::DoNotOptimize(at::mm(a, b));  // warm-up
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(at::mm(a, b));
+  }
+  state.counters["flops"] = 2.0 * std::pow(static_cast<double>(kGemmSize), 3.0);
+}
+
+// ~~~ Registration ~~~
+
+/// --mha_smoke: each inference shape once, with one combination of flags per
+/// shape chosen so that the fused path runs plain, causal, padded and both.
+struct SmokeFlags {
+  bool need_weights, kpm, causal;
+};
+const std::map<std::string, SmokeFlags> kSmokeFlags = {
+    {"1x1", {false, false, false}},   {"1x16", {true, false, false}},
+    {"8x16", {false, true, false}},   {"1x128", {true, true, true}},
+    {"8x128", {false, false, true}},  {"1x512", {false, true, true}},
+    {"8x512", {true, true, false}},   {"1x1024", {false, false, true}},
+    {"4x1024", {false, true, false}}, {"1x4096", {false, false, false}}};
+
+void register_all() {
+  const std::vector<std::string> impls = {"ours", "libtorch", "floor"};
+  if (flags.smoke) flags.threads.resize(1);
+  if (flags.families.count("gemm")) {
+    for (int t : flags.threads) {
+      auto* b = benchmark::RegisterBenchmark(("gemm/threads:" + std::to_string(t)).c_str(),
+                                             [t](benchmark::State& st) { gemm_benchmark(st, t); });
+      b->Unit(benchmark::kMicrosecond)->UseRealTime();
+      if (flags.smoke) {
+        b->Iterations(1)->Repetitions(1);
+      } else {
+        b->Iterations(3)->Repetitions(5);
+      }
+    }
+  }
+  if (flags.families.count("infer")) {
+    for (const Shape& shape : kInferShapes) {
+      if (!shape_selected(shape)) continue;
+      for (int t : flags.threads) {
+        for (bool nw : {false, true}) {
+          for (bool kpm : {false, true}) {
+            for (bool causal : {false, true}) {
+              if (flags.smoke) {
+                const SmokeFlags& f = kSmokeFlags.at(shape_key(shape));
+                if (nw != f.need_weights || kpm != f.kpm || causal != f.causal) continue;
+              }
+              const InferConfig c{shape, nw, kpm, causal, t};
+              for (const auto& impl : impls) {
+                const std::string name = "infer/" + impl + shape_str(shape) +
+                    flag_str("nw", nw) + flag_str("kpm", kpm) + flag_str("causal", causal) +
+                    "/threads:" + std::to_string(t);
+                auto* b = benchmark::RegisterBenchmark(
+                    name.c_str(),
+                    [name, impl, c](benchmark::State& st) { infer_benchmark(st, name, impl, c); });
+                set_budget(b, attention_flops(shape, causal) * (nw ? 1.5 : 1.0));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (flags.families.count("train")) {
+    for (const Shape& shape : kTrainShapes) {
+      if (!shape_selected(shape)) continue;
+      for (int t : flags.threads) {
+        for (bool nw : {false, true}) {
+          for (const auto& impl : impls) {
+            if (impl == "floor" && nw) continue;  // no composite floor returns weights
+            if (flags.smoke && nw) continue;
+            const std::string name = "train/" + impl + shape_str(shape) + flag_str("nw", nw) +
+                "/threads:" + std::to_string(t);
+            auto* b = benchmark::RegisterBenchmark(
+                name.c_str(), [name, impl, shape, nw, t](benchmark::State& st) {
+                  train_benchmark(st, name, impl, shape, nw, t);
+                });
+            set_budget(b, 3.0 * attention_flops(shape, false));
+          }
+        }
+      }
+    }
+  }
+  if (flags.families.count("crossover")) {
+    for (const Shape& shape : kCrossoverShapes) {
+      if (!shape_selected(shape)) continue;
+      if (flags.smoke && shape_key(shape) != "1x256") continue;
+      for (int t : flags.threads) {
+        for (bool fused : {false, true}) {
+          const std::string name = std::string("crossover/") + (fused ? "fused" : "native") +
+              shape_str(shape) + "/threads:" + std::to_string(t);
+          auto* b = benchmark::RegisterBenchmark(
+              name.c_str(),
+              [fused, shape, t](benchmark::State& st) { crossover_benchmark(st, fused, shape, t); });
+          set_budget(b, attention_flops(shape, false));
+        }
+      }
+    }
+  }
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, sep)) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+/// Takes our --mha_* flags out of argv; the rest goes to Google Benchmark.
+void parse_flags(int* argc, char** argv) {
+  int kept = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* prefix) -> const char* {
+      const size_t n = std::strlen(prefix);
+      return arg.compare(0, n, prefix) == 0 ? argv[i] + n : nullptr;
+    };
+    if (arg == "--mha_smoke") {
+      flags.smoke = true;
+    } else if (const char* v = value("--mha_shapes=")) {
+      for (const auto& s : split(v, ',')) flags.shapes.insert(s);
+    } else if (const char* v = value("--mha_threads=")) {
+      flags.threads.clear();
+      for (const auto& s : split(v, ',')) flags.threads.push_back(std::stoi(s));
+    } else if (const char* v = value("--mha_families=")) {
+      flags.families.clear();
+      for (const auto& s : split(v, ',')) flags.families.insert(s);
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  *argc = kept;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  parse_flags(&argc, argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("torch", std::to_string(TORCH_VERSION_MAJOR) + "." +
+                                           std::to_string(TORCH_VERSION_MINOR) + "." +
+                                           std::to_string(TORCH_VERSION_PATCH));
+  benchmark::AddCustomContext("embed_dim", std::to_string(kEmbedDim));
+  benchmark::AddCustomContext("num_heads", std::to_string(kNumHeads));
+  benchmark::AddCustomContext(
+      "sdpa_inference_min_length", std::to_string(mha::detail::kSdpaInferenceMinLength));
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (any_error) {
+    std::fprintf(stderr, "mha_bench: some outputs differ beyond tolerance (see the errors above)\n");
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The full benchmark sweep: mha_bench (ours, LibTorch's MultiheadAttention, the
+# composite floor, the GEMM peak) and scripts/bench_python.py (Python's
+# nn.MultiheadAttention), then bench/results/<date>.json, docs/benchmarks.md
+# (the tables between its GENERATED markers) and docs/benchmarks.png.
+#
+# The machine is shared and noisy, so the sweep runs in small groups, one
+# (shape, threads) pair at a time: the C++ binary (its benchmarks and
+# repetitions in random order, with its own GEMM peak) and right after it the
+# Python script on the same group. Ratios are taken within a group.
+#
+# Usage: scripts/bench.sh [--smoke]   (about 10 minutes on 2 cores; --smoke: seconds)
+# Environment: MHA_BUILD_DIR (default build/), MHA_VENV, MHA_BENCH_THREADS (default "1 2").
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+SMOKE=()
+PY_SMOKE=()
+if [ "${1:-}" = "--smoke" ]; then
+  SMOKE=(--mha_smoke)
+  PY_SMOKE=(--smoke)
+fi
+THREADS="${MHA_BENCH_THREADS:-1 2}"
+INFER_SHAPES="1x1 1x16 8x16 1x128 8x128 1x512 8x512 1x1024 4x1024 1x4096"
+TRAIN_SHAPES="8x128 4x1024"
+
+if [ ! -f "$MHA_BUILD_DIR/build.ninja" ] && [ ! -f "$MHA_BUILD_DIR/Makefile" ]; then
+  TORCH_PREFIX="$("$MHA_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+  cmake -S "$MHA_ROOT" -B "$MHA_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DMHA_PYTHON="$MHA_PYTHON" -DMHA_BUILD_BENCHMARKS=ON
+fi
+cmake --build "$MHA_BUILD_DIR" --target mha_bench
+BENCH="$MHA_BUILD_DIR/bench/mha_bench"
+
+RAW="$(mktemp -d)"
+trap 'rm -rf "$RAW"' EXIT
+start=$(date +%s)
+group=0
+
+# run_group FAMILIES SHAPES THREADS PYTHON_FAMILIES: one C++ run, then Python.
+run_group() {
+  local families="$1" shapes="$2" threads="$3" py_families="$4"
+  group=$((group + 1))
+  local tag
+  tag="$(printf '%02d' "$group")"
+  echo "== group $tag: $families shapes=$shapes threads=$threads ($(( $(date +%s) - start )) s)"
+  "$BENCH" "${SMOKE[@]}" --mha_families="$families" --mha_shapes="$shapes" \
+    --mha_threads="$threads" --benchmark_enable_random_interleaving=true \
+    --benchmark_display_aggregates_only=true \
+    --benchmark_out="$RAW/cpp_$tag.json" --benchmark_out_format=json >"$RAW/cpp_$tag.log"
+  if [ -n "$py_families" ]; then
+    "$MHA_PYTHON" "$MHA_ROOT/scripts/bench_python.py" "${PY_SMOKE[@]}" \
+      --families "$py_families" --shapes "$shapes" --threads "$threads" \
+      --out "$RAW/py_$tag.json" >"$RAW/py_$tag.log"
+  fi
+}
+
+for shape in $INFER_SHAPES; do
+  for t in $THREADS; do
+    run_group infer,gemm "$shape" "$t" infer
+  done
+done
+for t in $THREADS; do
+  run_group train,gemm "$(echo "$TRAIN_SHAPES" | tr ' ' ',')" "$t" train
+done
+run_group crossover "" "$(echo "$THREADS" | tr ' ' ',')" ""
+echo "== sweep done in $(( $(date +%s) - start )) s"
+
+mkdir -p "$MHA_ROOT/bench/results"
+OUT_JSON="$MHA_ROOT/bench/results/$(date +%Y-%m-%d).json"
+if [ ${#SMOKE[@]} -gt 0 ]; then
+  OUT_JSON="$RAW/smoke.json"
+fi
+"$MHA_PYTHON" "$MHA_ROOT/scripts/bench_report.py" --raw "$RAW" --json "$OUT_JSON" \
+  $( [ ${#SMOKE[@]} -gt 0 ] && echo "--no-docs" ) \
+  --markdown "$MHA_ROOT/docs/benchmarks.md" --plot "$MHA_ROOT/docs/benchmarks.png"
+echo "wrote $OUT_JSON"

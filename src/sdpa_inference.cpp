@@ -1,0 +1,155 @@
+#include "sdpa_inference.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <limits>
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+namespace {
+
+std::atomic<int64_t> min_length_override{0};
+
+bool is_bool_or_none(const Tensor& mask) {
+  return !mask.defined() || mask.scalar_type() == at::kBool;
+}
+
+bool device_ok(const Tensor& t) {
+  const auto type = t.device().type();
+  return type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA ||
+      type == c10::DeviceType::PrivateUse1;
+}
+
+/// Python's fast-path conditions (`why_not_fast_path` empty and both packed
+/// projections present), plus ours: no weights, long enough, CPU-style layout.
+bool takes_native_fast_path(
+    const MultiheadAttentionImpl& m,
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value,
+    const Tensor& key_padding_mask,
+    const Tensor& attn_mask) {
+  const auto& o = m.options;
+  const int64_t embed_dim = o.embed_dim();
+  const bool same_embed_dim =
+      o.kdim().value_or(embed_dim) == embed_dim && o.vdim().value_or(embed_dim) == embed_dim;
+  if (!is_bool_or_none(key_padding_mask) || !is_bool_or_none(attn_mask) ||
+      !get_fastpath_enabled() || query.dim() != 3 || !query.is_same(key) ||
+      !key.is_same(value) || !m.in_proj_weight.defined() || !m.in_proj_bias.defined() ||
+      query.scalar_type() != m.in_proj_weight.scalar_type() ||
+      query.scalar_type() != m.in_proj_bias.scalar_type() || m.is_training() ||
+      o.num_heads() % 2 != 0 || !o.batch_first() || m.bias_k.defined() || m.bias_v.defined() ||
+      o.add_zero_attn() || !same_embed_dim || query.is_nested() ||
+      at::autocast::is_autocast_enabled(at::kCUDA) ||
+      at::autocast::is_autocast_enabled(at::kCPU)) {
+    return false;
+  }
+  const Tensor* tensors[] = {&query, &m.in_proj_weight, &m.in_proj_bias, &m.out_proj->weight,
+                             &m.out_proj->bias};
+  bool needs_grad = false;
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    if (!device_ok(*t)) return false;
+    needs_grad = needs_grad || t->requires_grad();
+  }
+  return !(torch::GradMode::is_enabled() && needs_grad);
+}
+
+}  // namespace
+
+void set_sdpa_inference_min_length(int64_t min_length) {
+  min_length_override.store(min_length);
+}
+
+int64_t sdpa_inference_min_length() {
+  const int64_t v = min_length_override.load();
+  return v >= 1 ? v : kSdpaInferenceMinLength;
+}
+
+std::optional<Tensor> sdpa_self_attention_inference(
+    const MultiheadAttentionImpl& module,
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value,
+    const Tensor& key_padding_mask,
+    bool need_weights,
+    const Tensor& attn_mask,
+    bool is_causal) {
+  if (need_weights || query.dim() != 3 || query.size(1) < sdpa_inference_min_length() ||
+      !takes_native_fast_path(module, query, key, value, key_padding_mask, attn_mask)) {
+    return std::nullopt;
+  }
+  return sdpa_self_attention(
+      query, module.options.num_heads(), module.in_proj_weight, module.in_proj_bias,
+      module.out_proj->weight, module.out_proj->bias, key_padding_mask, attn_mask, is_causal);
+}
+
+Tensor sdpa_self_attention(
+    const Tensor& query,
+    int64_t num_heads,
+    const Tensor& in_proj_weight,
+    const Tensor& in_proj_bias,
+    const Tensor& out_proj_weight,
+    const Tensor& out_proj_bias,
+    const Tensor& key_padding_mask,
+    const Tensor& attn_mask,
+    bool is_causal) {
+  const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
+  const int64_t head_dim = embed_dim / num_heads;
+
+  // One GEMM for q, k and v: (N, L, 3E), viewed as (N, L, 3, H, hd); each of
+  // q, k, v is then an (N, H, L, hd) view with unit last stride, which the
+  // flash kernel reads in place.
+  const Tensor qkv =
+      at::linear(query, in_proj_weight, in_proj_bias).view({bsz, seq_len, 3, num_heads, head_dim});
+  const Tensor q = qkv.select(2, 0).transpose(1, 2);
+  const Tensor k = qkv.select(2, 1).transpose(1, 2);
+  const Tensor v = qkv.select(2, 2).transpose(1, 2);
+
+  // Masks, as the native path reads them: true = masked out. An attn_mask
+  // flagged causal, alone, becomes SDPA's is_causal (no mask tensor at all);
+  // else the masks are merged once into one additive float mask shaped
+  // (N or 1, H or 1, L or 1, S) that SDPA broadcasts.
+  Tensor masked;  // bool, broadcastable to (N, H, L, S)
+  bool causal = false;
+  if (attn_mask.defined() && is_causal && !key_padding_mask.defined()) {
+    causal = true;
+  } else {
+    if (attn_mask.defined()) {
+      masked = attn_mask.dim() == 2 ? attn_mask.reshape({1, 1, seq_len, seq_len})
+                                    : attn_mask.reshape({bsz, num_heads, seq_len, seq_len});
+    }
+    if (key_padding_mask.defined()) {
+      const Tensor kpm = key_padding_mask.reshape({bsz, 1, 1, seq_len});
+      masked = masked.defined() ? at::logical_or(masked, kpm) : kpm;
+    }
+  }
+  std::optional<Tensor> additive;  // an undefined Tensor would be rejected
+  if (masked.defined()) {
+    additive = at::zeros(masked.sizes(), query.options())
+                   .masked_fill_(masked, -std::numeric_limits<double>::infinity());
+  }
+
+  Tensor out = at::scaled_dot_product_attention(q, k, v, additive, /*dropout_p=*/0.0, causal);
+  // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so
+  // this is a view; other backends may copy.
+  out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});
+  out = at::linear(out, out_proj_weight, out_proj_bias);  // (N, L, E)
+
+  if (masked.defined()) {
+    // The native path's softmax gives NaN for a row with no key left (SDPA
+    // gives 0), and the output projection spreads it over the whole row.
+    const Tensor dead = masked.all(/*dim=*/-1).any(/*dim=*/1).unsqueeze(-1);  // (N|1, L|1, 1)
+    out.masked_fill_(dead, std::numeric_limits<double>::quiet_NaN());
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,70 @@
+#pragma once
+
+// Private: the fused inference path of `mha::MultiheadAttention`. Where
+// Python's module takes its native fast path (`at::_native_multi_head_attention`,
+// which on CPU materialises the (N, H, L, L) scores) and no weights are asked
+// for, long sequences go through one packed projection GEMM,
+// `at::scaled_dot_product_attention` (the CPU flash kernel) and the output
+// projection, with no copies in between. Equal to Python's fast path within
+// float32 rounding (not bit for bit); see docs/benchmarks.md for the
+// measurements behind the length threshold.
+
+#include "mha/multihead_attention.h"
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace mha {
+namespace detail {
+
+/// Shortest sequence length at which the fused path replaces the native fast
+/// path. Below it the two are equally fast on CPU (the projections dominate)
+/// and the native path keeps bitwise parity with Python.
+constexpr int64_t kSdpaInferenceMinLength = 256;
+
+/// Overrides `kSdpaInferenceMinLength` (benchmarks and tests); a value < 1
+/// restores the default. Not thread-safe with concurrent forwards.
+void set_sdpa_inference_min_length(int64_t min_length);
+
+/// The threshold in effect.
+int64_t sdpa_inference_min_length();
+
+/// Runs the fused path and returns the (N, L, E) output when the call is one
+/// that Python sends to its native fast path (eval, batch_first, self-attention
+/// by identity, no grad, bool or no masks, ...) with `need_weights` false and
+/// L >= `sdpa_inference_min_length()`; otherwise returns nothing and the caller
+/// continues with Python's dispatch. Inputs must have passed the module's
+/// checks.
+///
+/// Masks follow the native path: a row of scores that is masked out entirely
+/// in any head gives a NaN output row. An `attn_mask` flagged by `is_causal`
+/// with no `key_padding_mask` is trusted to be the causal mask (as Python's
+/// SDPA path trusts it) and becomes SDPA's `is_causal`.
+std::optional<torch::Tensor> sdpa_self_attention_inference(
+    const MultiheadAttentionImpl& module,
+    const torch::Tensor& query,
+    const torch::Tensor& key,
+    const torch::Tensor& value,
+    const torch::Tensor& key_padding_mask,
+    bool need_weights,
+    const torch::Tensor& attn_mask,
+    bool is_causal);
+
+/// The fused computation alone, without the eligibility checks: query (N, L, E)
+/// batch-first self-attention, packed (3E, E) weight and (3E) bias, bool masks
+/// (true = masked out) or undefined. Returns (N, L, E).
+torch::Tensor sdpa_self_attention(
+    const torch::Tensor& query,
+    int64_t num_heads,
+    const torch::Tensor& in_proj_weight,
+    const torch::Tensor& in_proj_bias,
+    const torch::Tensor& out_proj_weight,
+    const torch::Tensor& out_proj_bias,
+    const torch::Tensor& key_padding_mask,
+    const torch::Tensor& attn_mask,
+    bool is_causal);
+
+}  // namespace detail
+}  // namespace mha
