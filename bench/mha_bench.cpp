@@ -8,7 +8,8 @@
 // Benchmark names (parsed by scripts/bench_report.py):
 //   infer/<impl>/N:<n>/L:<l>/nw:<0|1>/kpm:<0|1>/causal:<0|1>/threads:<t>
 //   train/<impl>/N:<n>/L:<l>/nw:<0|1>/threads:<t>          forward + backward
-//   crossover/<fused|native>/N:<n>/L:<l>/threads:<t>         the fused-path threshold
+//   crossover/<fused|native>/N:<n>/L:<l>/kpm:<0|1>/causal:<0|1>/threads:<t>
+//                                                            the fused-path threshold
 //   gemm/threads:<t>                                         at::mm, 2048^3
 // impl: ours (mha::MultiheadAttention), libtorch (torch::nn::MultiheadAttention),
 // floor (the raw ops). Counters: flops (per call, the formula),
@@ -18,7 +19,8 @@
 // Extra flags: --mha_smoke (CI: each shape once, with one flag combination per
 // shape, one thread count, 1 iteration, the output checks kept),
 // --mha_shapes=1x16,8x128 (N x L), --mha_threads=1,2,
-// --mha_families=infer,train,crossover,gemm.
+// --mha_families=infer,train,crossover,gemm, --mha_min_length=L (override the
+// fused path's threshold, for exploring).
 
 #include "counting_allocator.h"
 #include "sdpa_inference.h"
@@ -64,14 +66,16 @@ struct Shape {
 const std::vector<Shape> kInferShapes = {{1, 1},   {1, 16},  {8, 16},   {1, 128}, {8, 128},
                                          {1, 512}, {8, 512}, {1, 1024}, {4, 1024}, {1, 4096}};
 const std::vector<Shape> kTrainShapes = {{8, 128}, {4, 1024}};
-const std::vector<Shape> kCrossoverShapes = {{1, 32}, {1, 64},  {1, 128}, {1, 256}, {1, 512},
-                                             {8, 32}, {8, 64},  {8, 128}, {8, 256}};
+const std::vector<Shape> kCrossoverShapes = {{1, 16}, {1, 32}, {1, 64}, {1, 128}, {1, 256},
+                                             {1, 512}, {8, 16}, {8, 32}, {8, 64}, {8, 128},
+                                             {8, 256}};
 
 struct Flags {
   bool smoke = false;
   std::set<std::string> shapes;  // "NxL"; empty = all
   std::vector<int> threads = {1, 2};
   std::set<std::string> families = {"infer", "train", "crossover", "gemm"};
+  int64_t min_length = 0;  // fused-path threshold override for exploration; 0 = default
 };
 
 Flags flags;
@@ -182,10 +186,10 @@ Tensor run_python_path(Setup& s, const InferConfig& c) {
   try {
     out = run_ours(s, c);
   } catch (...) {
-    mha::detail::set_sdpa_inference_min_length(0);
+    mha::detail::set_sdpa_inference_min_length(flags.min_length);
     throw;
   }
-  mha::detail::set_sdpa_inference_min_length(0);
+  mha::detail::set_sdpa_inference_min_length(flags.min_length);
   return out;
 }
 
@@ -394,20 +398,19 @@ void train_benchmark(benchmark::State& state, const std::string& name, const std
 }
 
 /// The fused path against the native fast path it replaces, through the
-/// module, without masks or weights: where the threshold comes from.
-void crossover_benchmark(benchmark::State& state, bool fused, Shape shape, int threads) {
-  at::set_num_threads(threads);
+/// module, without weights: where the threshold comes from.
+void crossover_benchmark(benchmark::State& state, bool fused, InferConfig c) {
+  at::set_num_threads(c.threads);
   c10::InferenceMode inference_mode;
-  auto setup = get_setup(shape);
+  auto setup = get_setup(c.shape);
   Setup& s = *setup;
   mha::detail::set_sdpa_inference_min_length(fused ? 1 : std::numeric_limits<int64_t>::max());
-  const InferConfig c{shape, /*need_weights=*/false, /*kpm=*/false, /*causal=*/false, threads};
   benchmark::DoNotOptimize(run_ours(s, c));  // warm-up
   for (auto _ : state) {
     benchmark::DoNotOptimize(run_ours(s, c));
   }
-  mha::detail::set_sdpa_inference_min_length(0);
-  state.counters["flops"] = attention_flops(shape, false);
+  mha::detail::set_sdpa_inference_min_length(flags.min_length);
+  state.counters["flops"] = attention_flops(c.shape, c.causal);
 }
 
 void gemm_benchmark(benchmark::State& state, int threads) {
@@ -504,17 +507,25 @@ void register_all() {
       if (!shape_selected(shape)) continue;
       if (flags.smoke && shape_key(shape) != "1x256") continue;
       for (int t : flags.threads) {
-        for (bool fused : {false, true}) {
-          const std::string name = std::string("crossover/") + (fused ? "fused" : "native") +
-              shape_str(shape) + "/threads:" + std::to_string(t);
-          auto* b = benchmark::RegisterBenchmark(
-              name.c_str(),
-              [fused, shape, t](benchmark::State& st) { crossover_benchmark(st, fused, shape, t); });
-          set_budget(b, attention_flops(shape, false));
+        for (bool kpm : {false, true}) {
+          for (bool causal : {false, true}) {
+            if (flags.smoke && (kpm || causal)) continue;
+            for (bool fused : {false, true}) {
+              const InferConfig c{shape, /*need_weights=*/false, kpm, causal, t};
+              const std::string name = std::string("crossover/") +
+                  (fused ? "fused" : "native") + shape_str(shape) + flag_str("kpm", kpm) +
+                  flag_str("causal", causal) + "/threads:" + std::to_string(t);
+              auto* b = benchmark::RegisterBenchmark(
+                  name.c_str(),
+                  [fused, c](benchmark::State& st) { crossover_benchmark(st, fused, c); });
+              set_budget(b, attention_flops(shape, causal));
+            }
+          }
         }
       }
     }
   }
+
 }
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -543,6 +554,8 @@ void parse_flags(int* argc, char** argv) {
     } else if (const char* v = value("--mha_threads=")) {
       flags.threads.clear();
       for (const auto& s : split(v, ',')) flags.threads.push_back(std::stoi(s));
+    } else if (const char* v = value("--mha_min_length=")) {
+      flags.min_length = std::stoll(v);
     } else if (const char* v = value("--mha_families=")) {
       flags.families.clear();
       for (const auto& s : split(v, ',')) flags.families.insert(s);
@@ -566,6 +579,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("num_heads", std::to_string(kNumHeads));
   benchmark::AddCustomContext(
       "sdpa_inference_min_length", std::to_string(mha::detail::kSdpaInferenceMinLength));
+  mha::detail::set_sdpa_inference_min_length(flags.min_length);
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

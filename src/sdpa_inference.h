@@ -20,9 +20,12 @@ namespace mha {
 namespace detail {
 
 /// Shortest sequence length at which the fused path replaces the native fast
-/// path. Below it the two are equally fast on CPU (the projections dominate)
-/// and the native path keeps bitwise parity with Python.
-constexpr int64_t kSdpaInferenceMinLength = 256;
+/// path. From L = 128 the fused path is measurably faster (E = 512, 1 thread:
+/// 1-4% without masks, 13-17% with a mask, which the native path materialises
+/// as (N, H, L, L)); below it the two are equal within noise (the projections
+/// dominate), so the native path stays there and keeps bitwise parity with
+/// Python. Measurements: docs/benchmarks.md, "Fused path vs native fast path".
+constexpr int64_t kSdpaInferenceMinLength = 128;
 
 /// Overrides `kSdpaInferenceMinLength` (benchmarks and tests); a value < 1
 /// restores the default. Not thread-safe with concurrent forwards.
