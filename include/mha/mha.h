@@ -3,3 +3,4 @@
 /// Umbrella header: everything public in mha.
 #include <mha/functional.h>
 #include <mha/multihead_attention.h>
+#include <mha/state_dict.h>
