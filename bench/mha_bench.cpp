@@ -20,7 +20,9 @@
 // shape, one thread count, 1 iteration, the output checks kept),
 // --mha_shapes=1x16,8x128 (N x L), --mha_threads=1,2,
 // --mha_families=infer,train,crossover,gemm, --mha_min_length=L (override the
-// fused path's threshold, for exploring).
+// fused path's threshold, for exploring), --mha_profile=N,L,nw,kpm,causal,threads
+// (instead of benchmarks: a per-op self-time table of each implementation,
+// from the Kineto profiler, for docs/benchmarks.md).
 
 #include "counting_allocator.h"
 #include "sdpa_inference.h"
@@ -30,13 +32,16 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/headeronly/version.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
@@ -76,6 +81,7 @@ struct Flags {
   std::vector<int> threads = {1, 2};
   std::set<std::string> families = {"infer", "train", "crossover", "gemm"};
   int64_t min_length = 0;  // fused-path threshold override for exploration; 0 = default
+  std::string profile;     // "N,L,nw,kpm,causal,threads": print op profiles, run nothing else
 };
 
 Flags flags;
@@ -178,19 +184,25 @@ Tensor run_ours(Setup& s, const InferConfig& c) {
                                       /*average_attn_weights=*/true, /*is_causal=*/c.causal));
 }
 
-/// Python's computation for the same call: our module with the fused path off
-/// runs exactly the ATen ops Python's module runs (bitwise, per the parity suite).
+/// Python's computation for the same call: our module with its fast-path
+/// shortcuts off runs exactly the ATen ops Python's module runs (bitwise, per
+/// the parity suite).
 Tensor run_python_path(Setup& s, const InferConfig& c) {
-  mha::detail::set_sdpa_inference_min_length(std::numeric_limits<int64_t>::max());
+  mha::detail::set_fast_path_forward_enabled(false);
   Tensor out;
   try {
     out = run_ours(s, c);
   } catch (...) {
-    mha::detail::set_sdpa_inference_min_length(flags.min_length);
+    mha::detail::set_fast_path_forward_enabled(true);
     throw;
   }
-  mha::detail::set_sdpa_inference_min_length(flags.min_length);
+  mha::detail::set_fast_path_forward_enabled(true);
   return out;
+}
+
+/// Whether ours runs the native op (bitwise equal to Python) for this config.
+bool ours_is_native(const InferConfig& c) {
+  return c.need_weights || c.shape.seq_len < mha::detail::sdpa_inference_min_length();
 }
 
 Tensor run_libtorch(Setup& s, const InferConfig& c) {
@@ -326,7 +338,9 @@ void infer_benchmark(benchmark::State& state, const std::string& name, const std
       Tensor python;
       mem.second = static_cast<double>(
           counter.measure_peak_bytes([&] { python = run_python_path(s, c); }));
-      error = compare(out, python, "ours differs from Python's path");
+      error = ours_is_native(c)
+          ? (at::equal(out, python) ? "" : "ours (native path) not bitwise equal to Python's path")
+          : compare(out, python, "ours (fused path) differs from Python's path");
     } else {
       error = compare(batch_first(impl, out), ours_output(s, c), impl + " differs from ours");
     }
@@ -554,6 +568,8 @@ void parse_flags(int* argc, char** argv) {
     } else if (const char* v = value("--mha_threads=")) {
       flags.threads.clear();
       for (const auto& s : split(v, ',')) flags.threads.push_back(std::stoi(s));
+    } else if (const char* v = value("--mha_profile=")) {
+      flags.profile = v;
     } else if (const char* v = value("--mha_min_length=")) {
       flags.min_length = std::stoll(v);
     } else if (const char* v = value("--mha_families=")) {
@@ -566,10 +582,105 @@ void parse_flags(int* argc, char** argv) {
   *argc = kept;
 }
 
+// ~~~ Op profiles (--mha_profile) ~~~
+
+/// Self time per ATen op over `iterations` calls of `fn`, on the calling
+/// thread (where every op is recorded), printed as a table.
+void print_profile(const std::string& title, const std::function<void()>& fn, int iterations) {
+  namespace prof = torch::profiler::impl;
+  namespace ap = torch::autograd::profiler;
+  fn();  // warm-up
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+  const std::set<prof::ActivityType> activities = {prof::ActivityType::CPU};
+  ap::prepareProfiler(config, activities);
+  ap::enableProfiler(config, activities);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) fn();
+  const double wall_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+      iterations;
+  const auto result = ap::disableProfiler();
+
+  struct Span {
+    std::string name;
+    uint64_t start, end;
+  };
+  std::vector<Span> spans;
+  for (const auto& e : result->events()) {
+    if (e.durationNs() == 0 || e.name().rfind("aten::", 0) != 0) continue;
+    spans.push_back({e.name(), e.startNs(), e.endNs()});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.start != b.start ? a.start < b.start : a.end > b.end;
+  });
+  // Self time: an op's duration less its nested ops'.
+  std::map<std::string, std::pair<double, int>> self;  // name -> (ns, calls)
+  std::vector<size_t> stack;
+  std::vector<double> child(spans.size(), 0.0);
+  auto close = [&](size_t i) {
+    auto& entry = self[spans[i].name];
+    entry.first += static_cast<double>(spans[i].end - spans[i].start) - child[i];
+    entry.second += 1;
+  };
+  for (size_t i = 0; i < spans.size(); ++i) {
+    while (!stack.empty() && spans[stack.back()].end <= spans[i].start) {
+      close(stack.back());
+      stack.pop_back();
+    }
+    if (!stack.empty()) child[stack.back()] += static_cast<double>(spans[i].end - spans[i].start);
+    stack.push_back(i);
+  }
+  while (!stack.empty()) {
+    close(stack.back());
+    stack.pop_back();
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(self.begin(), self.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  double total = 0.0;
+  for (const auto& r : rows) total += r.second.first;
+  std::printf("\n%s: %.0f us per call (wall), %.0f us in ATen ops\n", title.c_str(), wall_us,
+              total / 1e3 / iterations);
+  std::printf("  %-46s %8s %12s %7s\n", "op (self time)", "calls", "us per call", "share");
+  for (const auto& r : rows) {
+    const double us = r.second.first / 1e3 / iterations;
+    if (us < 0.005 * total / 1e3 / iterations) continue;
+    std::printf("  %-46s %8.1f %12.1f %6.1f%%\n", r.first.c_str(),
+                static_cast<double>(r.second.second) / iterations, us,
+                100.0 * r.second.first / total);
+  }
+}
+
+int run_profiles(const std::string& spec) {
+  const auto v = split(spec, ',');
+  if (v.size() != 6) {
+    std::fprintf(stderr, "--mha_profile wants N,L,nw,kpm,causal,threads, got '%s'\n", spec.c_str());
+    return 2;
+  }
+  const InferConfig c{{std::stoll(v[0]), std::stoll(v[1])}, v[2] == "1", v[3] == "1", v[4] == "1",
+                      std::stoi(v[5])};
+  at::set_num_threads(c.threads);
+  c10::InferenceMode inference_mode;
+  auto setup = get_setup(c.shape);
+  Setup& s = *setup;
+  const double seconds = attention_flops(c.shape, c.causal) / 4e10;
+  const int iterations = std::max(1, std::min(50, static_cast<int>(1.0 / seconds)));
+  std::printf("profile: N=%ld L=%ld need_weights=%d kpm=%d causal=%d threads=%d, %d calls each\n",
+              static_cast<long>(c.shape.batch), static_cast<long>(c.shape.seq_len),
+              c.need_weights, c.kpm, c.causal, c.threads, iterations);
+  print_profile("ours", [&] { run_ours(s, c); }, iterations);
+  print_profile("Python's path (the ATen ops of nn.MultiheadAttention)",
+                [&] { run_python_path(s, c); }, iterations);
+  print_profile("LibTorch", [&] { run_libtorch(s, c); }, iterations);
+  print_profile("floor", [&] { run_floor(s, c); }, iterations);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   parse_flags(&argc, argv);
+  if (!flags.profile.empty()) return run_profiles(flags.profile);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("torch", std::to_string(TORCH_VERSION_MAJOR) + "." +

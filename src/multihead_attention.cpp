@@ -256,11 +256,12 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
     bool is_causal) {
   const Tensor& first_weight = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
   check_inputs(options, first_weight, query, key, value, key_padding_mask, attn_mask);
-  // Long sequences that Python sends to its native fast path, without weights:
-  // the fused SDPA path instead (src/sdpa_inference.h, docs/benchmarks.md).
-  if (auto out = detail::sdpa_self_attention_inference(
-          *this, query, key, value, key_padding_mask, need_weights, attn_mask, is_causal)) {
-    return {*out, Tensor()};
+  // Python's native fast path, faster: the fused SDPA path for long sequences
+  // without weights, else the native op with lean masks (src/sdpa_inference.h).
+  if (auto result = detail::fast_path_forward(*this, query, key, value, key_padding_mask,
+                                              need_weights, attn_mask, average_attn_weights,
+                                              is_causal)) {
+    return *std::move(result);
   }
 
   std::string why_not_fast_path;

@@ -15,6 +15,7 @@ using torch::Tensor;
 namespace {
 
 std::atomic<int64_t> min_length_override{0};
+std::atomic<bool> fast_path_forward_enabled{true};
 
 bool is_bool_or_none(const Tensor& mask) {
   return !mask.defined() || mask.scalar_type() == at::kBool;
@@ -67,12 +68,16 @@ void set_sdpa_inference_min_length(int64_t min_length) {
   min_length_override.store(min_length);
 }
 
+void set_fast_path_forward_enabled(bool enabled) {
+  fast_path_forward_enabled.store(enabled);
+}
+
 int64_t sdpa_inference_min_length() {
   const int64_t v = min_length_override.load();
   return v >= 1 ? v : kSdpaInferenceMinLength;
 }
 
-std::optional<Tensor> sdpa_self_attention_inference(
+std::optional<std::tuple<Tensor, Tensor>> fast_path_forward(
     const MultiheadAttentionImpl& module,
     const Tensor& query,
     const Tensor& key,
@@ -80,14 +85,65 @@ std::optional<Tensor> sdpa_self_attention_inference(
     const Tensor& key_padding_mask,
     bool need_weights,
     const Tensor& attn_mask,
+    bool average_attn_weights,
     bool is_causal) {
-  if (need_weights || query.dim() != 3 || query.size(1) < sdpa_inference_min_length() ||
+  if (!fast_path_forward_enabled.load() ||
       !takes_native_fast_path(module, query, key, value, key_padding_mask, attn_mask)) {
     return std::nullopt;
   }
-  return sdpa_self_attention(
-      query, module.options.num_heads(), module.in_proj_weight, module.in_proj_bias,
-      module.out_proj->weight, module.out_proj->bias, key_padding_mask, attn_mask, is_causal);
+  if (!need_weights && query.size(1) >= sdpa_inference_min_length()) {
+    return std::make_tuple(
+        sdpa_self_attention(query, module.options.num_heads(), module.in_proj_weight,
+                            module.in_proj_bias, module.out_proj->weight, module.out_proj->bias,
+                            key_padding_mask, attn_mask, is_causal),
+        Tensor());
+  }
+  return native_self_attention(query, module.options.num_heads(), module.in_proj_weight,
+                               module.in_proj_bias, module.out_proj->weight, module.out_proj->bias,
+                               key_padding_mask, attn_mask, need_weights, average_attn_weights);
+}
+
+std::tuple<Tensor, Tensor> native_self_attention(
+    const Tensor& query,
+    int64_t num_heads,
+    const Tensor& in_proj_weight,
+    const Tensor& in_proj_bias,
+    const Tensor& out_proj_weight,
+    const Tensor& out_proj_bias,
+    const Tensor& key_padding_mask,
+    const Tensor& attn_mask,
+    bool need_weights,
+    bool average_attn_weights) {
+  const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
+  // The native op reads a bool mask (true = masked out) as (L, L) for type 0,
+  // (N, L) for type 1 and (N, H, L, L) for type 2. Python hands it float
+  // masks merged into (N, H, L, L) (merge_masks), which it converts back to
+  // bool; the same mask, given in its smallest bool form, masks the same
+  // scores, so the numbers are the same bits.
+  std::optional<Tensor> mask;
+  std::optional<int64_t> mask_type;
+  if (attn_mask.defined()) {
+    const Tensor am = attn_mask.dim() == 2
+        ? attn_mask.reshape({1, 1, seq_len, seq_len})
+        : attn_mask.reshape({bsz, num_heads, seq_len, seq_len});
+    if (key_padding_mask.defined()) {
+      mask = at::logical_or(am, key_padding_mask.reshape({bsz, 1, 1, seq_len}))
+                 .expand({bsz, num_heads, seq_len, seq_len});
+      mask_type = 2;
+    } else if (attn_mask.dim() == 2) {
+      mask = attn_mask;
+      mask_type = 0;
+    } else {
+      mask = am;
+      mask_type = 2;
+    }
+  } else if (key_padding_mask.defined()) {
+    mask = key_padding_mask;
+    mask_type = 1;
+  }
+  return at::_native_multi_head_attention(
+      query, query, query, embed_dim, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
+      out_proj_bias, mask, need_weights, average_attn_weights, mask_type);
 }
 
 Tensor sdpa_self_attention(

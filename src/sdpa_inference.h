@@ -1,13 +1,13 @@
 #pragma once
 
-// Private: the fused inference path of `mha::MultiheadAttention`. Where
-// Python's module takes its native fast path (`at::_native_multi_head_attention`,
-// which on CPU materialises the (N, H, L, L) scores) and no weights are asked
-// for, long sequences go through one packed projection GEMM,
-// `at::scaled_dot_product_attention` (the CPU flash kernel) and the output
-// projection, with no copies in between. Equal to Python's fast path within
-// float32 rounding (not bit for bit); see docs/benchmarks.md for the
-// measurements behind the length threshold.
+// Private: Python's native fast path, done faster. Where Python's module calls
+// `at::_native_multi_head_attention` (which on CPU materialises the
+// (N, H, L, L) scores) and no weights are asked for, long sequences go through
+// one packed projection GEMM, `at::scaled_dot_product_attention` (the CPU
+// flash kernel) and the output projection, with no copies in between: equal to
+// Python within float32 rounding, not bit for bit. The other fast-path calls
+// run the native op itself with lean masks: the same bits as Python. See
+// docs/benchmarks.md for the measurements behind the length threshold.
 
 #include "mha/multihead_attention.h"
 
@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 
 namespace mha {
 namespace detail {
@@ -34,18 +35,26 @@ void set_sdpa_inference_min_length(int64_t min_length);
 /// The threshold in effect.
 int64_t sdpa_inference_min_length();
 
-/// Runs the fused path and returns the (N, L, E) output when the call is one
-/// that Python sends to its native fast path (eval, batch_first, self-attention
-/// by identity, no grad, bool or no masks, ...) with `need_weights` false and
-/// L >= `sdpa_inference_min_length()`; otherwise returns nothing and the caller
+/// Turns `fast_path_forward` off (it then declines every call), so that the
+/// module runs exactly Python's ATen ops (benchmarks: Python's memory and
+/// numbers). Not thread-safe with concurrent forwards.
+void set_fast_path_forward_enabled(bool enabled);
+
+/// Python's native fast path, done faster. When the call is one that Python's
+/// module sends to `at::_native_multi_head_attention` (eval, batch_first,
+/// self-attention by identity, no grad, bool or no masks, even heads, packed
+/// weights with biases, ...; see mha-semantics section 7), returns
+/// (output, weights or undefined); otherwise returns nothing and the caller
 /// continues with Python's dispatch. Inputs must have passed the module's
 /// checks.
 ///
-/// Masks follow the native path: a row of scores that is masked out entirely
-/// in any head gives a NaN output row. An `attn_mask` flagged by `is_causal`
-/// with no `key_padding_mask` is trusted to be the causal mask (as Python's
-/// SDPA path trusts it) and becomes SDPA's `is_causal`.
-std::optional<torch::Tensor> sdpa_self_attention_inference(
+/// - need_weights false and L >= `sdpa_inference_min_length()`: the fused
+///   SDPA path (`sdpa_self_attention`), equal to Python within float32
+///   rounding, not bit for bit.
+/// - otherwise: the native op itself, with the masks in their smallest bool
+///   form instead of Python's merged float (N, H, L, L) (`native_self_attention`):
+///   the same bits as Python, less memory traffic.
+std::optional<std::tuple<torch::Tensor, torch::Tensor>> fast_path_forward(
     const MultiheadAttentionImpl& module,
     const torch::Tensor& query,
     const torch::Tensor& key,
@@ -53,11 +62,31 @@ std::optional<torch::Tensor> sdpa_self_attention_inference(
     const torch::Tensor& key_padding_mask,
     bool need_weights,
     const torch::Tensor& attn_mask,
+    bool average_attn_weights,
     bool is_causal);
+
+/// `at::_native_multi_head_attention` on batch-first self-attention with bool
+/// masks (true = masked out) passed as (L, L) type 0, (N, L) type 1, or merged
+/// (N, H, L, L) type 2 only when both are given. Returns (output, weights).
+std::tuple<torch::Tensor, torch::Tensor> native_self_attention(
+    const torch::Tensor& query,
+    int64_t num_heads,
+    const torch::Tensor& in_proj_weight,
+    const torch::Tensor& in_proj_bias,
+    const torch::Tensor& out_proj_weight,
+    const torch::Tensor& out_proj_bias,
+    const torch::Tensor& key_padding_mask,
+    const torch::Tensor& attn_mask,
+    bool need_weights,
+    bool average_attn_weights);
 
 /// The fused computation alone, without the eligibility checks: query (N, L, E)
 /// batch-first self-attention, packed (3E, E) weight and (3E) bias, bool masks
-/// (true = masked out) or undefined. Returns (N, L, E).
+/// (true = masked out) or undefined. Returns (N, L, E). Masks follow the
+/// native path: a row of scores masked out entirely in any head gives a NaN
+/// output row. An `attn_mask` flagged by `is_causal` with no
+/// `key_padding_mask` is trusted to be the causal mask (as Python's SDPA path
+/// trusts it) and becomes SDPA's `is_causal`.
 torch::Tensor sdpa_self_attention(
     const torch::Tensor& query,
     int64_t num_heads,
