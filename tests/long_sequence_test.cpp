@@ -110,7 +110,9 @@ struct Measured {
 
 Measured measure(MultiheadAttention& m, const Tensor& x, Tensor& out) {
   torch::NoGradGuard no_grad;
-  CountingAllocator counting;
+  // Static: tensors allocated through it (the output) outlive this call and
+  // report their release to it.
+  static CountingAllocator counting;
   Measured result;
   const int64_t rss_before = status_bytes("VmRSS");
   const bool rss_ok = reset_peak_rss() && rss_before > 0;
