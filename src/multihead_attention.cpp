@@ -29,10 +29,6 @@ std::optional<c10::ScalarType> dtype_or_none(const Tensor& t) {
   return t.defined() ? std::optional<c10::ScalarType>(t.scalar_type()) : std::nullopt;
 }
 
-bool is_float_mask(const Tensor& mask) {
-  return mask.defined() && at::isFloatingType(mask.scalar_type());
-}
-
 /// Checks beyond Python's own (which the functional form repeats): dtypes and
 /// devices agree with each other and with the parameters, feature sizes match
 /// kdim/vdim, batch and sequence sizes agree, and the masks have valid shapes.
@@ -138,6 +134,111 @@ void check_inputs(
               key_padding_mask.size(0)));
     }
   }
+}
+
+/// Python's `why_not_fast_path`: empty when Python's module would call
+/// `at::_native_multi_head_attention`, else the first reason, in Python's order
+/// and wording. Masks are judged as given: a float mask blocks the fast path
+/// (as in Python), and so does any other non-bool dtype, which the slow path
+/// then rejects with Python's error.
+std::string why_not_fast_path_reason(
+    const MultiheadAttentionImpl& m,
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value,
+    const Tensor& key_padding_mask,
+    const Tensor& attn_mask) {
+  const auto& o = m.options;
+  const int64_t embed_dim = o.embed_dim();
+  auto not_bool = [](const Tensor& mask) {
+    return mask.defined() && mask.scalar_type() != at::kBool;
+  };
+  if (not_bool(attn_mask) || not_bool(key_padding_mask)) {
+    return "floating-point masks are not supported for fast path.";
+  }
+  if (!get_fastpath_enabled()) {
+    return "torch.backends.mha.get_fastpath_enabled() was not True";
+  }
+  if (query.dim() != 3) {
+    return fmt::format("input not batched; expected query.dim() of 3 but got {}", query.dim());
+  }
+  if (!query.is_same(key) || !key.is_same(value)) {
+    return "non-self attention was used (query, key, and value are not the same Tensor)";
+  }
+  if (m.in_proj_bias.defined() && query.scalar_type() != m.in_proj_bias.scalar_type()) {
+    return "dtypes of query and self.in_proj_bias don't match";
+  }
+  if (!m.in_proj_weight.defined()) return "in_proj_weight was None";
+  if (query.scalar_type() != m.in_proj_weight.scalar_type()) {
+    return "dtypes of query and self.in_proj_weight don't match";
+  }
+  if (m.is_training()) return "training is enabled";
+  if (o.num_heads() % 2 != 0) return "self.num_heads is not even";
+  if (!o.batch_first()) return "batch_first was not True";
+  if (m.bias_k.defined()) return "self.bias_k was not None";
+  if (m.bias_v.defined()) return "self.bias_v was not None";
+  if (o.add_zero_attn()) return "add_zero_attn was enabled";
+  if (o.kdim().value_or(embed_dim) != embed_dim || o.vdim().value_or(embed_dim) != embed_dim) {
+    return "_qkv_same_embed_dim was not True";
+  }
+  if (query.is_nested() && (key_padding_mask.defined() || attn_mask.defined())) {
+    return "supplying both src_key_padding_mask and src_mask at the same time is not supported "
+           "with NestedTensor input";
+  }
+  if (at::autocast::is_autocast_enabled(at::kCUDA)) return "autocast is enabled";
+
+  bool needs_grad = false;
+  for (const Tensor* t : {&query, &m.in_proj_weight, &m.in_proj_bias, &m.out_proj->weight,
+                          &m.out_proj->bias}) {
+    if (!t->defined()) continue;
+    const auto type = t->device().type();
+    if (type != c10::DeviceType::CPU && type != c10::DeviceType::CUDA &&
+        type != c10::DeviceType::PrivateUse1) {
+      return "some Tensor argument's device is neither one of cpu, cuda or privateuse1";
+    }
+    needs_grad = needs_grad || t->requires_grad();
+  }
+  if (torch::GradMode::is_enabled() && needs_grad) {
+    return "grad is enabled and at least one of query or the input/output projection weights or "
+           "biases requires_grad";
+  }
+  return "";
+}
+
+/// Python's native fast path exactly as Python calls it: masks canonicalised
+/// to float and merged by `merge_masks` (kpm alone (N, S), type 1; any
+/// attn_mask expanded to (N, H, L, L), type 2).
+std::tuple<Tensor, Tensor> python_native_fast_path(
+    const MultiheadAttentionImpl& m,
+    const Tensor& query,
+    const Tensor& key_padding_mask,
+    const Tensor& attn_mask,
+    bool need_weights,
+    bool average_attn_weights) {
+  const auto dtype = query.scalar_type();
+  const Tensor kpm = F::canonical_mask(
+      key_padding_mask, "key_padding_mask", dtype_or_none(attn_mask), "attn_mask", dtype);
+  const Tensor mask = F::canonical_mask(attn_mask, "attn_mask", std::nullopt, "", dtype, false);
+  const int64_t num_heads = m.options.num_heads();
+  std::optional<Tensor> merged;
+  std::optional<int64_t> mask_type;
+  if (kpm.defined()) {
+    merged = kpm;
+    mask_type = 1;
+  }
+  if (mask.defined()) {
+    const int64_t batch_size = query.size(0), seq_len = query.size(1);
+    mask_type = 2;
+    merged = mask.dim() == 3
+        ? mask.view({batch_size, -1, seq_len, seq_len})
+        : mask.view({1, 1, seq_len, seq_len}).expand({batch_size, num_heads, -1, -1});
+    if (kpm.defined()) {
+      merged = *merged + kpm.view({batch_size, 1, 1, seq_len}).expand({-1, num_heads, -1, -1});
+    }
+  }
+  return at::_native_multi_head_attention(
+      query, query, query, m.options.embed_dim(), num_heads, m.in_proj_weight, m.in_proj_bias,
+      m.out_proj->weight, m.out_proj->bias, merged, need_weights, average_attn_weights, mask_type);
 }
 
 }  // namespace
@@ -256,109 +357,28 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
     bool is_causal) {
   const Tensor& first_weight = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
   check_inputs(options, first_weight, query, key, value, key_padding_mask, attn_mask);
-  // Python's native fast path, faster: the fused SDPA path for long sequences
-  // without weights, else the native op with lean masks (src/sdpa_inference.h).
-  if (auto result = detail::fast_path_forward(*this, query, key, value, key_padding_mask,
-                                              need_weights, attn_mask, average_attn_weights,
-                                              is_causal)) {
-    return *std::move(result);
+
+  // Where Python calls its native fused op (silently not without biases), so
+  // do we, with the masks as given: bool or none there.
+  const std::string why_not_fast_path =
+      why_not_fast_path_reason(*this, query, key, value, key_padding_mask, attn_mask);
+  if (why_not_fast_path.empty() && in_proj_bias.defined()) {
+    if (detail::fast_path_forward_is_enabled()) {
+      return detail::fast_path_forward(
+          *this, query, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal);
+    }
+    return python_native_fast_path(
+        *this, query, key_padding_mask, attn_mask, need_weights, average_attn_weights);
   }
 
-  std::string why_not_fast_path;
-  if (is_float_mask(attn_mask) || is_float_mask(key_padding_mask)) {
-    why_not_fast_path = "floating-point masks are not supported for fast path.";
-  }
+  // Both masks become additive floats of the query's dtype (Python's order):
+  // other dtypes are rejected here, mismatched types warn.
   const bool is_batched = query.dim() == 3;
-
-  // Both masks become additive floats of the query's dtype (Python's order).
   const Tensor kpm = F::canonical_mask(
       key_padding_mask, "key_padding_mask", dtype_or_none(attn_mask), "attn_mask",
       query.scalar_type());
   const Tensor mask = F::canonical_mask(
       attn_mask, "attn_mask", std::nullopt, "", query.scalar_type(), /*check_other=*/false);
-
-  // Python's fast-path conditions, in Python's order and wording.
-  if (!get_fastpath_enabled()) {
-    why_not_fast_path = "torch.backends.mha.get_fastpath_enabled() was not True";
-  } else if (!is_batched) {
-    why_not_fast_path =
-        fmt::format("input not batched; expected query.dim() of 3 but got {}", query.dim());
-  } else if (!query.is_same(key) || !key.is_same(value)) {
-    why_not_fast_path =
-        "non-self attention was used (query, key, and value are not the same Tensor)";
-  } else if (in_proj_bias.defined() && query.scalar_type() != in_proj_bias.scalar_type()) {
-    why_not_fast_path = "dtypes of query and self.in_proj_bias don't match";
-  } else if (!in_proj_weight.defined()) {
-    why_not_fast_path = "in_proj_weight was None";
-  } else if (query.scalar_type() != in_proj_weight.scalar_type()) {
-    why_not_fast_path = "dtypes of query and self.in_proj_weight don't match";
-  } else if (is_training()) {
-    why_not_fast_path = "training is enabled";
-  } else if (options.num_heads() % 2 != 0) {
-    why_not_fast_path = "self.num_heads is not even";
-  } else if (!options.batch_first()) {
-    why_not_fast_path = "batch_first was not True";
-  } else if (bias_k.defined()) {
-    why_not_fast_path = "self.bias_k was not None";
-  } else if (bias_v.defined()) {
-    why_not_fast_path = "self.bias_v was not None";
-  } else if (options.add_zero_attn()) {
-    why_not_fast_path = "add_zero_attn was enabled";
-  } else if (!qkv_same_embed_dim()) {
-    why_not_fast_path = "_qkv_same_embed_dim was not True";
-  } else if (query.is_nested() && (kpm.defined() || mask.defined())) {
-    why_not_fast_path =
-        "supplying both src_key_padding_mask and src_mask at the same time is not supported "
-        "with NestedTensor input";
-  } else if (at::autocast::is_autocast_enabled(at::kCUDA)) {
-    why_not_fast_path = "autocast is enabled";
-  }
-
-  if (why_not_fast_path.empty()) {
-    const Tensor* tensor_args[] = {&query, &in_proj_weight, &in_proj_bias, &out_proj->weight,
-                                   &out_proj->bias};
-    bool device_ok = true;
-    bool needs_grad = false;
-    for (const Tensor* t : tensor_args) {
-      if (!t->defined()) continue;
-      const auto type = t->device().type();
-      device_ok = device_ok &&
-          (type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA ||
-           type == c10::DeviceType::PrivateUse1);
-      needs_grad = needs_grad || t->requires_grad();
-    }
-    if (!device_ok) {
-      why_not_fast_path = "some Tensor argument's device is neither one of cpu, cuda or privateuse1";
-    } else if (torch::GradMode::is_enabled() && needs_grad) {
-      why_not_fast_path =
-          "grad is enabled and at least one of query or the input/output projection weights or "
-          "biases requires_grad";
-    }
-    if (why_not_fast_path.empty() && in_proj_bias.defined()) {
-      // merge_masks: kpm alone is (N, S), type 1; any attn_mask becomes (N, H, L, L), type 2.
-      std::optional<Tensor> merged;
-      std::optional<int64_t> mask_type;
-      if (kpm.defined()) {
-        merged = kpm;
-        mask_type = 1;
-      }
-      if (mask.defined()) {
-        const int64_t batch_size = query.size(0), seq_len = query.size(1);
-        mask_type = 2;
-        merged = mask.dim() == 3
-            ? mask.view({batch_size, -1, seq_len, seq_len})
-            : mask.view({1, 1, seq_len, seq_len}).expand({batch_size, options.num_heads(), -1, -1});
-        if (kpm.defined()) {
-          merged = *merged +
-              kpm.view({batch_size, 1, 1, seq_len}).expand({-1, options.num_heads(), -1, -1});
-        }
-      }
-      return at::_native_multi_head_attention(
-          query, key, value, options.embed_dim(), options.num_heads(), in_proj_weight,
-          in_proj_bias, out_proj->weight, out_proj->bias, merged, need_weights,
-          average_attn_weights, mask_type);
-    }
-  }
 
   TORCH_CHECK(
       !(query.is_nested() || key.is_nested() || value.is_nested()),

@@ -1,7 +1,6 @@
 #include "sdpa_inference.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -17,51 +16,6 @@ namespace {
 std::atomic<int64_t> min_length_override{0};
 std::atomic<bool> fast_path_forward_enabled{true};
 
-bool is_bool_or_none(const Tensor& mask) {
-  return !mask.defined() || mask.scalar_type() == at::kBool;
-}
-
-bool device_ok(const Tensor& t) {
-  const auto type = t.device().type();
-  return type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA ||
-      type == c10::DeviceType::PrivateUse1;
-}
-
-/// Python's fast-path conditions (`why_not_fast_path` empty and both packed
-/// projections present), plus ours: no weights, long enough, CPU-style layout.
-bool takes_native_fast_path(
-    const MultiheadAttentionImpl& m,
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask) {
-  const auto& o = m.options;
-  const int64_t embed_dim = o.embed_dim();
-  const bool same_embed_dim =
-      o.kdim().value_or(embed_dim) == embed_dim && o.vdim().value_or(embed_dim) == embed_dim;
-  if (!is_bool_or_none(key_padding_mask) || !is_bool_or_none(attn_mask) ||
-      !get_fastpath_enabled() || query.dim() != 3 || !query.is_same(key) ||
-      !key.is_same(value) || !m.in_proj_weight.defined() || !m.in_proj_bias.defined() ||
-      query.scalar_type() != m.in_proj_weight.scalar_type() ||
-      query.scalar_type() != m.in_proj_bias.scalar_type() || m.is_training() ||
-      o.num_heads() % 2 != 0 || !o.batch_first() || m.bias_k.defined() || m.bias_v.defined() ||
-      o.add_zero_attn() || !same_embed_dim || query.is_nested() ||
-      at::autocast::is_autocast_enabled(at::kCUDA) ||
-      at::autocast::is_autocast_enabled(at::kCPU)) {
-    return false;
-  }
-  const Tensor* tensors[] = {&query, &m.in_proj_weight, &m.in_proj_bias, &m.out_proj->weight,
-                             &m.out_proj->bias};
-  bool needs_grad = false;
-  for (const Tensor* t : tensors) {
-    if (!t->defined()) continue;
-    if (!device_ok(*t)) return false;
-    needs_grad = needs_grad || t->requires_grad();
-  }
-  return !(torch::GradMode::is_enabled() && needs_grad);
-}
-
 }  // namespace
 
 void set_sdpa_inference_min_length(int64_t min_length) {
@@ -72,25 +26,23 @@ void set_fast_path_forward_enabled(bool enabled) {
   fast_path_forward_enabled.store(enabled);
 }
 
+bool fast_path_forward_is_enabled() {
+  return fast_path_forward_enabled.load();
+}
+
 int64_t sdpa_inference_min_length() {
   const int64_t v = min_length_override.load();
   return v >= 1 ? v : kSdpaInferenceMinLength;
 }
 
-std::optional<std::tuple<Tensor, Tensor>> fast_path_forward(
+std::tuple<Tensor, Tensor> fast_path_forward(
     const MultiheadAttentionImpl& module,
     const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
     const Tensor& key_padding_mask,
     bool need_weights,
     const Tensor& attn_mask,
     bool average_attn_weights,
     bool is_causal) {
-  if (!fast_path_forward_enabled.load() ||
-      !takes_native_fast_path(module, query, key, value, key_padding_mask, attn_mask)) {
-    return std::nullopt;
-  }
   if (!need_weights && query.size(1) >= sdpa_inference_min_length()) {
     return std::make_tuple(
         sdpa_self_attention(query, module.options.num_heads(), module.in_proj_weight,

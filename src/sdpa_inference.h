@@ -35,30 +35,28 @@ void set_sdpa_inference_min_length(int64_t min_length);
 /// The threshold in effect.
 int64_t sdpa_inference_min_length();
 
-/// Turns `fast_path_forward` off (it then declines every call), so that the
-/// module runs exactly Python's ATen ops (benchmarks: Python's memory and
-/// numbers). Not thread-safe with concurrent forwards.
+/// Turns `fast_path_forward` off: the module then calls the native op exactly
+/// as Python does (merged float masks), e.g. for benchmarks of Python's memory
+/// use. Not thread-safe with concurrent forwards.
 void set_fast_path_forward_enabled(bool enabled);
 
-/// Python's native fast path, done faster. When the call is one that Python's
-/// module sends to `at::_native_multi_head_attention` (eval, batch_first,
-/// self-attention by identity, no grad, bool or no masks, even heads, packed
-/// weights with biases, ...; see mha-semantics section 7), returns
-/// (output, weights or undefined); otherwise returns nothing and the caller
-/// continues with Python's dispatch. Inputs must have passed the module's
-/// checks.
-///
+/// Whether `fast_path_forward` is used (default true).
+bool fast_path_forward_is_enabled();
+
+/// Python's native fast path, done faster. The caller has established that
+/// Python's module would call `at::_native_multi_head_attention` here (eval,
+/// batch_first, self-attention by identity, no grad, bool or no masks, even
+/// heads, packed weights with biases, ...; mha-semantics section 7) and passes
+/// the original bool masks. Returns (output, weights or undefined):
 /// - need_weights false and L >= `sdpa_inference_min_length()`: the fused
 ///   SDPA path (`sdpa_self_attention`), equal to Python within float32
 ///   rounding, not bit for bit.
 /// - otherwise: the native op itself, with the masks in their smallest bool
 ///   form instead of Python's merged float (N, H, L, L) (`native_self_attention`):
 ///   the same bits as Python, less memory traffic.
-std::optional<std::tuple<torch::Tensor, torch::Tensor>> fast_path_forward(
+std::tuple<torch::Tensor, torch::Tensor> fast_path_forward(
     const MultiheadAttentionImpl& module,
     const torch::Tensor& query,
-    const torch::Tensor& key,
-    const torch::Tensor& value,
     const torch::Tensor& key_padding_mask,
     bool need_weights,
     const torch::Tensor& attn_mask,
