@@ -130,11 +130,12 @@ TensorMap read_torch_save(const std::string& path) {
       fail_file(path, fmt::format("byte order '{}' is not supported (only little-endian)", order));
     }
   }
-  const auto [pickle_data, pickle_size] = with_file_context(
+  // A plain pair, not a structured binding: C++17 lambdas cannot capture those.
+  const auto pickle_record = with_file_context(
       path, "corrupt record 'data.pkl'", [&] { return reader->getRecord("data.pkl"); });
   const std::string pickle = with_file_context(path, "data.pkl", [&] {
-    return rewrite_ordered_dicts(
-        std::string_view(static_cast<const char*>(pickle_data.get()), pickle_size));
+    return rewrite_ordered_dicts(std::string_view(
+        static_cast<const char*>(std::get<0>(pickle_record).get()), std::get<1>(pickle_record)));
   });
 
   RecordTable records;
