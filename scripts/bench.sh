@@ -9,8 +9,9 @@
 # repetitions in random order, with its own GEMM peak) and right after it the
 # Python script on the same group. Ratios are taken within a group.
 #
-# Usage: scripts/bench.sh [--smoke]   (about 10 minutes on 2 cores; --smoke: seconds)
-# Environment: MHA_BUILD_DIR (default build/), MHA_VENV, MHA_BENCH_THREADS (default "1 2").
+# Usage: scripts/bench.sh [--smoke]   (about 15 minutes on 2 idle cores; --smoke: a minute)
+# Environment: MHA_BUILD_DIR (default build/), MHA_VENV, MHA_BENCH_THREADS (default "1 2"),
+# MHA_BENCH_MAX_BUSY and MHA_BENCH_QUIET_WAIT (see wait_quiet).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -37,18 +38,51 @@ trap 'rm -rf "$RAW"' EXIT
 start=$(date +%s)
 group=0
 
+# busy_percent: CPU time the whole machine spent busy over one second, in %
+# (of all cores); called between groups, so it is the others' load.
+busy_percent() {
+  local a b
+  read -r -a a < <(grep '^cpu ' /proc/stat)
+  sleep 1
+  read -r -a b < <(grep '^cpu ' /proc/stat)
+  local total=0 idle i
+  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
+  idle=$(( b[4] - a[4] + b[5] - a[5] ))
+  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
+}
+
+# wait_quiet: two threads are meaningless while other processes hold the
+# cores (each OpenMP barrier waits for a descheduled thread), so each group
+# waits until the machine is at most MHA_BENCH_MAX_BUSY % busy (default 20),
+# for up to MHA_BENCH_QUIET_WAIT seconds (default 600), and records the busy %.
+# The Python half of a group waits likewise.
+wait_quiet() {
+  local waited=0 busy
+  busy=$(busy_percent)
+  while [ "$busy" -gt "${MHA_BENCH_MAX_BUSY:-20}" ] && [ "$waited" -lt "${MHA_BENCH_QUIET_WAIT:-600}" ]; do
+    sleep 4
+    waited=$(( waited + 5 ))
+    busy=$(busy_percent)
+  done
+  echo "$busy"
+}
+
 # run_group FAMILIES SHAPES THREADS PYTHON_FAMILIES: one C++ run, then Python.
 run_group() {
   local families="$1" shapes="$2" threads="$3" py_families="$4"
   group=$((group + 1))
-  local tag
+  local tag busy
   tag="$(printf '%02d' "$group")"
-  echo "== group $tag: $families shapes=$shapes threads=$threads ($(( $(date +%s) - start )) s)"
+  busy=$( [ ${#SMOKE[@]} -gt 0 ] && echo 0 || wait_quiet )
+  echo "{\"group\": $group, \"busy_percent_before\": $busy}" >"$RAW/load_$tag.json"
+  echo "== group $tag: $families shapes=$shapes threads=$threads, others' load ${busy}% ($(( $(date +%s) - start )) s)"
   "$BENCH" "${SMOKE[@]}" --mha_families="$families" --mha_shapes="$shapes" \
     --mha_threads="$threads" --benchmark_enable_random_interleaving=true \
     --benchmark_display_aggregates_only=true \
-    --benchmark_out="$RAW/cpp_$tag.json" --benchmark_out_format=json >"$RAW/cpp_$tag.log"
+    --benchmark_out="$RAW/cpp_$tag.json" --benchmark_out_format=json >"$RAW/cpp_$tag.log" 2>&1
   if [ -n "$py_families" ]; then
+    busy=$( [ ${#SMOKE[@]} -gt 0 ] && echo 0 || wait_quiet )
+    echo "   others' load before Python ${busy}%"
     "$MHA_PYTHON" "$MHA_ROOT/scripts/bench_python.py" "${PY_SMOKE[@]}" \
       --families "$py_families" --shapes "$shapes" --threads "$threads" \
       --out "$RAW/py_$tag.json" >"$RAW/py_$tag.log"

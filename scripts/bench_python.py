@@ -48,6 +48,8 @@ def min_run_time(flops, smoke):
     if smoke:
         return 0.0
     seconds = flops / 4e10 + 2e-5
+    if seconds > 0.4:
+        return 2.0 * seconds   # about 2 blocks of one call, as mha_bench's 2 repetitions
     if seconds > 0.15:
         return 3.0 * seconds   # about 3 blocks of one call, as mha_bench's 3 repetitions
     if seconds > 0.02:
@@ -75,7 +77,8 @@ def measure(stmt_fn, seconds):
         start = time.perf_counter()
         stmt_fn()
         return (time.perf_counter() - start) * 1e6, 1
-    timer = Timer(stmt="fn()", globals={"fn": stmt_fn})
+    # Timer runs stmt on num_threads threads (default 1): pass the current count.
+    timer = Timer(stmt="fn()", globals={"fn": stmt_fn}, num_threads=torch.get_num_threads())
     m = timer.blocked_autorange(min_run_time=seconds)
     return m.median * 1e6, len(m.times)
 

@@ -29,7 +29,7 @@ import time
 
 BEGIN = "<!-- BEGIN GENERATED (scripts/bench_report.py) -->"
 END = "<!-- END GENERATED -->"
-NAME_RE = re.compile(r"^(infer|train|crossover|gemm)/(.*?/threads:\d+)")
+NAME_RE = re.compile(r"^(infer|train|crossover|gemm)/((?:.*?/)?threads:\d+)")
 PEERS = ("python", "libtorch", "floor")
 
 
@@ -140,6 +140,11 @@ def collect(raw):
             rec["gflops"] = rec["flops"] / (ours * 1e-6) / 1e9
             if rec.get("gemm_peak_gflops"):
                 rec["pct_peak"] = 100.0 * rec["gflops"] / rec["gemm_peak_gflops"]
+    for rec in configs.values():
+        load_path = os.path.join(raw, f"load_{rec['group']:02d}.json")
+        if os.path.exists(load_path):
+            with open(load_path) as f:
+                rec["others_busy_percent"] = json.load(f).get("busy_percent_before")
     return sorted(configs.values(), key=sort_key), gemm, contexts
 
 
@@ -246,7 +251,12 @@ def markdown(records, gemm, tgts, contexts, machine):
     lines.append("GEMM peak (`at::mm`, 2048^3, fp32), measured in every group: " + "; ".join(
         f"{t} thread{'s' if t > 1 else ''}: median {statistics.median(v):.0f} GFLOP/s "
         f"(range {min(v):.0f}-{max(v):.0f} over {len(v)} groups)" for t, v in sorted(gp.items())))
-    lines.append("")
+    busy = [r["others_busy_percent"] for r in records if r.get("others_busy_percent") is not None]
+    if busy:
+        lines.append(f"Other processes' CPU use just before each group (scripts/bench.sh waits for "
+                     f"a quiet machine): median {statistics.median(busy):.0f}%, "
+                     f"max {max(busy):.0f}%.")
+        lines.append("")
 
     infer = [r for r in records if r["family"] == "infer"]
     for threads in sorted({r["threads"] for r in infer}):
