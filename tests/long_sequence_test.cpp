@@ -10,14 +10,11 @@
 // Both layouts are checked: sequence-first (Python's slow path, SDPA) and
 // batch-first self-attention (what Python sends to its native fast path).
 
+#include "counting_allocator.h"  // bench/: shared with the benchmarks
 #include "support.h"
 
 #include <mha/multihead_attention.h>
 
-#include <c10/core/Allocator.h>
-#include <c10/core/CPUAllocator.h>
-
-#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -32,58 +29,6 @@ constexpr int64_t kLength = 16384;
 constexpr int64_t kEmbedDim = 512;
 constexpr int64_t kHeads = 8;
 constexpr int64_t kOneGB = int64_t{1} << 30;
-
-/// Forwards to LibTorch's CPU allocator and counts the bytes in use and their peak.
-class CountingAllocator final : public c10::Allocator {
- public:
-  c10::DataPtr allocate(size_t nbytes) override {
-    c10::DataPtr inner = base_->allocate(nbytes);
-    void* data = inner.get();
-    const c10::Device device = inner.device();
-    auto* context = new Context{std::move(inner), static_cast<int64_t>(nbytes), this};
-    const int64_t now = current_.fetch_add(context->nbytes) + context->nbytes;
-    int64_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
-    }
-    return {data, context, &release, device};
-  }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
-  }
-
-  /// Peak bytes allocated and not yet freed while `fn` ran (its result included).
-  template <typename Fn>
-  int64_t peak_bytes(Fn&& fn) {
-    base_ = c10::GetCPUAllocator();
-    current_ = 0;
-    peak_ = 0;
-    c10::SetCPUAllocator(this, kPriority);
-    try {
-      fn();
-    } catch (...) {
-      c10::SetCPUAllocator(base_, kPriority);
-      throw;
-    }
-    c10::SetCPUAllocator(base_, kPriority);
-    return peak_.load();
-  }
-
- private:
-  static constexpr uint8_t kPriority = 200;
-  struct Context {
-    c10::DataPtr inner;  // frees through LibTorch's allocator when destroyed
-    int64_t nbytes;
-    CountingAllocator* owner;
-  };
-  static void release(void* ptr) {
-    auto* context = static_cast<Context*>(ptr);
-    context->owner->current_.fetch_sub(context->nbytes);
-    delete context;
-  }
-  c10::Allocator* base_ = nullptr;
-  std::atomic<int64_t> current_{0};
-  std::atomic<int64_t> peak_{0};
-};
 
 /// A field of /proc/self/status in bytes (e.g. "VmRSS", "VmHWM"); -1 if absent.
 int64_t status_bytes(const std::string& field) {
@@ -112,12 +57,12 @@ Measured measure(MultiheadAttention& m, const Tensor& x, Tensor& out) {
   torch::NoGradGuard no_grad;
   // Static: tensors allocated through it (the output) outlive this call and
   // report their release to it.
-  static CountingAllocator counting;
+  static mha::bench::CountingAllocator counting;
   Measured result;
   const int64_t rss_before = status_bytes("VmRSS");
   const bool rss_ok = reset_peak_rss() && rss_before > 0;
   const auto start = std::chrono::steady_clock::now();
-  result.allocator_peak = counting.peak_bytes([&] {
+  result.allocator_peak = counting.measure_peak_bytes([&] {
     out = std::get<0>(m->forward(x, x, x, /*key_padding_mask=*/{}, /*need_weights=*/false));
   });
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
