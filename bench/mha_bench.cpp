@@ -22,7 +22,8 @@
 // --mha_families=infer,train,crossover,gemm, --mha_min_length=L (override the
 // fused path's threshold, for exploring), --mha_profile=N,L,nw,kpm,causal,threads
 // (instead of benchmarks: a per-op self-time table of each implementation,
-// from the Kineto profiler, for docs/benchmarks.md).
+// from the Kineto profiler, for docs/benchmarks.md), --mha_profile_train=N,L,nw,threads
+// (the same for forward + backward).
 
 #include "counting_allocator.h"
 #include "sdpa_inference.h"
@@ -82,6 +83,7 @@ struct Flags {
   std::set<std::string> families = {"infer", "train", "crossover", "gemm"};
   int64_t min_length = 0;  // fused-path threshold override for exploration; 0 = default
   std::string profile;     // "N,L,nw,kpm,causal,threads": print op profiles, run nothing else
+  std::string profile_train;  // "N,L,nw,threads": the same for forward + backward
 };
 
 Flags flags;
@@ -370,21 +372,17 @@ void infer_benchmark(benchmark::State& state, const std::string& name, const std
   if (impl == "ours") state.counters["python_path_peak_bytes"] = mem.second;
 }
 
-/// Forward + backward in training mode (dropout 0, so no randomness), no masks.
-/// Gradients are reset to none each iteration, as `zero_grad()` does.
-void train_benchmark(benchmark::State& state, const std::string& name, const std::string& impl,
-                     Shape shape, bool need_weights, int threads) {
-  at::set_num_threads(threads);
-  auto setup = get_setup(shape);
-  Setup& s = *setup;
-  const int64_t n = shape.batch, l = shape.seq_len, e = kEmbedDim, h = kNumHeads;
+/// One forward + backward step in training mode (dropout 0, so no randomness),
+/// no masks, for `impl`. Gradients are reset to none after each step, as
+/// `zero_grad()` does. The module is put in train mode; call `.eval()` after.
+std::function<void()> make_train_step(Setup& s, const std::string& impl, bool need_weights) {
+  const int64_t n = s.shape.batch, l = s.shape.seq_len, e = kEmbedDim, h = kNumHeads;
   s.ours->train();
   s.libtorch->train();
   Tensor x = (impl == "libtorch" ? s.x_seq : s.x).detach().clone().requires_grad_(true);
   Tensor cotangent = impl == "libtorch" ? s.cotangent.transpose(0, 1).contiguous() : s.cotangent;
   std::vector<Tensor> params = impl == "libtorch" ? s.libtorch->parameters() : s.ours->parameters();
-
-  auto step = [&] {
+  return [&s, impl, need_weights, n, l, e, h, x, cotangent, params]() mutable {
     Tensor out;
     if (impl == "ours") {
       out = std::get<0>(s.ours->forward(x, x, x, {}, need_weights));
@@ -402,6 +400,15 @@ void train_benchmark(benchmark::State& state, const std::string& name, const std
     x.mutable_grad().reset();
     for (auto& p : params) p.mutable_grad().reset();
   };
+}
+
+/// Forward + backward (`make_train_step`), timed.
+void train_benchmark(benchmark::State& state, const std::string& name, const std::string& impl,
+                     Shape shape, bool need_weights, int threads) {
+  at::set_num_threads(threads);
+  auto setup = get_setup(shape);
+  Setup& s = *setup;
+  auto step = make_train_step(s, impl, need_weights);
 
   static std::map<std::string, double> memory;
   auto& mem = memory[name];
@@ -578,6 +585,8 @@ void parse_flags(int* argc, char** argv) {
       for (const auto& s : split(v, ',')) flags.threads.push_back(std::stoi(s));
     } else if (const char* v = value("--mha_profile=")) {
       flags.profile = v;
+    } else if (const char* v = value("--mha_profile_train=")) {
+      flags.profile_train = v;
     } else if (const char* v = value("--mha_min_length=")) {
       flags.min_length = std::stoll(v);
     } else if (const char* v = value("--mha_families=")) {
@@ -659,6 +668,30 @@ void print_profile(const std::string& title, const std::function<void()>& fn, in
   }
 }
 
+/// --mha_profile_train=N,L,nw,threads: forward + backward profiles.
+int run_train_profiles(const std::string& spec) {
+  const auto v = split(spec, ',');
+  if (v.size() != 4) {
+    std::fprintf(stderr, "--mha_profile_train wants N,L,nw,threads, got '%s'\n", spec.c_str());
+    return 2;
+  }
+  const Shape shape{std::stoll(v[0]), std::stoll(v[1])};
+  const bool need_weights = v[2] == "1";
+  at::set_num_threads(std::stoi(v[3]));
+  auto setup = get_setup(shape);
+  const int iterations =
+      std::max(1, std::min(20, static_cast<int>(0.5 / (3 * attention_flops(shape, false) / 4e10))));
+  std::printf("train profile: N=%ld L=%ld need_weights=%d threads=%s, %d steps each\n",
+              static_cast<long>(shape.batch), static_cast<long>(shape.seq_len), need_weights,
+              v[3].c_str(), iterations);
+  for (const std::string impl : {"ours", "libtorch", "floor"}) {
+    if (impl == "floor" && need_weights) continue;
+    print_profile(impl + " (forward + backward)", make_train_step(*setup, impl, need_weights),
+                  iterations);
+  }
+  return 0;
+}
+
 int run_profiles(const std::string& spec) {
   const auto v = split(spec, ',');
   if (v.size() != 6) {
@@ -689,6 +722,7 @@ int run_profiles(const std::string& spec) {
 int main(int argc, char** argv) {
   parse_flags(&argc, argv);
   if (!flags.profile.empty()) return run_profiles(flags.profile);
+  if (!flags.profile_train.empty()) return run_train_profiles(flags.profile_train);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("torch", std::to_string(TORCH_VERSION_MAJOR) + "." +

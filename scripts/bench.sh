@@ -11,7 +11,8 @@
 #
 # Usage: scripts/bench.sh [--smoke]   (about 15 minutes on 2 idle cores; --smoke: a minute)
 # Environment: MHA_BUILD_DIR (default build/), MHA_VENV, MHA_BENCH_THREADS (default "1 2"),
-# MHA_BENCH_MAX_BUSY and MHA_BENCH_QUIET_WAIT (see wait_quiet).
+# MHA_BENCH_MAX_BUSY and MHA_BENCH_QUIET_WAIT (see wait_quiet), MHA_BENCH_RAW and
+# MHA_BENCH_GROUPS (keep the raw files; re-run some groups).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -33,8 +34,16 @@ fi
 cmake --build "$MHA_BUILD_DIR" --target mha_bench
 BENCH="$MHA_BUILD_DIR/bench/mha_bench"
 
-RAW="$(mktemp -d)"
-trap 'rm -rf "$RAW"' EXIT
+# MHA_BENCH_RAW=DIR keeps the raw group files there; with MHA_BENCH_GROUPS="6 12"
+# only those groups run again (e.g. ones a busy machine spoiled), the others'
+# files in DIR are reused, and the report is rebuilt from all of them.
+if [ -n "${MHA_BENCH_RAW:-}" ]; then
+  RAW="$MHA_BENCH_RAW"
+  mkdir -p "$RAW"
+else
+  RAW="$(mktemp -d)"
+  trap 'rm -rf "$RAW"' EXIT
+fi
 start=$(date +%s)
 group=0
 
@@ -73,6 +82,9 @@ run_group() {
   group=$((group + 1))
   local tag busy
   tag="$(printf '%02d' "$group")"
+  if [ -n "${MHA_BENCH_GROUPS:-}" ] && [[ " $MHA_BENCH_GROUPS " != *" $group "* ]]; then
+    return 0
+  fi
   busy=$( [ ${#SMOKE[@]} -gt 0 ] && echo 0 || wait_quiet )
   echo "{\"group\": $group, \"busy_percent_before\": $busy}" >"$RAW/load_$tag.json"
   echo "== group $tag: $families shapes=$shapes threads=$threads, others' load ${busy}% ($(( $(date +%s) - start )) s)"
