@@ -5,22 +5,37 @@
 // values, requires_grad, no gradient) and so is its mode; a failed
 // construction leaves the global random generator where it was.
 //
-// Rows: construction, forward (query/key/value), masks, the functional form.
-// Loader rows are added beside these (same fixture, `Row::call` on the module).
+// Rows: construction, forward (query/key/value), masks, the functional form,
+// the weights loaders (a file made for the row, loaded into the row's module:
+// the message must also start with the file's path), and `mha-parity`'s
+// arguments (a separate process: exit status 2 and the message on stderr).
 
 #include "support.h"
+#include "weights_files.h"
 
 #include <mha/functional.h>
 #include <mha/multihead_attention.h>
+#include <mha/state_dict.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <functional>
 
 namespace {
 
 using mha::MultiheadAttention;
 using mha::MultiheadAttentionOptions;
+using mha::test::binunicode;
+using mha::test::fixture;
+using mha::test::read_bytes;
+using mha::test::safetensors_bytes;
+using mha::test::tensor_pickle;
+using mha::test::torch_archive;
+using mha::test::u64;
+using mha::test::write_bytes;
 using torch::Tensor;
 namespace F = mha::functional;
 
@@ -31,7 +46,7 @@ struct Inputs {
   Tensor v = torch::randn({6, 3, 8});  // (S, N, E)
 };
 
-enum class Kind { kError, kValueError, kTypeError, kIndexError };
+enum class Kind { kError, kValueError, kTypeError, kIndexError, kExitStatus2 };
 
 struct Row {
   std::string name;
@@ -40,6 +55,12 @@ struct Row {
   MultiheadAttentionOptions options{8, 2};  ///< the module built (or attempted)
   /// Called on the module built from `options`; unset: the construction is the row.
   std::function<void(MultiheadAttention&, const Inputs&)> call;
+  /// Loader rows: writes the row's file into the given folder and returns its
+  /// path, which `mha::load_state_dict` then loads into the module.
+  std::function<std::string(const std::string& dir)> file;
+  mha::LoadOptions load_options;
+  /// `mha-parity` rows: its arguments (`{fixtures}` stands for the checkpoints' folder).
+  std::vector<std::string> cli;
 };
 
 Row construction(std::string name, MultiheadAttentionOptions options, std::vector<std::string> message) {
@@ -53,6 +74,39 @@ Row forward(std::string name,
             MultiheadAttentionOptions options = MultiheadAttentionOptions(8, 2)) {
   return Row{std::move(name), std::move(message), kind, std::move(options), std::move(call)};
 }
+
+/// The module of the checkpoints of scripts/export_test_checkpoints.py.
+constexpr int64_t kFixtureEmbedDim = 16, kFixtureHeads = 4;
+
+Row loader(std::string name,
+           std::function<std::string(const std::string&)> file,
+           std::vector<std::string> message,
+           mha::LoadOptions load_options = {},
+           MultiheadAttentionOptions options = MultiheadAttentionOptions(kFixtureEmbedDim,
+                                                                         kFixtureHeads)) {
+  Row row{std::move(name), std::move(message), Kind::kError, std::move(options), {}};
+  row.file = std::move(file);
+  row.load_options = std::move(load_options);
+  return row;
+}
+
+Row parity_cli(std::string name, std::vector<std::string> args, std::vector<std::string> message) {
+  Row row{std::move(name), std::move(message), Kind::kExitStatus2, MultiheadAttentionOptions(8, 2), {}};
+  row.cli = std::move(args);
+  return row;
+}
+
+std::string in(const std::string& dir, const std::string& name) { return dir + "/" + name; }
+
+/// A file of `module`'s weights (as save_state_dict writes it).
+std::string weights_of(const std::string& path, const torch::nn::Module& module) {
+  mha::save_state_dict(module, path);
+  return path;
+}
+
+// LibTorch 2.13 rejects these views while unpickling; the reader's own check
+// (torch_save_reader.cpp) catches them with versions that do not.
+constexpr const char* kPastStorage = "storage only has 16 bytes";
 
 MultiheadAttentionOptions opts(int64_t embed_dim, int64_t num_heads) {
   return MultiheadAttentionOptions(embed_dim, num_heads);
@@ -211,6 +265,206 @@ std::vector<Row> rows() {
                              .v_proj_weight(torch::randn({8, 8}));
                 F::multi_head_attention_forward(x.q, x.k, x.v, o); },
               {"expecting key weights shape of [8, 8], but got [8, 5]"}),
+
+      // ~~~ Loaders: the file is bad (the message starts with its path) ~~~
+      loader("NonexistentPath", [](const std::string& dir) {
+        return in(dir, "missing.pt");
+      }, {"no such file"}),
+      loader("Directory", [](const std::string& dir) {
+        return dir;
+      }, {"is a directory"}),
+      loader("EmptyFile", [](const std::string& dir) {
+        return write_bytes(in(dir, "empty.pt"), "");
+      }, {"empty file"}),
+      loader("WrongMagic", [](const std::string& dir) {
+        return write_bytes(in(dir, "text.pt"), "hello, these are not weights\n");
+      }, {"unrecognised weights format"}),
+      loader("LegacyTorchSaveFormat", [](const std::string& dir) {
+        return write_bytes(in(dir, "legacy.pt"), std::string("\x80\x02\x8a\x0a", 4) + "rest");
+      }, {"legacy torch.save format"}),
+      loader("TruncatedTorchSave", [](const std::string& dir) {
+        const auto bytes = read_bytes(fixture("mha.pt"));
+        return write_bytes(in(dir, "truncated.pt"), bytes.substr(0, bytes.size() / 2));
+      }, {"not a readable zip archive"}),
+      loader("TruncatedTorchScript", [](const std::string& dir) {
+        const auto bytes = read_bytes(fixture("encoder_layer.torchscript.pt"));
+        return write_bytes(in(dir, "truncated_script.pt"), bytes.substr(0, bytes.size() - 30));
+      }, {"not a readable zip archive"}),
+      loader("CorruptZipCentralDirectory", [](const std::string& dir) {
+        auto bytes = read_bytes(fixture("mha.pt"));
+        const auto at = bytes.rfind("PK\x01\x02");  // the last central directory entry
+        EXPECT_NE(at, std::string::npos);
+        bytes.replace(at, 4, "XXXX");
+        return write_bytes(in(dir, "bad_central_directory.pt"), bytes);
+      }, {"not a readable zip archive"}),
+      loader("CorruptZipEntryPickle", [](const std::string& dir) {
+        auto bytes = read_bytes(fixture("mha.pt"));
+        const auto at = bytes.find("\x80\x02" "ccollections\nOrderedDict");  // data.pkl, stored
+        EXPECT_NE(at, std::string::npos);
+        bytes.replace(at + 2, 24, std::string(24, '\xff'));
+        return write_bytes(in(dir, "bad_pickle_entry.pt"), bytes);
+      }, {"malformed pickle"}),
+      loader("ZipWithoutDataPkl", [](const std::string& dir) {
+        const auto path = in(dir, "no_data_pkl.zip");
+        {
+          caffe2::serialize::PyTorchStreamWriter writer(path);
+          writer.writeRecord("other", "x", 1);
+        }
+        return path;
+      }, {"zip archive without data.pkl"}),
+      loader("PickleTruncatedBeforeStop", [](const std::string& dir) {
+        const auto pickle = tensor_pickle(4, 0, 4, 1);
+        return torch_archive(in(dir, "no_stop.pt"), pickle.substr(0, pickle.size() - 3), {{"0", std::string(16, '\0')}});
+      }, {"malformed pickle: truncated"}),
+      loader("PickleUnknownOpcode", [](const std::string& dir) {
+        return torch_archive(in(dir, "opcode.pt"), std::string("\x80\x02}\xf0.", 5));
+      }, {"unsupported opcode 0xf0"}),
+      loader("PickleOddSetItems", [](const std::string& dir) {
+        // {MARK "k" SETITEMS}: a key without a value would make LibTorch read past its stack.
+        return torch_archive(in(dir, "odd.pt"), "\x80\x02}(" + binunicode("k") + "u.");
+      }, {"SETITEMS at offset 10 with an odd item count"}),
+      loader("PickleMemoIndexSkipsAhead", [](const std::string& dir) {
+        // LONG_BINPUT 0xffffffff would make LibTorch allocate 4G memo entries.
+        return torch_archive(in(dir, "memo.pt"), std::string("\x80\x02}r\xff\xff\xff\xff.", 9));
+      }, {"memo index 4294967295"}),
+      loader("PickleNestedTooDeep", [](const std::string& dir) {
+        // 3000 nested empty tuples: (((...ttt
+        return torch_archive(in(dir, "deep.pt"), "\x80\x02" + std::string(3000, '(') + std::string(3000, 't') + ".");
+      }, {"nesting deeper than 1000 levels"}),
+      loader("PickleStackUnderflow", [](const std::string& dir) {
+        return torch_archive(in(dir, "underflow.pt"), "\x80\x02}R.");
+      }, {"REDUCE at offset 3 needs 2 values"}),
+      loader("PickleNotADict", [](const std::string& dir) {
+        return torch_archive(in(dir, "list.pt"), "\x80\x02].");
+      }, {"not a dict of tensors"}),
+      loader("StorageRecordShorterThanItsTensor", [](const std::string& dir) {
+        return torch_archive(in(dir, "short_storage.pt"), tensor_pickle(4, 0, 4, 1), {{"0", std::string(8, '\0')}});
+      }, {"tensor 'a': its storage claims 16 bytes but the archive record holds 8"}),
+      loader("StorageRecordMissing", [](const std::string& dir) {
+        return torch_archive(in(dir, "missing_storage.pt"), tensor_pickle(4, 0, 4, 1));
+      }, {"cannot unpickle data.pkl"}),
+      loader("TensorViewPastItsStorage", [](const std::string& dir) {
+        return torch_archive(in(dir, "view_past_end.pt"), tensor_pickle(4, 2, 4, 1), {{"0", std::string(16, '\0')}});
+      }, {kPastStorage}),
+      loader("TensorStrideReachesPastItsStorage", [](const std::string& dir) {
+        return torch_archive(in(dir, "stride_past_end.pt"), tensor_pickle(4, 0, 2, 100), {{"0", std::string(16, '\0')}});
+      }, {kPastStorage}),
+      loader("SafetensorsTruncatedSizeField", [](const std::string& dir) {
+        return write_bytes(in(dir, "tiny.safetensors"), u64(2).substr(0, 5));
+      }, {"unrecognised weights format"}),
+      loader("SafetensorsHeaderPastEndOfFile", [](const std::string& dir) {
+        return write_bytes(in(dir, "header_past_end.safetensors"), u64(1000) + "{}");
+      }, {"header of 1000 bytes ends past the end of the file"}),
+      loader("SafetensorsHugeHeaderSize", [](const std::string& dir) {
+        return write_bytes(in(dir, "huge_header.safetensors"), u64(1ull << 62) + "{}");
+      }, {"exceeds the 100000000 byte limit"}),
+      loader("SafetensorsTruncatedData", [](const std::string& dir) {
+        const auto bytes = read_bytes(fixture("mha.safetensors"));
+        return write_bytes(in(dir, "truncated.safetensors"), bytes.substr(0, bytes.size() - 4));
+      }, {"reach past the end of the data"}),
+      loader("SafetensorsInvalidJson", [](const std::string& dir) {
+        return write_bytes(in(dir, "json.safetensors"), safetensors_bytes("{\"a\": {\"dtype\": ", ""));
+      }, {"invalid safetensors header: [json.exception.parse_error"}),
+      loader("SafetensorsHeaderNotAnObjectEntry", [](const std::string& dir) {
+        return write_bytes(in(dir, "entry.safetensors"), safetensors_bytes("{\"a\": 3}", ""));
+      }, {"tensor 'a' is number, expected an object"}),
+      loader("SafetensorsDuplicateKey", [](const std::string& dir) {
+        const std::string entry = R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+        return write_bytes(in(dir, "duplicate.safetensors"), safetensors_bytes("{\"a\":" + entry + ",\"a\":" + entry + "}", std::string(4, '\0')));
+      }, {"duplicate key 'a'"}),
+      loader("SafetensorsHostileNesting", [](const std::string& dir) {
+        return write_bytes(in(dir, "nesting.safetensors"), safetensors_bytes("{\"a\":" + std::string(100000, '[') + "}", ""));
+      }, {"nested deeper than 4 levels"}),
+      loader("SafetensorsMissingField", [](const std::string& dir) {
+        return write_bytes(in(dir, "field.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1]}})", ""));
+      }, {"tensor 'a' has no 'data_offsets'"}),
+      loader("SafetensorsNegativeShape", [](const std::string& dir) {
+        return write_bytes(in(dir, "shape.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", std::string(4, '\0')));
+      }, {"tensor 'a' shape entry is -1, expected a non-negative integer"}),
+      loader("SafetensorsShapeOverflow", [](const std::string& dir) {
+        return write_bytes(in(dir, "overflow.safetensors"), safetensors_bytes( R"({"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", std::string(8, '\0')));
+      }, {"shape [4294967296,4294967296] is too large"}),
+      loader("SafetensorsUnknownDtype", [](const std::string& dir) {
+        return write_bytes(in(dir, "dtype.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F12","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0')));
+      }, {"tensor 'a' has unknown dtype 'F12'"}),
+      loader("SafetensorsOffsetsPastEnd", [](const std::string& dir) {
+        return write_bytes(in(dir, "offsets.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(8, '\0')));
+      }, {"tensor 'a': data_offsets [4, 12] reach past the end of the data (8 bytes after the header)"}),
+      loader("SafetensorsOffsetsEndBeforeBegin", [](const std::string& dir) {
+        return write_bytes(in(dir, "reversed.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", std::string(4, '\0')));
+      }, {"data_offsets [4, 0] end before they begin"}),
+      loader("SafetensorsSizeDisagreesWithShape", [](const std::string& dir) {
+        return write_bytes(in(dir, "size.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')));
+      }, {"data_offsets [0, 8] hold 8 bytes, but shape [3] of dtype F32 needs 12"}),
+      loader("SafetensorsOverlappingRanges", [](const std::string& dir) {
+        return write_bytes(in(dir, "overlap.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)" R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(12, '\0')));
+      }, {"tensors 'a' [0, 8] and 'b' [4, 12] overlap"}),
+      loader("SafetensorsGapBetweenRanges", [](const std::string& dir) {
+        return write_bytes(in(dir, "gap.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, '\0')));
+      }, {"tensor 'a' starts at 4, leaving bytes [0, 4) unused"}),
+      loader("SafetensorsBytesAfterTheLastTensor", [](const std::string& dir) {
+        return write_bytes(in(dir, "trailing.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(6, '\0')));
+      }, {"2 bytes after the last tensor's data"}),
+      loader("SafetensorsInvalidBool", [](const std::string& dir) {
+        return write_bytes(in(dir, "bool.safetensors"), safetensors_bytes(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2)));
+      }, {"tensor 'a' of dtype BOOL holds byte 7 at index 1"}),
+      loader("SafetensorsMetadataNotStrings", [](const std::string& dir) {
+        return write_bytes(in(dir, "metadata.safetensors"), safetensors_bytes(R"({"__metadata__":{"format":1}})", ""));
+      }, {"__metadata__ entry 'format' is 1, expected a string"}),
+      loader("PrefixMatchesNothing", [](const std::string&) { return fixture("encoder_layer.pt"); },
+             {"prefix 'decoder.' matches no key; the keys are"}, mha::LoadOptions().prefix("decoder")),
+      // Found by tests/fuzz (mha_fuzz_torchscript): a corrupt code/*.debug_pkl made
+      // LibTorch's unpickler allocate tens of GB before the reader skipped the debug files.
+      loader("TorchScriptCorruptDebugPickle", [](const std::string& dir) {
+               return write_bytes(in(dir, "debug_pkl.pt"),
+                                  read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-debug-pkl-length"));
+             }, {"cannot load the TorchScript archive"}),
+
+      // ~~~ Loaders: the file is fine, the module does not match ~~~
+      loader("SizeMismatch", [](const std::string&) { return fixture("mha.pt"); },
+             {"error(s) in loading state_dict for", "size mismatch for in_proj_weight: copying a param with shape [48, 16] from checkpoint, the shape in current model is [24, 8]."},
+             {}, opts(8, 2)),
+      loader("MissingKeys", [](const std::string& dir) {
+               return weights_of(in(dir, "no_bias.safetensors"), *MultiheadAttention(opts(16, 4).bias(false)));
+             }, {"Missing key(s) in state_dict: \"in_proj_bias\", \"out_proj.bias\"."}),
+      loader("UnexpectedKeys", [](const std::string& dir) {
+               return weights_of(in(dir, "bias_kv.pt"), *MultiheadAttention(opts(16, 4).add_bias_kv(true)));
+             }, {"Unexpected key(s) in state_dict: \"bias_k\", \"bias_v\"."}),
+      loader("SeparateProjectionsIntoPacked", [](const std::string& dir) {
+               return weights_of(in(dir, "kdim.pt"), *MultiheadAttention(opts(16, 4).kdim(8)));
+             }, {"Missing key(s) in state_dict: \"in_proj_weight\".", "Unexpected key(s) in state_dict:", "\"k_proj_weight\""}),
+      loader("KeyMapCollision", [](const std::string&) { return fixture("mha.pt"); },
+             {"keys 'in_proj_bias' and 'in_proj_weight' both map to 'in_proj_weight'"},
+             mha::LoadOptions().key_map(mha::KeyMap().rename("in_proj_bias", "in_proj_weight"))),
+      loader("PrefixOfNothingNonStrict", [](const std::string&) { return fixture("mha.pt"); },
+             {"prefix 'decoder.' matches no key"}, mha::LoadOptions().prefix("decoder.").strict(false)),
+
+      // ~~~ mha-parity arguments ~~~
+      parity_cli("CliNoArguments", {}, {"give a bundle file, or --weights FILE and --inputs FILE"}),
+      parity_cli("CliUnknownOption", {"--frobnicate"}, {"unknown option '--frobnicate'"}),
+      parity_cli("CliOptionWithoutValue", {"--weights"}, {"--weights needs a value"}),
+      parity_cli("CliNumHeadsNotANumber", {"--num-heads", "zero"}, {"--num-heads expects a positive integer, got 'zero'"}),
+      parity_cli("CliThreadsNegative", {"--threads", "-2"}, {"--threads expects a positive integer, got '-2'"}),
+      parity_cli("CliRtolNotANumber", {"--rtol", "abc"}, {"--rtol expects a number >= 0, got 'abc'"}),
+      parity_cli("CliAtolNegative", {"--atol", "-1"}, {"--atol expects a number >= 0, got '-1'"}),
+      parity_cli("CliTimeNaN", {"--time-s", "nan"}, {"--time-s expects a number >= 0, got 'nan'"}),
+      parity_cli("CliTwoBundles", {"a.pt", "b.pt"}, {"give one bundle file, got 2: 'a.pt' 'b.pt'"}),
+      parity_cli("CliBundleAndWeights", {"b.pt", "--weights", "w.pt", "--inputs", "i.safetensors"},
+                 {"give a bundle or --weights and --inputs, not both"}),
+      parity_cli("CliWeightsWithoutNumHeads", {"--weights", "w.pt", "--inputs", "i.safetensors"},
+                 {"--num-heads is required with --weights"}),
+      parity_cli("CliMissingBundle", {"{fixtures}/no_such_bundle.pt"}, {"no_such_bundle.pt cannot be opened"}),
+      parity_cli("CliNotABundle", {"{fixtures}/mha.pt"}, {"mha.pt: not a bundle of scripts/export_reference.py --bundle"}),
+      parity_cli("CliMissingWeights", {"--weights", "{fixtures}/none.pt", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
+                 {"none.pt: no such file"}),
+      parity_cli("CliInputsWithoutQuery", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/mha.pt", "--num-heads", "4"},
+                 {"mha.pt: no tensor 'query' (expected query, key, value)"}),
+      parity_cli("CliPrefixWithoutWeights", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "nope.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
+                 {"encoder_layer.pt: no 'out_proj.weight' under prefix 'nope.'"}),
+      parity_cli("CliEmbedDimDisagrees", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4", "--embed-dim", "8"},
+                 {"--embed-dim 8 but the weights have embed_dim 16"}),
+      parity_cli("CliNumHeadsNotDividing", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "3"},
+                 {"embed_dim must be divisible by num_heads, got embed_dim=16 and num_heads=3"}),
   };
 }
 
@@ -235,6 +489,7 @@ const char* kind_name(Kind kind) {
     case Kind::kValueError: return "c10::ValueError";
     case Kind::kTypeError: return "c10::TypeError";
     case Kind::kIndexError: return "c10::IndexError";
+    case Kind::kExitStatus2: return "exit status 2";
     default: return "c10::Error";
   }
 }
@@ -244,18 +499,53 @@ void PrintTo(const Row& row, std::ostream* os) { *os << row.name; }
 
 struct BadInputTable : mha::test::SeedingFixture, ::testing::WithParamInterface<Row> {};
 
+/// Runs mha-parity with `args` ("{fixtures}" replaced); returns its exit status
+/// and what it wrote to stderr.
+std::pair<int, std::string> run_parity_cli(std::vector<std::string> args) {
+  std::string command = "'" MHA_PARITY_CLI "'";
+  for (auto& arg : args) {
+    const auto at = arg.find("{fixtures}");
+    if (at != std::string::npos) arg.replace(at, 10, MHA_STATE_DICT_FIXTURES);
+    command += " '" + arg + "'";
+  }
+  command += " 2>&1 >/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed: " + command};
+  std::string err;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) err.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
+}
+
+void expect_contains_all(const std::string& message, const std::vector<std::string>& parts) {
+  for (const auto& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "error message:\n  " << message << "\ndoes not contain:\n  " << part;
+  }
+}
+
 TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
   const Row& row = GetParam();
+  if (!row.cli.empty() || row.kind == Kind::kExitStatus2) {
+    const auto [status, err] = run_parity_cli(row.cli);
+    EXPECT_EQ(status, 2) << "mha-parity's stderr:\n" << err;
+    expect_contains_all(err, row.message);
+    return;
+  }
   MultiheadAttention m{nullptr};
-  if (row.call) m = MultiheadAttention(row.options);
+  if (row.call || row.file) m = MultiheadAttention(row.options);
   const Inputs inputs;
   const auto state_before = m ? snapshot(m) : decltype(snapshot(m)){};
   const bool training_before = m && m->is_training();
   const Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();  // after the inputs
 
+  const std::string file = row.file ? row.file(mha::test::scratch_dir("bad_input_table/" + row.name)) : "";
   bool thrown = false;
   try {
-    if (row.call) {
+    if (row.file) {
+      mha::load_state_dict(*m, file, row.load_options);
+    } else if (row.call) {
       row.call(m, inputs);
     } else {
       MultiheadAttention attempt(row.options);
@@ -264,9 +554,9 @@ TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
     thrown = true;
     const std::string message = e.what_without_backtrace();
     EXPECT_TRUE(of_kind(e, row.kind)) << "expected a " << kind_name(row.kind) << ", got: " << message;
-    for (const auto& part : row.message) {
-      EXPECT_NE(message.find(part), std::string::npos)
-          << "error message:\n  " << message << "\ndoes not contain:\n  " << part;
+    expect_contains_all(message, row.message);
+    if (row.file) {
+      EXPECT_EQ(message.rfind(file + ": ", 0), 0u) << "the message does not start with the file:\n  " << message;
     }
   }
   ASSERT_TRUE(thrown) << "expected a " << kind_name(row.kind) << " containing: " << row.message[0];
@@ -299,8 +589,14 @@ INSTANTIATE_TEST_SUITE_P(Rows,
                          ::testing::ValuesIn(rows()),
                          [](const ::testing::TestParamInfo<Row>& info) { return info.param.name; });
 
-TEST(BadInputTableSize, HasAtLeastFortyRows) {
-  EXPECT_GE(rows().size(), 40u);
+TEST(BadInputTableSize, HasAtLeastFiftyRowsAcrossEveryKind) {
+  const auto all = rows();
+  EXPECT_GE(all.size(), 50u);
+  const auto count = [&](auto&& pred) { return std::count_if(all.begin(), all.end(), pred); };
+  EXPECT_GE(count([](const Row& r) { return !r.call && !r.file && r.cli.empty() && r.kind != Kind::kExitStatus2; }), 10);  // construction
+  EXPECT_GE(count([](const Row& r) { return static_cast<bool>(r.call); }), 40);  // forward, masks, functional
+  EXPECT_GE(count([](const Row& r) { return static_cast<bool>(r.file); }), 40);  // loaders
+  EXPECT_GE(count([](const Row& r) { return r.kind == Kind::kExitStatus2; }), 15);  // mha-parity
 }
 
 }  // namespace

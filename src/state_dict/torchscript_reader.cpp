@@ -10,8 +10,13 @@ namespace mha {
 namespace detail {
 
 TensorMap read_torchscript(const std::string& path) {
-  const auto module = with_file_context(path, "cannot load the TorchScript archive",
-                                        [&] { return torch::jit::load(path, torch::kCPU); });
+  // Without the debug files (code/*.debug_pkl: source ranges for error
+  // messages): the weights do not need them, and LibTorch's unpickler trusts
+  // their lengths, so a corrupt one made it allocate tens of GB
+  // (tests/fuzz/corpus/torchscript/regression-debug-pkl-length).
+  const auto module = with_file_context(path, "cannot load the TorchScript archive", [&] {
+    return torch::jit::load(path, torch::kCPU, /*load_debug_files=*/false);
+  });
   TensorMap out;
   for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
     out.emplace(parameter.name, parameter.value.detach());

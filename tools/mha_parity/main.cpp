@@ -14,10 +14,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -98,16 +100,17 @@ struct UsageError {
   std::string message;
 };
 
-double parse_double(const std::string& flag, const std::string& text) {
+/// A tolerance or a time: a finite number >= 0.
+double parse_non_negative(const std::string& flag, const std::string& text) {
   try {
     size_t used = 0;
     const double value = std::stod(text, &used);
-    if (used == text.size()) {
+    if (used == text.size() && std::isfinite(value) && value >= 0) {
       return value;
     }
   } catch (const std::exception&) {
   }
-  throw UsageError{fmt::format("{} expects a number, got '{}'", flag, text)};
+  throw UsageError{fmt::format("{} expects a number >= 0, got '{}'", flag, text)};
 }
 
 int64_t parse_int(const std::string& flag, const std::string& text) {
@@ -161,11 +164,11 @@ Args parse_args(int argc, char** argv) {
     } else if (arg == "--is-causal") {
       args.is_causal = true;
     } else if (arg == "--rtol") {
-      args.rtol = parse_double(arg, value());
+      args.rtol = parse_non_negative(arg, value());
     } else if (arg == "--atol") {
-      args.atol = parse_double(arg, value());
+      args.atol = parse_non_negative(arg, value());
     } else if (arg == "--time-s") {
-      args.time_s = parse_double(arg, value());
+      args.time_s = parse_non_negative(arg, value());
     } else if (arg == "--threads") {
       args.threads = parse_int(arg, value());
     } else if (!arg.empty() && arg[0] == '-') {
@@ -175,7 +178,8 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (positional.size() > 1) {
-    throw UsageError{"give one bundle file"};
+    throw UsageError{fmt::format("give one bundle file, got {}: '{}'", positional.size(),
+                                 fmt::join(positional, "' '"))};
   }
   if (positional.size() == 1) {
     args.bundle = positional[0];
@@ -224,8 +228,11 @@ Job job_from_bundle(const Args& args) {
       if (message.find(args.bundle) != std::string::npos) {
         throw;
       }
-      TORCH_CHECK(false, fmt::format("{}: not a bundle of scripts/export_reference.py --bundle: {}",
-                                     args.bundle, message));
+      // torch::pickle_load meets other files (e.g. a torch.save archive of an
+      // OrderedDict) with an internal assert, whose text would only confuse.
+      const bool internal = message.find("INTERNAL ASSERT") != std::string::npos;
+      TORCH_CHECK(false, fmt::format("{}: not a bundle of scripts/export_reference.py --bundle{}",
+                                     args.bundle, internal ? "" : ": " + message));
     }
   }();
   Job job;
