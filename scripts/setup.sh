@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian packages, the venv with torch==2.13.0), then
 # configures and builds mha (Release, Ninja) into $MHA_BUILD_DIR. Idempotent.
+# MHA_EXTRA_APT_PACKAGES: more Debian packages (the fuzz build's clang);
+# MHA_BUILD_TARGETS: build only these targets.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 TORCH_VERSION=2.13.0
-APT_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev)
+APT_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+              ${MHA_EXTRA_APT_PACKAGES:-})
 PIP_PACKAGES=("torch==$TORCH_VERSION" numpy safetensors matplotlib)
 
 missing=()
@@ -30,4 +33,4 @@ if [ ! -f "$MHA_BUILD_DIR/build.ninja" ]; then
   cmake -S "$MHA_ROOT" -B "$MHA_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DMHA_PYTHON="$MHA_PYTHON" ${MHA_CMAKE_ARGS:-}
 fi
-cmake --build "$MHA_BUILD_DIR"
+cmake --build "$MHA_BUILD_DIR" ${MHA_BUILD_TARGETS:+--target $MHA_BUILD_TARGETS}
