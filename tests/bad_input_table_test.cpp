@@ -419,6 +419,13 @@ std::vector<Row> rows() {
                return write_bytes(in(dir, "debug_pkl.pt"),
                                   read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-debug-pkl-length"));
              }, {"cannot load the TorchScript archive"}),
+      // Found by tests/fuzz (mha_fuzz_torchscript): a pickled string whose length
+      // reaches past the end of its record. LibTorch's unpickler trusts the length
+      // and holds about 2 GB before it fails; the error still reaches the caller.
+      loader("TorchScriptStringPastItsRecord", [](const std::string& dir) {
+               return write_bytes(in(dir, "string_length.pt"),
+                                  read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-pickle-string-length"));
+             }, {"cannot load the TorchScript archive: Unexpected end of pickler archive."}),
 
       // ~~~ Loaders: the file is fine, the module does not match ~~~
       loader("SizeMismatch", [](const std::string&) { return fixture("mha.pt"); },
