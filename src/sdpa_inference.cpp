@@ -35,37 +35,18 @@ int64_t sdpa_inference_min_length() {
   return v >= 1 ? v : kSdpaInferenceMinLength;
 }
 
-std::tuple<Tensor, Tensor> fast_path_forward(
-    const MultiheadAttentionImpl& module,
-    const Tensor& query,
-    const Tensor& key_padding_mask,
-    bool need_weights,
-    const Tensor& attn_mask,
-    bool average_attn_weights,
-    bool is_causal) {
-  if (!need_weights && query.size(1) >= sdpa_inference_min_length()) {
-    return std::make_tuple(
-        sdpa_self_attention(query, module.options.num_heads(), module.in_proj_weight,
-                            module.in_proj_bias, module.out_proj->weight, module.out_proj->bias,
-                            key_padding_mask, attn_mask, is_causal),
-        Tensor());
-  }
-  return native_self_attention(query, module.options.num_heads(), module.in_proj_weight,
-                               module.in_proj_bias, module.out_proj->weight, module.out_proj->bias,
-                               key_padding_mask, attn_mask, need_weights, average_attn_weights);
-}
+namespace {
 
-std::tuple<Tensor, Tensor> native_self_attention(
-    const Tensor& query,
-    int64_t num_heads,
-    const Tensor& in_proj_weight,
-    const Tensor& in_proj_bias,
-    const Tensor& out_proj_weight,
-    const Tensor& out_proj_bias,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask,
-    bool need_weights,
-    bool average_attn_weights) {
+/// `at::_native_multi_head_attention` on batch-first self-attention with bool
+/// masks (true = masked out) passed as (L, L) type 0, (N, L) type 1, or merged
+/// (N, H, L, L) type 2 only when both are given. Returns (output, weights).
+std::tuple<Tensor, Tensor> native_self_attention(const MultiheadAttentionImpl& module,
+                                                 const Tensor& query,
+                                                 const Tensor& key_padding_mask,
+                                                 const Tensor& attn_mask,
+                                                 bool need_weights,
+                                                 bool average_attn_weights) {
+  const int64_t num_heads = module.options.num_heads();
   const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
   // The native op reads a bool mask (true = masked out) as (L, L) for type 0,
   // (N, L) for type 1 and (N, H, L, L) for type 2. Python hands it float
@@ -94,20 +75,24 @@ std::tuple<Tensor, Tensor> native_self_attention(
     mask_type = 1;
   }
   return at::_native_multi_head_attention(
-      query, query, query, embed_dim, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
-      out_proj_bias, mask, need_weights, average_attn_weights, mask_type);
+      query, query, query, embed_dim, num_heads, module.in_proj_weight, module.in_proj_bias,
+      module.out_proj->weight, module.out_proj->bias, mask, need_weights, average_attn_weights,
+      mask_type);
 }
 
-Tensor sdpa_self_attention(
-    const Tensor& query,
-    int64_t num_heads,
-    const Tensor& in_proj_weight,
-    const Tensor& in_proj_bias,
-    const Tensor& out_proj_weight,
-    const Tensor& out_proj_bias,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask,
-    bool is_causal) {
+/// The fused computation alone, without the eligibility checks: query (N, L, E)
+/// batch-first self-attention with `module`'s packed (3E, E) weight and (3E)
+/// bias, bool masks (true = masked out) or undefined. Returns (N, L, E). Masks follow the
+/// native path: a row of scores masked out entirely in any head gives a NaN
+/// output row. An `attn_mask` flagged by `is_causal` with no
+/// `key_padding_mask` is trusted to be the causal mask (as Python's SDPA path
+/// trusts it) and becomes SDPA's `is_causal`.
+Tensor sdpa_self_attention(const MultiheadAttentionImpl& module,
+                           const Tensor& query,
+                           const Tensor& key_padding_mask,
+                           const Tensor& attn_mask,
+                           bool is_causal) {
+  const int64_t num_heads = module.options.num_heads();
   const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
   const int64_t head_dim = embed_dim / num_heads;
 
@@ -115,7 +100,7 @@ Tensor sdpa_self_attention(
   // q, k, v is then an (N, H, L, hd) view with unit last stride, which the
   // flash kernel reads in place.
   const Tensor qkv =
-      at::linear(query, in_proj_weight, in_proj_bias).view({bsz, seq_len, 3, num_heads, head_dim});
+      at::linear(query, module.in_proj_weight, module.in_proj_bias).view({bsz, seq_len, 3, num_heads, head_dim});
   const Tensor q = qkv.select(2, 0).transpose(1, 2);
   const Tensor k = qkv.select(2, 1).transpose(1, 2);
   const Tensor v = qkv.select(2, 2).transpose(1, 2);
@@ -148,7 +133,7 @@ Tensor sdpa_self_attention(
   // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so
   // this is a view; other backends may copy.
   out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});
-  out = at::linear(out, out_proj_weight, out_proj_bias);  // (N, L, E)
+  out = at::linear(out, module.out_proj->weight, module.out_proj->bias);  // (N, L, E)
 
   if (masked.defined()) {
     // The native path's softmax gives NaN for a row with no key left (SDPA
@@ -157,6 +142,25 @@ Tensor sdpa_self_attention(
     out.masked_fill_(dead, std::numeric_limits<double>::quiet_NaN());
   }
   return out;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> fast_path_forward(
+    const MultiheadAttentionImpl& module,
+    const Tensor& query,
+    const Tensor& key_padding_mask,
+    bool need_weights,
+    const Tensor& attn_mask,
+    bool average_attn_weights,
+    bool is_causal) {
+  if (!need_weights && query.size(1) >= sdpa_inference_min_length()) {
+    return std::make_tuple(
+        sdpa_self_attention(module, query, key_padding_mask, attn_mask, is_causal),
+        Tensor());
+  }
+  return native_self_attention(module, query, key_padding_mask, attn_mask, need_weights,
+                               average_attn_weights);
 }
 
 }  // namespace detail

@@ -63,38 +63,5 @@ std::tuple<torch::Tensor, torch::Tensor> fast_path_forward(
     bool average_attn_weights,
     bool is_causal);
 
-/// `at::_native_multi_head_attention` on batch-first self-attention with bool
-/// masks (true = masked out) passed as (L, L) type 0, (N, L) type 1, or merged
-/// (N, H, L, L) type 2 only when both are given. Returns (output, weights).
-std::tuple<torch::Tensor, torch::Tensor> native_self_attention(
-    const torch::Tensor& query,
-    int64_t num_heads,
-    const torch::Tensor& in_proj_weight,
-    const torch::Tensor& in_proj_bias,
-    const torch::Tensor& out_proj_weight,
-    const torch::Tensor& out_proj_bias,
-    const torch::Tensor& key_padding_mask,
-    const torch::Tensor& attn_mask,
-    bool need_weights,
-    bool average_attn_weights);
-
-/// The fused computation alone, without the eligibility checks: query (N, L, E)
-/// batch-first self-attention, packed (3E, E) weight and (3E) bias, bool masks
-/// (true = masked out) or undefined. Returns (N, L, E). Masks follow the
-/// native path: a row of scores masked out entirely in any head gives a NaN
-/// output row. An `attn_mask` flagged by `is_causal` with no
-/// `key_padding_mask` is trusted to be the causal mask (as Python's SDPA path
-/// trusts it) and becomes SDPA's `is_causal`.
-torch::Tensor sdpa_self_attention(
-    const torch::Tensor& query,
-    int64_t num_heads,
-    const torch::Tensor& in_proj_weight,
-    const torch::Tensor& in_proj_bias,
-    const torch::Tensor& out_proj_weight,
-    const torch::Tensor& out_proj_bias,
-    const torch::Tensor& key_padding_mask,
-    const torch::Tensor& attn_mask,
-    bool is_causal);
-
 }  // namespace detail
 }  // namespace mha
