@@ -26,13 +26,14 @@
 // (the same for forward + backward).
 
 #include "counting_allocator.h"
-#include "sdpa_inference.h"
+#include "fast_path.h"
 
 #include <mha/multihead_attention.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/headeronly/version.h>
 #include <torch/torch.h>
@@ -42,6 +43,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -57,9 +59,6 @@ namespace {
 
 using torch::Tensor;
 
-constexpr int64_t kEmbedDim = 512;  // E
-constexpr int64_t kNumHeads = 8;    // H
-constexpr int64_t kGemmSize = 2048;  // the GEMM peak: (2048 x 2048) @ (2048 x 2048)
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ~~~ Configuration ~~~
@@ -69,12 +68,34 @@ struct Shape {
   int64_t seq_len;  // L = S
 };
 
-const std::vector<Shape> kInferShapes = {{1, 1},   {1, 16},  {8, 16},   {1, 128}, {8, 128},
-                                         {1, 512}, {8, 512}, {1, 1024}, {4, 1024}, {1, 4096}};
-const std::vector<Shape> kTrainShapes = {{8, 128}, {4, 1024}};
-const std::vector<Shape> kCrossoverShapes = {{1, 16}, {1, 32}, {1, 64}, {1, 128}, {1, 256},
-                                             {1, 512}, {8, 16}, {8, 32}, {8, 64}, {8, 128},
-                                             {8, 256}};
+/// bench/grid.json: the grid, shared with scripts/bench_python.py and bench.sh.
+struct Grid {
+  int64_t embed_dim;  // E
+  int64_t num_heads;  // H
+  int64_t gemm_size;  // the GEMM peak: (size x size) @ (size x size)
+  std::vector<Shape> infer_shapes, train_shapes, crossover_shapes;
+  double projection_flops, core_flops, causal_core_factor, train_factor;
+};
+
+const Grid& grid() {
+  static const Grid g = [] {
+    std::ifstream file(MHA_BENCH_GRID);
+    TORCH_CHECK(file, "mha_bench: cannot read ", MHA_BENCH_GRID);
+    const auto j = nlohmann::json::parse(file);
+    auto shapes = [&](const char* key) {
+      std::vector<Shape> out;
+      for (const auto& s : j.at(key)) out.push_back({s.at(0).get<int64_t>(), s.at(1).get<int64_t>()});
+      return out;
+    };
+    const auto& f = j.at("flops");
+    return Grid{j.at("embed_dim").get<int64_t>(), j.at("num_heads").get<int64_t>(),
+                j.at("gemm_size").get<int64_t>(), shapes("infer_shapes"), shapes("train_shapes"),
+                shapes("crossover_shapes"), f.at("projection").get<double>(),
+                f.at("core").get<double>(), f.at("causal_core_factor").get<double>(),
+                f.at("train_factor").get<double>()};
+  }();
+  return g;
+}
 
 struct Flags {
   bool smoke = false;
@@ -97,12 +118,19 @@ struct InferConfig {
   int threads;
 };
 
-/// The FLOP count: 8 N L E^2 + 4 N L S E, the core halved when causal.
+/// bench/grid.json's FLOP count of one forward: 8 N L E^2 + 4 N L S E, the
+/// core halved when causal.
 double attention_flops(Shape s, bool causal) {
+  const Grid& g = grid();
   const double n = static_cast<double>(s.batch), l = static_cast<double>(s.seq_len);
-  const double e = static_cast<double>(kEmbedDim);
-  const double core = 4.0 * n * l * l * e;
-  return 8.0 * n * l * e * e + (causal ? core / 2.0 : core);
+  const double e = static_cast<double>(g.embed_dim);
+  const double core = g.core_flops * n * l * l * e * (causal ? g.causal_core_factor : 1.0);
+  return g.projection_flops * n * l * e * e + core;
+}
+
+/// FLOPs of one training step (forward + backward).
+double train_flops(Shape s) {
+  return grid().train_factor * attention_flops(s, /*causal=*/false);
 }
 
 std::string shape_key(Shape s) {
@@ -145,9 +173,9 @@ std::shared_ptr<Setup> make_setup(Shape s) {
   auto setup = std::make_shared<Setup>();
   setup->shape = s;
   setup->ours = mha::MultiheadAttention(
-      mha::MultiheadAttentionOptions(kEmbedDim, kNumHeads).batch_first(true));
+      mha::MultiheadAttentionOptions(grid().embed_dim, grid().num_heads).batch_first(true));
   setup->libtorch = torch::nn::MultiheadAttention(
-      torch::nn::MultiheadAttentionOptions(kEmbedDim, kNumHeads));
+      torch::nn::MultiheadAttentionOptions(grid().embed_dim, grid().num_heads));
   // Same weights in both (only for the output cross-check).
   setup->libtorch->in_proj_weight.copy_(setup->ours->in_proj_weight);
   setup->libtorch->in_proj_bias.copy_(setup->ours->in_proj_bias);
@@ -157,7 +185,7 @@ std::shared_ptr<Setup> make_setup(Shape s) {
   setup->libtorch->eval();
 
   const int64_t n = s.batch, l = s.seq_len;
-  setup->x = torch::randn({n, l, kEmbedDim});
+  setup->x = torch::randn({n, l, grid().embed_dim});
   setup->x_seq = setup->x.transpose(0, 1).contiguous();
   // Every other sequence has its last quarter padded; none is fully padded.
   setup->kpm = torch::zeros({n, l}, torch::kBool);
@@ -167,7 +195,7 @@ std::shared_ptr<Setup> make_setup(Shape s) {
   }
   setup->causal = torch::ones({l, l}, torch::kBool).triu(1);
   setup->causal_float = torch::zeros({l, l}).masked_fill_(setup->causal, -kInf);
-  setup->cotangent = torch::randn({n, l, kEmbedDim});
+  setup->cotangent = torch::randn({n, l, grid().embed_dim});
   return setup;
 }
 
@@ -180,31 +208,43 @@ std::shared_ptr<Setup> get_setup(Shape s) {
 
 // ~~~ The implementations ~~~
 
+using mha::detail::FastPathKernel;
+
+/// The kernel ours runs: the module's rule, or the --mha_min_length override.
+FastPathKernel ours_kernel(const InferConfig& c) {
+  if (flags.min_length > 0) {
+    return !c.need_weights && c.shape.seq_len >= flags.min_length ? FastPathKernel::kFused
+                                                                  : FastPathKernel::kNative;
+  }
+  return mha::detail::choose_fast_path_kernel(c.shape.seq_len, c.need_weights);
+}
+
+/// Every benchmarked call is on Python's fast path (eval, batch-first
+/// self-attention, bool masks), computed here with `kernel`.
+Tensor run_fast_path(Setup& s, const InferConfig& c, FastPathKernel kernel) {
+  return std::get<0>(mha::detail::fast_path_forward(
+      kernel, *s.ours, s.x, c.kpm ? s.kpm : Tensor(), c.need_weights,
+      c.causal ? s.causal : Tensor(), /*average_attn_weights=*/true, /*is_causal=*/c.causal));
+}
+
 Tensor run_ours(Setup& s, const InferConfig& c) {
+  if (flags.min_length > 0) {
+    return run_fast_path(s, c, ours_kernel(c));
+  }
   return std::get<0>(s.ours->forward(s.x, s.x, s.x, c.kpm ? s.kpm : Tensor(), c.need_weights,
                                       c.causal ? s.causal : Tensor(),
                                       /*average_attn_weights=*/true, /*is_causal=*/c.causal));
 }
 
-/// Python's computation for the same call: our module with its fast-path
-/// shortcuts off runs exactly the ATen ops Python's module runs (bitwise, per
-/// the parity suite).
+/// Python's computation for the same call: the native op with Python's merged
+/// float masks, exactly the ATen ops Python's module runs.
 Tensor run_python_path(Setup& s, const InferConfig& c) {
-  mha::detail::set_fast_path_forward_enabled(false);
-  Tensor out;
-  try {
-    out = run_ours(s, c);
-  } catch (...) {
-    mha::detail::set_fast_path_forward_enabled(true);
-    throw;
-  }
-  mha::detail::set_fast_path_forward_enabled(true);
-  return out;
+  return run_fast_path(s, c, FastPathKernel::kPython);
 }
 
 /// Whether ours runs the native op (bitwise equal to Python) for this config.
 bool ours_is_native(const InferConfig& c) {
-  return c.need_weights || c.shape.seq_len < mha::detail::sdpa_inference_min_length();
+  return ours_kernel(c) == FastPathKernel::kNative;
 }
 
 Tensor run_libtorch(Setup& s, const InferConfig& c) {
@@ -218,7 +258,7 @@ Tensor run_libtorch(Setup& s, const InferConfig& c) {
 /// need_weights=true: the fused native op (the only one that returns weights
 /// without separate bmm/softmax calls), masks in its smallest form.
 Tensor run_floor(Setup& s, const InferConfig& c) {
-  const int64_t n = s.shape.batch, l = s.shape.seq_len, e = kEmbedDim, h = kNumHeads;
+  const int64_t n = s.shape.batch, l = s.shape.seq_len, e = grid().embed_dim, h = grid().num_heads;
   auto& m = *s.ours;
   if (!c.need_weights) {
     const Tensor qkv = at::linear(s.x, m.in_proj_weight, m.in_proj_bias).view({n, l, 3, h, e / h});
@@ -334,7 +374,7 @@ void infer_benchmark(benchmark::State& state, const std::string& name, const std
   static std::map<std::string, std::pair<double, double>> memory;  // name -> (impl, Python)
   auto& mem = memory[name];
   if (mem.first == 0.0) {
-    mha::bench::CountingAllocator counter;
+    mha::support::CountingAllocator counter;
     Tensor out;
     mem.first = static_cast<double>(counter.measure_peak_bytes([&] { out = fn(s, c); }));
     std::string error;
@@ -376,7 +416,7 @@ void infer_benchmark(benchmark::State& state, const std::string& name, const std
 /// no masks, for `impl`. Gradients are reset to none after each step, as
 /// `zero_grad()` does. The module is put in train mode; call `.eval()` after.
 std::function<void()> make_train_step(Setup& s, const std::string& impl, bool need_weights) {
-  const int64_t n = s.shape.batch, l = s.shape.seq_len, e = kEmbedDim, h = kNumHeads;
+  const int64_t n = s.shape.batch, l = s.shape.seq_len, e = grid().embed_dim, h = grid().num_heads;
   s.ours->train();
   s.libtorch->train();
   Tensor x = (impl == "libtorch" ? s.x_seq : s.x).detach().clone().requires_grad_(true);
@@ -413,7 +453,7 @@ void train_benchmark(benchmark::State& state, const std::string& name, const std
   static std::map<std::string, double> memory;
   auto& mem = memory[name];
   if (mem == 0.0) {
-    mha::bench::CountingAllocator counter;
+    mha::support::CountingAllocator counter;
     mem = static_cast<double>(counter.measure_peak_bytes(step));
   }
   for (auto _ : state) {
@@ -422,7 +462,7 @@ void train_benchmark(benchmark::State& state, const std::string& name, const std
   s.ours->eval();
   s.libtorch->eval();
   // Backward is counted as twice the forward (two GEMMs per forward GEMM).
-  state.counters["flops"] = 3.0 * attention_flops(shape, /*causal=*/false);
+  state.counters["flops"] = train_flops(shape);
   state.counters["peak_bytes"] = mem;
 }
 
@@ -433,12 +473,11 @@ void crossover_benchmark(benchmark::State& state, bool fused, InferConfig c) {
   c10::InferenceMode inference_mode;
   auto setup = get_setup(c.shape);
   Setup& s = *setup;
-  mha::detail::set_sdpa_inference_min_length(fused ? 1 : std::numeric_limits<int64_t>::max());
-  benchmark::DoNotOptimize(run_ours(s, c));  // warm-up
+  const FastPathKernel kernel = fused ? FastPathKernel::kFused : FastPathKernel::kNative;
+  benchmark::DoNotOptimize(run_fast_path(s, c, kernel));  // warm-up
   for (auto _ : state) {
-    benchmark::DoNotOptimize(run_ours(s, c));
+    benchmark::DoNotOptimize(run_fast_path(s, c, kernel));
   }
-  mha::detail::set_sdpa_inference_min_length(flags.min_length);
   state.counters["flops"] = attention_flops(c.shape, c.causal);
 }
 
@@ -446,13 +485,13 @@ void gemm_benchmark(benchmark::State& state, int threads) {
   at::set_num_threads(threads);
   c10::InferenceMode inference_mode;
   torch::manual_seed(0);
-  const Tensor a = torch::randn({kGemmSize, kGemmSize});
-  const Tensor b = torch::randn({kGemmSize, kGemmSize});
+  const Tensor a = torch::randn({grid().gemm_size, grid().gemm_size});
+  const Tensor b = torch::randn({grid().gemm_size, grid().gemm_size});
   benchmark::DoNotOptimize(at::mm(a, b));  // warm-up
   for (auto _ : state) {
     benchmark::DoNotOptimize(at::mm(a, b));
   }
-  state.counters["flops"] = 2.0 * std::pow(static_cast<double>(kGemmSize), 3.0);
+  state.counters["flops"] = 2.0 * std::pow(static_cast<double>(grid().gemm_size), 3.0);
 }
 
 // ~~~ Registration ~~~
@@ -485,7 +524,7 @@ void register_all() {
     }
   }
   if (flags.families.count("infer")) {
-    for (const Shape& shape : kInferShapes) {
+    for (const Shape& shape : grid().infer_shapes) {
       if (!shape_selected(shape)) continue;
       for (int t : flags.threads) {
         for (bool nw : {false, true}) {
@@ -512,7 +551,7 @@ void register_all() {
     }
   }
   if (flags.families.count("train")) {
-    for (const Shape& shape : kTrainShapes) {
+    for (const Shape& shape : grid().train_shapes) {
       if (!shape_selected(shape)) continue;
       for (int t : flags.threads) {
         for (bool nw : {false, true}) {
@@ -525,14 +564,14 @@ void register_all() {
                 name.c_str(), [name, impl, shape, nw, t](benchmark::State& st) {
                   train_benchmark(st, name, impl, shape, nw, t);
                 });
-            set_budget(b, 3.0 * attention_flops(shape, false));
+            set_budget(b, train_flops(shape));
           }
         }
       }
     }
   }
   if (flags.families.count("crossover")) {
-    for (const Shape& shape : kCrossoverShapes) {
+    for (const Shape& shape : grid().crossover_shapes) {
       if (!shape_selected(shape)) continue;
       if (flags.smoke && shape_key(shape) != "1x256") continue;
       for (int t : flags.threads) {
@@ -680,7 +719,7 @@ int run_train_profiles(const std::string& spec) {
   at::set_num_threads(std::stoi(v[3]));
   auto setup = get_setup(shape);
   const int iterations =
-      std::max(1, std::min(20, static_cast<int>(0.5 / (3 * attention_flops(shape, false) / 4e10))));
+      std::max(1, std::min(20, static_cast<int>(0.5 / (train_flops(shape) / 4e10))));
   std::printf("train profile: N=%ld L=%ld need_weights=%d threads=%s, %d steps each\n",
               static_cast<long>(shape.batch), static_cast<long>(shape.seq_len), need_weights,
               v[3].c_str(), iterations);
@@ -728,11 +767,11 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("torch", std::to_string(TORCH_VERSION_MAJOR) + "." +
                                            std::to_string(TORCH_VERSION_MINOR) + "." +
                                            std::to_string(TORCH_VERSION_PATCH));
-  benchmark::AddCustomContext("embed_dim", std::to_string(kEmbedDim));
-  benchmark::AddCustomContext("num_heads", std::to_string(kNumHeads));
+  benchmark::AddCustomContext("embed_dim", std::to_string(grid().embed_dim));
+  benchmark::AddCustomContext("num_heads", std::to_string(grid().num_heads));
   benchmark::AddCustomContext(
-      "sdpa_inference_min_length", std::to_string(mha::detail::kSdpaInferenceMinLength));
-  mha::detail::set_sdpa_inference_min_length(flags.min_length);
+      "fused_min_length", std::to_string(flags.min_length > 0 ? flags.min_length
+                                                              : mha::detail::kFusedMinLength));
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -23,15 +23,15 @@ if [ "${1:-}" = "--smoke" ]; then
   PY_SMOKE=(--smoke)
 fi
 THREADS="${MHA_BENCH_THREADS:-1 2}"
-INFER_SHAPES="1x1 1x16 8x16 1x128 8x128 1x512 8x512 1x1024 4x1024 1x4096"
-TRAIN_SHAPES="8x128 4x1024"
+# The shapes, as NxL words, from bench/grid.json (the grid's one description).
+grid_shapes() {
+  "$MHA_PYTHON" -c "import json,sys; print(' '.join(f'{n}x{l}' for n, l in json.load(open(sys.argv[1]))[sys.argv[2]]))" \
+    "$MHA_ROOT/bench/grid.json" "$1"
+}
+INFER_SHAPES="$(grid_shapes infer_shapes)"
+TRAIN_SHAPES="$(grid_shapes train_shapes)"
 
-if [ ! -f "$MHA_BUILD_DIR/build.ninja" ] && [ ! -f "$MHA_BUILD_DIR/Makefile" ]; then
-  TORCH_PREFIX="$("$MHA_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-  cmake -S "$MHA_ROOT" -B "$MHA_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DMHA_PYTHON="$MHA_PYTHON" -DMHA_BUILD_BENCHMARKS=ON
-fi
-cmake --build "$MHA_BUILD_DIR" --target mha_bench
+MHA_BUILD_TARGETS=mha_bench "$MHA_ROOT/scripts/setup.sh"
 BENCH="$MHA_BUILD_DIR/bench/mha_bench"
 
 # MHA_BENCH_RAW=DIR keeps the raw group files there; with MHA_BENCH_GROUPS="6 12"

@@ -22,6 +22,7 @@ Usage:
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -30,17 +31,19 @@ import torch
 from torch import nn
 from torch.utils.benchmark import Timer
 
-EMBED_DIM = 512
-NUM_HEADS = 8
-INFER_SHAPES = [(1, 1), (1, 16), (8, 16), (1, 128), (8, 128), (1, 512), (8, 512),
-                (1, 1024), (4, 1024), (1, 4096)]
-TRAIN_SHAPES = [(8, 128), (4, 1024)]
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "grid.json")) as f:
+    GRID = json.load(f)  # the one description of the grid, shared with mha_bench
+EMBED_DIM = GRID["embed_dim"]
+NUM_HEADS = GRID["num_heads"]
+INFER_SHAPES = [tuple(s) for s in GRID["infer_shapes"]]
+TRAIN_SHAPES = [tuple(s) for s in GRID["train_shapes"]]
 
 
 def attention_flops(n, l, causal):
-    """The issue's count: 8 N L E^2 + 4 N L S E, the core halved when causal."""
-    core = 4.0 * n * l * l * EMBED_DIM
-    return 8.0 * n * l * EMBED_DIM ** 2 + (core / 2 if causal else core)
+    """bench/grid.json's count: projection N L E^2 + core N L S E (core scaled when causal)."""
+    f = GRID["flops"]
+    core = f["core"] * n * l * l * EMBED_DIM * (f["causal_core_factor"] if causal else 1.0)
+    return f["projection"] * n * l * EMBED_DIM ** 2 + core
 
 
 def min_run_time(flops, smoke):
@@ -125,7 +128,7 @@ def bench_train(shapes, threads, smoke, results):
                     x.grad = None
                     module.zero_grad(set_to_none=True)
 
-                flops = 3.0 * attention_flops(n, l, False)
+                flops = GRID["flops"]["train_factor"] * attention_flops(n, l, False)
                 median_us, samples = measure(step, min_run_time(flops, smoke))
                 name = f"train/python/N:{n}/L:{l}/nw:{int(nw)}/threads:{t}"
                 results.append(dict(name=name, median_us=median_us, samples=samples, flops=flops))

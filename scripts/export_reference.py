@@ -18,12 +18,14 @@ dict of plain values and CPU tensors (`torch.save`; C++ reads it with
      "expected": {output[, weights]},            # {} when Python raised:
      "expected_error": str,                      # only then: Python's exception
      "grads": {"query"|"key"|"value": ..., "param.<name>": ...},
-     "timing": {"python_median_us": float}}       # --bundle only
+     "timing": {"python_median_us": float,        # --bundle only
+                "python_threads": int}}
 
 Usage:
     export_reference.py --out DIR            # every case of the matrix + manifest.txt
     export_reference.py --list               # the case names
-    export_reference.py --bundle FILE [--embed-dim 512 --num-heads 8 --seq-len 128 --batch 4 ...]
+    export_reference.py --bundle FILE [--embed-dim 512 --num-heads 8 --seq-len 128 --batch 4
+                                       --threads T ...]
 """
 
 import argparse
@@ -60,6 +62,7 @@ class Case:
     qkv: str = "none"                 # "qkv": q is k is v; "kv": k is v; "none": all distinct
     key_padding_mask: Optional[str] = None  # None | "bool" | "float"
     attn_mask: Optional[str] = None   # None | "bool2d" | "float2d" | "bool3d" | "float3d" | "causal"
+    #                                   | "causal_wrong_shape" ((L + 1, S + 1): the hint may drop it)
     fully_masked: bool = False        # one query row (or one batch) fully masked
     is_causal: bool = False
     need_weights: bool = True
@@ -137,6 +140,9 @@ def case_matrix():
     add("CausalKpm", qkv="qkv", attn_mask="causal", is_causal=True, key_padding_mask="bool")
     add("CausalBatchFirstCross", batch_first=True, tgt_len=5, src_len=5, attn_mask="causal",
         is_causal=True)
+    # A causal mask of the wrong shape: without weights and key padding Python's slow path
+    # drops it before checking its shape (a result); with weights it raises.
+    add("CausalWrongShapeMask", qkv="qkv", attn_mask="causal_wrong_shape", is_causal=True)
     # Fully masked rows: NaN with weights, zeros through SDPA.
     add("FullyMaskedKpm", key_padding_mask="bool", fully_masked=True)
     add("FullyMaskedMask", attn_mask="bool2d", fully_masked=True)
@@ -159,6 +165,8 @@ def case_matrix():
     add("FastOddHeadsFallsBack", **{**fast, "num_heads": 1})
     add("FastNoBiasFallsBack", bias=False, **fast)
     add("FastCausalHintIgnored", is_causal=True, **fast)  # Python's fast path ignores the hint
+    # ... but its native op raises on a causal mask of the wrong shape.
+    add("FastCausalWrongShapeMask", attn_mask="causal_wrong_shape", is_causal=True, **fast)
     add("NoGradSeqFirst", qkv="qkv", grad=False)
     edge_cases(add, fast)
     return cases
@@ -199,7 +207,7 @@ def edge_cases(add, fast):
     add("FastFullyMaskedMask3d", attn_mask="bool3d", fully_masked=True, **fast)
     add("FastFullyMaskedKpmMask", key_padding_mask="bool", attn_mask="bool2d",
         fully_masked=True, **fast)
-    # Long enough for mha's fused inference path (src/sdpa_inference.h, L >= 256).
+    # Long enough for mha's fused inference path (src/fast_path.h, kFusedMinLength).
     add("FastLongFullyMaskedKpm", key_padding_mask="bool", fully_masked=True,
         need_weights=False, **{**fast, "tgt_len": 256})
     # float16 and bfloat16 on CPU: every path, masks, gradients.
@@ -242,6 +250,8 @@ def make_masks(case: Case, gen: torch.Generator):
     kind = case.attn_mask
     if kind == "causal":
         mask = torch.triu(torch.ones(L, S, dtype=torch.bool), diagonal=1)
+    elif kind == "causal_wrong_shape":
+        mask = torch.triu(torch.ones(L + 1, S + 1, dtype=torch.bool), diagonal=1)
     elif kind is not None:
         shape = (L, S) if kind.endswith("2d") else ((H,) if N is None else (N * H,)) + (L, S)
         if kind.startswith("bool"):
@@ -379,15 +389,17 @@ def run_case(case: Case) -> dict:
     return result
 
 
-def python_median_us(module, query, key, value, kpm, mask, case):
-    """Median forward time of the Python module, eval + inference_mode."""
+def python_median_us(module, query, key, value, kpm, mask, case, threads):
+    """Median forward time of the Python module, eval + inference_mode, on
+    `threads` intra-op threads (Timer's default would be 1)."""
     import torch.utils.benchmark as benchmark
     module.eval()
     with torch.inference_mode():
         timer = benchmark.Timer(
             stmt="module(q, k, v, key_padding_mask=kpm, need_weights=nw, attn_mask=mask)",
             globals={"module": module, "q": query, "k": key, "v": value, "kpm": kpm,
-                     "mask": mask, "nw": case.need_weights})
+                     "mask": mask, "nw": case.need_weights},
+            num_threads=threads)
         return timer.blocked_autorange(min_run_time=1.0).median * 1e6
 
 
@@ -400,13 +412,15 @@ def write_bundle(args):
     result = run_case(case)
     module, _ = build_module(case, seed_of(case.name))
     inputs = result["inputs"]
-    result["timing"] = {"python_median_us": python_median_us(
-        module, inputs["query"], inputs["key"], inputs["value"],
-        inputs.get("key_padding_mask"), inputs.get("attn_mask"), case)}
+    result["timing"] = {
+        "python_median_us": python_median_us(
+            module, inputs["query"], inputs["key"], inputs["value"],
+            inputs.get("key_padding_mask"), inputs.get("attn_mask"), case, args.threads),
+        "python_threads": args.threads}
     torch.save(result, args.bundle)
     print(f"wrote {args.bundle}: nn.MultiheadAttention({case.embed_dim}, {case.num_heads}), "
-          f"L={case.tgt_len}, N={case.batch}, python median "
-          f"{result['timing']['python_median_us']:.1f} us")
+          f"L={case.tgt_len}, N={case.batch}, outputs and python median "
+          f"{result['timing']['python_median_us']:.1f} us on {args.threads} threads")
 
 
 def main():
@@ -424,13 +438,16 @@ def main():
                         help="cross-attention (distinct key and value) instead of self")
     parser.add_argument("--need-weights", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--key-padding-mask", action="store_true")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="intra-op threads for the bundle's outputs and timing "
+                             "(default: the number of cores, as LibTorch's default)")
     args = parser.parse_args()
 
     torch.set_num_threads(1)  # deterministic reductions, same as the C++ test's
     if args.list:
         print("\n".join(c.name for c in case_matrix()))
     elif args.bundle:
-        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_num_threads(args.threads)
         write_bundle(args)
     elif args.out:
         os.makedirs(args.out, exist_ok=True)

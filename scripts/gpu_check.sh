@@ -6,13 +6,13 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY="${1:-python3}"
-BUILD=build-gpu
+BUILD=build-gpu  # the gpu preset's binaryDir (CMakePresets.json)
 "$PY" -c 'import torch, sys; print("gpu_check: torch", torch.__version__, "cuda", torch.version.cuda); sys.exit(0 if torch.cuda.is_available() else 1)' \
   || { echo "gpu_check: FAILED: torch.cuda.is_available() is false"; exit 1; }
-PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
-cmake -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
-  -DMHA_PYTHON="$PY" -DMHA_BUILD_BENCHMARKS=OFF -DMHA_INSTALL=OFF
+MHA_TORCH_PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+MHA_PYTHON="$(command -v "$PY")"
+export MHA_TORCH_PREFIX MHA_PYTHON
+cmake --preset gpu
 cmake --build "$BUILD" --parallel --target mha_tests mha_parity_tests
 export MHA_REQUIRE_CUDA=1
 "$PY" scripts/export_reference.py --out "$BUILD/tests/reference"

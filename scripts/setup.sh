@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian packages, the venv with torch==2.13.0), then
-# configures and builds mha (Release, Ninja) into $MHA_BUILD_DIR. Idempotent.
-# MHA_EXTRA_APT_PACKAGES: more Debian packages (the fuzz build's clang);
-# MHA_BUILD_TARGETS: build only these targets.
+# configures (CMakePresets.json) and builds mha into $MHA_BUILD_DIR. Idempotent.
+# MHA_PRESET: the configure preset (default release); MHA_CMAKE_ARGS: more
+# cmake arguments, applied again whenever they change; MHA_EXTRA_APT_PACKAGES:
+# more Debian packages (the fuzz build's clang); MHA_BUILD_TARGETS: build only
+# these targets.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -28,9 +30,15 @@ if ! "$MHA_PYTHON" -c "import torch, numpy, safetensors, matplotlib; assert torc
   "$MHA_PYTHON" -m pip install -q "${PIP_PACKAGES[@]}"
 fi
 
-TORCH_PREFIX="$("$MHA_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-if [ ! -f "$MHA_BUILD_DIR/build.ninja" ]; then
-  cmake -S "$MHA_ROOT" -B "$MHA_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DMHA_PYTHON="$MHA_PYTHON" ${MHA_CMAKE_ARGS:-}
+# Configure when the build folder is new or the preset or arguments changed.
+MHA_TORCH_PREFIX="$("$MHA_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+export MHA_TORCH_PREFIX
+PRESET="${MHA_PRESET:-release}"
+CONFIGURED="$PRESET ${MHA_CMAKE_ARGS:-} $MHA_TORCH_PREFIX"
+STAMP="$MHA_BUILD_DIR/mha-configured-with.txt"
+if [ ! -f "$MHA_BUILD_DIR/build.ninja" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$CONFIGURED" ]; then
+  # shellcheck disable=SC2086  # MHA_CMAKE_ARGS is a list of arguments
+  (cd "$MHA_ROOT" && cmake --preset "$PRESET" -B "$MHA_BUILD_DIR" ${MHA_CMAKE_ARGS:-})
+  echo "$CONFIGURED" > "$STAMP"
 fi
 cmake --build "$MHA_BUILD_DIR" ${MHA_BUILD_TARGETS:+--target $MHA_BUILD_TARGETS}

@@ -2,23 +2,25 @@
 # Builds mha (installing what is missing) and runs the whole test suite.
 # Usage: scripts/test.sh [--sanitize | --fuzz] [ctest arguments]
 #   --sanitize: the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
-#   (MHA_SANITIZE=asan) in its own build tree, build-asan; suppressions for reports
+#   (preset asan) in its own build tree, build-asan; suppressions for reports
 #   inside LibTorch (not instrumented) are in tests/sanitizers/.
-#   --fuzz: the libFuzzer targets (clang-19, ASan+UBSan) in build-fuzz, each run for
-#   60 s (MHA_FUZZ_SECONDS) from its seed corpus in tests/fuzz/corpus.
+#   --fuzz: the libFuzzer targets (preset fuzz: clang-19, ASan+UBSan) in
+#   build-fuzz, each run for 60 s (MHA_FUZZ_SECONDS) from its seed corpus in
+#   tests/fuzz/corpus.
+# MHA_CMAKE_ARGS adds cmake arguments (CI: -DMHA_WERROR=ON).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 if [ "${1:-}" = "--sanitize" ]; then
   shift
+  export MHA_PRESET=asan
   export MHA_BUILD_DIR="${MHA_ASAN_BUILD_DIR:-$MHA_ROOT/build-asan}"
-  export MHA_CMAKE_ARGS="-DMHA_SANITIZE=asan -DMHA_BUILD_BENCHMARKS=OFF -DMHA_INSTALL=OFF ${MHA_CMAKE_ARGS:-}"
   source "$MHA_ROOT/tests/sanitizers/env.sh"
   # The packaging test builds an uninstrumented copy of mha: packaging, not memory.
   set -- -E '^package_' "$@"
 elif [ "${1:-}" = "--fuzz" ]; then
   shift
+  export MHA_PRESET=fuzz
   export MHA_BUILD_DIR="${MHA_FUZZ_BUILD_DIR:-$MHA_ROOT/build-fuzz}"
-  export MHA_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=clang++-19 -DMHA_BUILD_FUZZERS=ON -DMHA_BUILD_BENCHMARKS=OFF -DMHA_INSTALL=OFF ${MHA_CMAKE_ARGS:-}"
   export MHA_EXTRA_APT_PACKAGES="clang-19 libfuzzer-19-dev libclang-rt-19-dev"
   export MHA_BUILD_TARGETS="mha_fuzz_forward mha_fuzz_torch_save mha_fuzz_safetensors mha_fuzz_torchscript"
   # Two fuzzers at a time: one per core of a small machine.

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <utility>
 #include <vector>
 
 namespace mha {
@@ -12,6 +13,56 @@ namespace detail {
 
 using torch::Tensor;
 
+namespace {
+
+/// Dtypes and devices: query, key and value as the parameters, masks on the query's device.
+void check_dtypes_and_devices(const Tensor& parameter,
+                              const Tensor& query,
+                              const Tensor& key,
+                              const Tensor& value,
+                              const Tensor& key_padding_mask,
+                              const Tensor& attn_mask) {
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{query, "query"},
+                                 std::pair<const Tensor&, const char*>{key, "key"},
+                                 std::pair<const Tensor&, const char*>{value, "value"}}) {
+    TORCH_CHECK_TYPE(
+        t.scalar_type() == parameter.scalar_type(),
+        fmt::format("expected {} to have the parameters' dtype {}, but got {}; convert the input "
+                    "or call module->to(dtype)",
+                    name, c10::toString(parameter.scalar_type()), c10::toString(t.scalar_type())));
+    TORCH_CHECK(
+        t.device() == parameter.device(),
+        fmt::format("expected {} on the parameters' device {}, but got {}; move the input or call "
+                    "module->to(device)",
+                    name, parameter.device().str(), t.device().str()));
+  }
+  for (const auto& [mask, name] :
+       {std::pair<const Tensor&, const char*>{key_padding_mask, "key_padding_mask"},
+        std::pair<const Tensor&, const char*>{attn_mask, "attn_mask"}}) {
+    TORCH_CHECK(
+        !mask.defined() || mask.device() == query.device(),
+        fmt::format("expected {} on the query's device {}, but got {}", name,
+                    query.device().str(), mask.device().str()));
+  }
+}
+
+/// Feature sizes: query embed_dim (Python's wording), key kdim, value vdim.
+void check_feature_sizes(const MultiheadAttentionOptions& options,
+                         const Tensor& query,
+                         const Tensor& key,
+                         const Tensor& value) {
+  const int64_t embed_dim = options.embed_dim();
+  const int64_t kdim = options.kdim().value_or(embed_dim);
+  const int64_t vdim = options.vdim().value_or(embed_dim);
+  check_embed_dim(query.size(-1), embed_dim);
+  TORCH_CHECK(key.size(-1) == kdim,
+              fmt::format("expected key feature size (kdim) {}, but got {}", kdim, key.size(-1)));
+  TORCH_CHECK(
+      value.size(-1) == vdim,
+      fmt::format("expected value feature size (vdim) {}, but got {}", vdim, value.size(-1)));
+}
+
+}  // namespace
 
 bool mha_shape_check(
     const Tensor& query,
@@ -73,8 +124,8 @@ bool mha_shape_check(
           attn_mask.sizes() == c10::IntArrayRef(expected),
           fmt::format(
               "Expected `attn_mask` shape to be {} but got {}",
-              shape_str(expected),
-              shape_str(attn_mask.sizes())));
+              python_tuple(expected),
+              torch_size(attn_mask.sizes())));
     }
   }
   return false;
@@ -91,16 +142,16 @@ void check_attn_mask_shape(
         attn_mask.sizes() == c10::IntArrayRef(correct),
         fmt::format(
             "The shape of the 2D attn_mask is {}, but should be {}.",
-            shape_str(attn_mask.sizes()),
-            shape_str(correct)));
+            torch_size(attn_mask.sizes()),
+            python_tuple(correct)));
   } else if (attn_mask.dim() == 3) {
     const std::vector<int64_t> correct{bsz_times_heads, tgt_len, src_len};
     TORCH_CHECK(
         attn_mask.sizes() == c10::IntArrayRef(correct),
         fmt::format(
             "The shape of the 3D attn_mask is {}, but should be {}.",
-            shape_str(attn_mask.sizes()),
-            shape_str(correct)));
+            torch_size(attn_mask.sizes()),
+            python_tuple(correct)));
   } else {
     TORCH_CHECK(false, fmt::format("attn_mask's dimension {} is not supported", attn_mask.dim()));
   }
@@ -120,6 +171,59 @@ void check_key_padding_mask_shape(
           "Expected key_padded_mask.shape[1] to be {}, but got {}",
           src_len,
           key_padding_mask.size(1)));
+}
+
+void check_embed_dim(int64_t actual, int64_t expected) {
+  TORCH_CHECK(actual == expected,
+              fmt::format("was expecting embedding dimension of {}, but got {}", expected, actual));
+}
+
+void check_defined(const Tensor& query, const Tensor& key, const Tensor& value) {
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{query, "query"},
+                                 std::pair<const Tensor&, const char*>{key, "key"},
+                                 std::pair<const Tensor&, const char*>{value, "value"}}) {
+    TORCH_CHECK(t.defined(),
+                fmt::format("expected {} to be a defined tensor, but got an undefined one", name));
+  }
+}
+
+void check_module_inputs(const MultiheadAttentionOptions& options,
+                         const Tensor& parameter,
+                         const Tensor& query,
+                         const Tensor& key,
+                         const Tensor& value,
+                         const Tensor& key_padding_mask,
+                         const Tensor& attn_mask,
+                         bool check_attn_mask_shape) {
+  check_defined(query, key, value);
+  const bool is_batched =
+      mha_shape_check(query, key, value, key_padding_mask, attn_mask, options.num_heads());
+  check_dtypes_and_devices(parameter, query, key, value, key_padding_mask, attn_mask);
+  check_feature_sizes(options, query, key, value);
+
+  // Sequence-first view of the sizes: L, N, S.
+  const bool batch_first = is_batched && options.batch_first();
+  const int64_t seq_dim = batch_first ? 1 : 0, batch_dim = batch_first ? 0 : 1;
+  const int64_t tgt_len = query.size(seq_dim), src_len = key.size(seq_dim);
+  const int64_t bsz = is_batched ? query.size(batch_dim) : 1;
+  if (is_batched) {
+    const int64_t key_bsz = key.size(batch_dim), value_bsz = value.size(batch_dim);
+    TORCH_CHECK(key_bsz == bsz && value_bsz == bsz,
+                fmt::format("expected key and value batch size {} (the query's), but got key {} "
+                            "and value {}",
+                            bsz, key_bsz, value_bsz));
+  }
+  TORCH_CHECK(value.size(seq_dim) == src_len,
+              fmt::format("expected value sequence length {} (the key's), but got {}", src_len,
+                          value.size(seq_dim)));
+  if (attn_mask.defined() && check_attn_mask_shape) {
+    detail::check_attn_mask_shape(attn_mask, tgt_len, src_len, bsz * options.num_heads());
+  }
+  if (key_padding_mask.defined()) {
+    // Unbatched (S) is checked as Python does, after its unsqueeze to (1, S).
+    check_key_padding_mask_shape(
+        is_batched ? key_padding_mask : key_padding_mask.unsqueeze(0), src_len, bsz);
+  }
 }
 
 }  // namespace detail

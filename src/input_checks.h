@@ -1,7 +1,9 @@
 #pragma once
 
-// Private: the input checks shared by the module and the functional form, with
-// Python's wording.
+// Private: the input checks of the module and the functional form, with
+// Python's wording where Python has one.
+
+#include "mha/multihead_attention.h"
 
 #include <torch/types.h>
 
@@ -33,6 +35,29 @@ void check_key_padding_mask_shape(
     const torch::Tensor& key_padding_mask,
     int64_t src_len,
     int64_t bsz);
+
+/// Python's "was expecting embedding dimension of {expected}, but got {actual}".
+void check_embed_dim(int64_t actual, int64_t expected);
+
+/// `query`, `key` and `value` must be defined tensors.
+void check_defined(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value);
+
+/// The module's checks before any work, beyond Python's own (which the
+/// functional form repeats): Python's `_mha_shape_check`; dtypes and devices
+/// equal to each other and to `parameter`'s; feature sizes against
+/// embed_dim/kdim/vdim; batch and sequence sizes; mask shapes. Python reports
+/// most of these from deep inside a matmul or view; here they name the
+/// argument. `check_attn_mask_shape` is false where Python's path drops
+/// `attn_mask` before checking its shape (the `is_causal` hint wins).
+void check_module_inputs(
+    const MultiheadAttentionOptions& options,
+    const torch::Tensor& parameter,
+    const torch::Tensor& query,
+    const torch::Tensor& key,
+    const torch::Tensor& value,
+    const torch::Tensor& key_padding_mask,
+    const torch::Tensor& attn_mask,
+    bool check_attn_mask_shape);
 
 }  // namespace detail
 }  // namespace mha

@@ -2,12 +2,11 @@
 
 #include "mha/functional.h"
 
+#include "fast_path.h"
 #include "input_checks.h"
-#include "sdpa_inference.h"
-#include "shape_format.h"
+#include "masks.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <torch/nn/init.h>
@@ -24,222 +23,6 @@ namespace F = mha::functional;
 namespace {
 
 std::atomic<bool> fastpath_enabled{true};
-
-std::optional<c10::ScalarType> dtype_or_none(const Tensor& t) {
-  return t.defined() ? std::optional<c10::ScalarType>(t.scalar_type()) : std::nullopt;
-}
-
-/// Checks beyond Python's own (which the functional form repeats): dtypes and
-/// devices agree with each other and with the parameters, feature sizes match
-/// kdim/vdim, batch and sequence sizes agree, and the masks have valid shapes.
-/// Python reports most of these from deep inside a matmul or view; we report
-/// them by argument name before any work is done.
-void check_inputs(
-    const MultiheadAttentionOptions& options,
-    const Tensor& parameter,
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask) {
-  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{query, "query"},
-                                 std::pair<const Tensor&, const char*>{key, "key"},
-                                 std::pair<const Tensor&, const char*>{value, "value"}}) {
-    TORCH_CHECK(
-        t.defined(), fmt::format("expected {} to be a defined tensor, but got an undefined one", name));
-  }
-  const bool is_batched = detail::mha_shape_check(
-      query, key, value, key_padding_mask, attn_mask, options.num_heads());
-
-  auto check_same = [&](const Tensor& t, const char* name) {
-    TORCH_CHECK_TYPE(
-        t.scalar_type() == parameter.scalar_type(),
-        fmt::format(
-            "expected {} to have the parameters' dtype {}, but got {}; convert the input or "
-            "call module->to(dtype)",
-            name,
-            c10::toString(parameter.scalar_type()),
-            c10::toString(t.scalar_type())));
-    TORCH_CHECK(
-        t.device() == parameter.device(),
-        fmt::format(
-            "expected {} on the parameters' device {}, but got {}; move the input or call "
-            "module->to(device)",
-            name,
-            parameter.device().str(),
-            t.device().str()));
-  };
-  check_same(query, "query");
-  check_same(key, "key");
-  check_same(value, "value");
-  for (const auto& [mask, name] :
-       {std::pair<const Tensor&, const char*>{key_padding_mask, "key_padding_mask"},
-        std::pair<const Tensor&, const char*>{attn_mask, "attn_mask"}}) {
-    TORCH_CHECK(
-        !mask.defined() || mask.device() == query.device(),
-        fmt::format(
-            "expected {} on the query's device {}, but got {}",
-            name,
-            query.device().str(),
-            mask.device().str()));
-  }
-
-  const int64_t embed_dim = options.embed_dim();
-  const int64_t kdim = options.kdim().value_or(embed_dim);
-  const int64_t vdim = options.vdim().value_or(embed_dim);
-  TORCH_CHECK(
-      query.size(-1) == embed_dim,
-      fmt::format("was expecting embedding dimension of {}, but got {}", embed_dim, query.size(-1)));
-  TORCH_CHECK(
-      key.size(-1) == kdim,
-      fmt::format("expected key feature size (kdim) {}, but got {}", kdim, key.size(-1)));
-  TORCH_CHECK(
-      value.size(-1) == vdim,
-      fmt::format("expected value feature size (vdim) {}, but got {}", vdim, value.size(-1)));
-
-  // Sequence-first view of the sizes: L, N, S.
-  const bool batch_first = is_batched && options.batch_first();
-  const int64_t seq_dim = batch_first ? 1 : 0;
-  const int64_t tgt_len = query.size(seq_dim);
-  const int64_t src_len = key.size(seq_dim);
-  const int64_t bsz = is_batched ? query.size(batch_first ? 0 : 1) : 1;
-  if (is_batched) {
-    const int64_t key_bsz = key.size(batch_first ? 0 : 1);
-    const int64_t value_bsz = value.size(batch_first ? 0 : 1);
-    TORCH_CHECK(
-        key_bsz == bsz && value_bsz == bsz,
-        fmt::format(
-            "expected key and value batch size {} (the query's), but got key {} and value {}",
-            bsz,
-            key_bsz,
-            value_bsz));
-  }
-  TORCH_CHECK(
-      value.size(seq_dim) == src_len,
-      fmt::format(
-          "expected value sequence length {} (the key's), but got {}", src_len, value.size(seq_dim)));
-
-  if (attn_mask.defined()) {
-    detail::check_attn_mask_shape(attn_mask, tgt_len, src_len, bsz * options.num_heads());
-  }
-  if (key_padding_mask.defined()) {
-    if (is_batched) {
-      detail::check_key_padding_mask_shape(key_padding_mask, src_len, bsz);
-    } else {
-      TORCH_CHECK(
-          key_padding_mask.size(0) == src_len,
-          fmt::format(
-              "Expected key_padded_mask.shape[0] to be {}, but got {}",
-              src_len,
-              key_padding_mask.size(0)));
-    }
-  }
-}
-
-/// Python's `why_not_fast_path`: empty when Python's module would call
-/// `at::_native_multi_head_attention`, else the first reason, in Python's order
-/// and wording. Masks are judged as given: a float mask blocks the fast path
-/// (as in Python), and so does any other non-bool dtype, which the slow path
-/// then rejects with Python's error.
-std::string why_not_fast_path_reason(
-    const MultiheadAttentionImpl& m,
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask) {
-  const auto& o = m.options;
-  const int64_t embed_dim = o.embed_dim();
-  auto not_bool = [](const Tensor& mask) {
-    return mask.defined() && mask.scalar_type() != at::kBool;
-  };
-  if (not_bool(attn_mask) || not_bool(key_padding_mask)) {
-    return "floating-point masks are not supported for fast path.";
-  }
-  if (!get_fastpath_enabled()) {
-    return "torch.backends.mha.get_fastpath_enabled() was not True";
-  }
-  if (query.dim() != 3) {
-    return fmt::format("input not batched; expected query.dim() of 3 but got {}", query.dim());
-  }
-  if (!query.is_same(key) || !key.is_same(value)) {
-    return "non-self attention was used (query, key, and value are not the same Tensor)";
-  }
-  if (m.in_proj_bias.defined() && query.scalar_type() != m.in_proj_bias.scalar_type()) {
-    return "dtypes of query and self.in_proj_bias don't match";
-  }
-  if (!m.in_proj_weight.defined()) return "in_proj_weight was None";
-  if (query.scalar_type() != m.in_proj_weight.scalar_type()) {
-    return "dtypes of query and self.in_proj_weight don't match";
-  }
-  if (m.is_training()) return "training is enabled";
-  if (o.num_heads() % 2 != 0) return "self.num_heads is not even";
-  if (!o.batch_first()) return "batch_first was not True";
-  if (m.bias_k.defined()) return "self.bias_k was not None";
-  if (m.bias_v.defined()) return "self.bias_v was not None";
-  if (o.add_zero_attn()) return "add_zero_attn was enabled";
-  if (o.kdim().value_or(embed_dim) != embed_dim || o.vdim().value_or(embed_dim) != embed_dim) {
-    return "_qkv_same_embed_dim was not True";
-  }
-  if (query.is_nested() && (key_padding_mask.defined() || attn_mask.defined())) {
-    return "supplying both src_key_padding_mask and src_mask at the same time is not supported "
-           "with NestedTensor input";
-  }
-  if (at::autocast::is_autocast_enabled(at::kCUDA)) return "autocast is enabled";
-
-  bool needs_grad = false;
-  for (const Tensor* t : {&query, &m.in_proj_weight, &m.in_proj_bias, &m.out_proj->weight,
-                          &m.out_proj->bias}) {
-    if (!t->defined()) continue;
-    const auto type = t->device().type();
-    if (type != c10::DeviceType::CPU && type != c10::DeviceType::CUDA &&
-        type != c10::DeviceType::PrivateUse1) {
-      return "some Tensor argument's device is neither one of cpu, cuda or privateuse1";
-    }
-    needs_grad = needs_grad || t->requires_grad();
-  }
-  if (torch::GradMode::is_enabled() && needs_grad) {
-    return "grad is enabled and at least one of query or the input/output projection weights or "
-           "biases requires_grad";
-  }
-  return "";
-}
-
-/// Python's native fast path exactly as Python calls it: masks canonicalised
-/// to float and merged by `merge_masks` (kpm alone (N, S), type 1; any
-/// attn_mask expanded to (N, H, L, L), type 2).
-std::tuple<Tensor, Tensor> python_native_fast_path(
-    const MultiheadAttentionImpl& m,
-    const Tensor& query,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask,
-    bool need_weights,
-    bool average_attn_weights) {
-  const auto dtype = query.scalar_type();
-  const Tensor kpm = F::canonical_mask(
-      key_padding_mask, "key_padding_mask", dtype_or_none(attn_mask), "attn_mask", dtype);
-  const Tensor mask = F::canonical_mask(attn_mask, "attn_mask", std::nullopt, "", dtype, false);
-  const int64_t num_heads = m.options.num_heads();
-  std::optional<Tensor> merged;
-  std::optional<int64_t> mask_type;
-  if (kpm.defined()) {
-    merged = kpm;
-    mask_type = 1;
-  }
-  if (mask.defined()) {
-    const int64_t batch_size = query.size(0), seq_len = query.size(1);
-    mask_type = 2;
-    merged = mask.dim() == 3
-        ? mask.view({batch_size, -1, seq_len, seq_len})
-        : mask.view({1, 1, seq_len, seq_len}).expand({batch_size, num_heads, -1, -1});
-    if (kpm.defined()) {
-      merged = *merged + kpm.view({batch_size, 1, 1, seq_len}).expand({-1, num_heads, -1, -1});
-    }
-  }
-  return at::_native_multi_head_attention(
-      query, query, query, m.options.embed_dim(), num_heads, m.in_proj_weight, m.in_proj_bias,
-      m.out_proj->weight, m.out_proj->bias, merged, need_weights, average_attn_weights, mask_type);
-}
 
 }  // namespace
 
@@ -355,28 +138,31 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
     const Tensor& attn_mask,
     bool average_attn_weights,
     bool is_causal) {
-  const Tensor& first_weight = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
-  check_inputs(options, first_weight, query, key, value, key_padding_mask, attn_mask);
-
+  detail::check_defined(query, key, value);
   // Where Python calls its native fused op (silently not without biases), so
   // do we, with the masks as given: bool or none there.
   const std::string why_not_fast_path =
-      why_not_fast_path_reason(*this, query, key, value, key_padding_mask, attn_mask);
-  if (why_not_fast_path.empty() && in_proj_bias.defined()) {
-    if (detail::fast_path_forward_is_enabled()) {
-      return detail::fast_path_forward(
-          *this, query, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal);
-    }
-    return python_native_fast_path(
-        *this, query, key_padding_mask, attn_mask, need_weights, average_attn_weights);
+      detail::why_not_fast_path(*this, query, key, value, key_padding_mask, attn_mask);
+  const bool fast_path = why_not_fast_path.empty() && in_proj_bias.defined();
+  // Off the fast path, Python drops attn_mask before checking its shape when
+  // the causal hint wins (F.multi_head_attention_forward); the fast path
+  // raises on a wrong shape.
+  const bool attn_mask_dropped =
+      !fast_path && is_causal && !need_weights && !key_padding_mask.defined();
+  const Tensor& first_weight = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
+  detail::check_module_inputs(options, first_weight, query, key, value, key_padding_mask,
+                              attn_mask, /*check_attn_mask_shape=*/!attn_mask_dropped);
+  if (fast_path) {
+    return detail::fast_path_forward(
+        detail::choose_fast_path_kernel(query.size(1), need_weights), *this, query, key_padding_mask,
+        need_weights, attn_mask, average_attn_weights, is_causal);
   }
 
   // Both masks become additive floats of the query's dtype (Python's order):
   // other dtypes are rejected here, mismatched types warn.
   const bool is_batched = query.dim() == 3;
-  const Tensor kpm = F::canonical_mask(
-      key_padding_mask, "key_padding_mask", dtype_or_none(attn_mask), "attn_mask",
-      query.scalar_type());
+  const Tensor kpm =
+      detail::canonical_key_padding_mask(key_padding_mask, attn_mask, query.scalar_type());
   const Tensor mask = F::canonical_mask(
       attn_mask, "attn_mask", std::nullopt, "", query.scalar_type(), /*check_other=*/false);
 

@@ -1,6 +1,7 @@
 #pragma once
 
-// Private helper: shapes in error messages, printed as `[2, 3]`.
+// Private: shapes in error messages, printed as Python prints them, so that
+// messages that are Python's read exactly as Python's.
 
 #include <c10/util/ArrayRef.h>
 #include <fmt/format.h>
@@ -12,9 +13,17 @@
 namespace mha {
 namespace detail {
 
-/// `[d0, d1, ...]` for a tensor's sizes or an expected shape.
-inline std::string shape_str(c10::ArrayRef<int64_t> shape) {
-  return fmt::format("[{}]", fmt::join(shape.begin(), shape.end(), ", "));
+/// A Python tuple of ints, as Python prints an expected shape: `(2, 3)`, `(4,)`, `()`.
+inline std::string python_tuple(c10::ArrayRef<int64_t> shape) {
+  if (shape.size() == 1) {
+    return fmt::format("({},)", shape[0]);
+  }
+  return fmt::format("({})", fmt::join(shape.begin(), shape.end(), ", "));
+}
+
+/// A tensor's shape as Python prints `tensor.shape`: `torch.Size([2, 3])`.
+inline std::string torch_size(c10::ArrayRef<int64_t> shape) {
+  return fmt::format("torch.Size([{}])", fmt::join(shape.begin(), shape.end(), ", "));
 }
 
 }  // namespace detail

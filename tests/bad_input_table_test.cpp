@@ -57,10 +57,10 @@ struct Row {
   std::function<void(MultiheadAttention&, const Inputs&)> call;
   /// Loader rows: writes the row's file into the given folder and returns its
   /// path, which `mha::load_state_dict` then loads into the module.
-  std::function<std::string(const std::string& dir)> file;
-  mha::LoadOptions load_options;
+  std::function<std::string(const std::string& dir)> file{};
+  mha::LoadOptions load_options{};
   /// `mha-parity` rows: its arguments (`{fixtures}` stands for the checkpoints' folder).
-  std::vector<std::string> cli;
+  std::vector<std::string> cli{};
 };
 
 Row construction(std::string name, MultiheadAttentionOptions options, std::vector<std::string> message) {
@@ -214,7 +214,7 @@ std::vector<Row> rows() {
       forward("UnbatchedKeyPaddingMaskRank2", [](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), bools({1, 6})); },
               {"For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but found 2-D tensor instead"}),
       forward("UnbatchedKeyPaddingMaskLength", [](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), bools({5})); },
-              {"Expected key_padded_mask.shape[0] to be 6, but got 5"}),
+              {"Expected key_padded_mask.shape[1] to be 6, but got 5"}),
       forward("KeyPaddingMaskDoubleWithWeights", [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kFloat64)); },
               {"attention mask", "key_padding_mask", "query's dtype Float", "but got Double"}, Kind::kTypeError),
 
@@ -224,17 +224,17 @@ std::vector<Row> rows() {
       forward("AttnMaskInt", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, torch::zeros({4, 6}, torch::kInt32)); },
               {"only bool and floating types of attn_mask are supported, but got Int"}, Kind::kTypeError),
       forward("AttnMask2dShape", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 6})); },
-              {"The shape of the 2D attn_mask is [3, 6], but should be [4, 6]."}),
+              {"The shape of the 2D attn_mask is torch.Size([3, 6]), but should be (4, 6)."}),
       forward("AttnMask2dSourceLength", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, bools({4, 7})); },
-              {"The shape of the 2D attn_mask is [4, 7], but should be [4, 6]."}),
+              {"The shape of the 2D attn_mask is torch.Size([4, 7]), but should be (4, 6)."}),
       forward("AttnMask3dShape", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 4, 6})); },
-              {"The shape of the 3D attn_mask is [3, 4, 6], but should be [6, 4, 6]."}),
+              {"The shape of the 3D attn_mask is torch.Size([3, 4, 6]), but should be (6, 4, 6)."}),
       forward("AttnMaskRank4", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 2, 4, 6})); },
               {"For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found 4-D tensor instead"}),
       forward("AttnMaskRank1", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({6})); },
               {"expected `attn_mask` to be `None`, 2-D or 3-D but found 1-D"}),
       forward("UnbatchedAttnMask3dShape", [=](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), none, true, bools({3, 4, 6})); },
-              {"Expected `attn_mask` shape to be [2, 4, 6] but got [3, 4, 6]"}),
+              {"Expected `attn_mask` shape to be (2, 4, 6) but got torch.Size([3, 4, 6])"}),
       forward("UnbatchedAttnMaskRank4", [=](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), none, true, bools({1, 2, 4, 6})); },
               {"For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found 4-D tensor instead"}),
       forward("AttnMaskOnMeta", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, on_meta({4, 6}, torch::kBool)); },
@@ -252,7 +252,7 @@ std::vector<Row> rows() {
               {"was expecting embedding dimension of 16, but got 8"}),
       forward("FunctionalKeyValueShape", [](M& m, const I& x) {
                 F::multi_head_attention_forward(x.q, x.k, torch::randn({5, 3, 8}), functional_options(m)); },
-              {"key shape [6, 3, 8] does not match value shape [5, 3, 8]"}),
+              {"key shape torch.Size([6, 3, 8]) does not match value shape torch.Size([5, 3, 8])"}),
       forward("FunctionalStaticKBatchHeads", [](M& m, const I& x) {
                 F::multi_head_attention_forward(x.q, x.k, x.v, functional_options(m).static_k(torch::randn({5, 6, 4}))); },
               {"expecting static_k.size(0) of 6, but got 5"}),
@@ -264,7 +264,7 @@ std::vector<Row> rows() {
                              .q_proj_weight(torch::randn({8, 8})).k_proj_weight(torch::randn({8, 5}))
                              .v_proj_weight(torch::randn({8, 8}));
                 F::multi_head_attention_forward(x.q, x.k, x.v, o); },
-              {"expecting key weights shape of [8, 8], but got [8, 5]"}),
+              {"expecting key weights shape of (8, 8), but got torch.Size([8, 5])"}),
 
       // ~~~ Loaders: the file is bad (the message starts with its path) ~~~
       loader("NonexistentPath", [](const std::string& dir) {

@@ -10,7 +10,7 @@
 // Both layouts are checked: sequence-first (Python's slow path, SDPA) and
 // batch-first self-attention (what Python sends to its native fast path).
 
-#include "counting_allocator.h"  // bench/: shared with the benchmarks
+#include "counting_allocator.h"
 #include "support.h"
 
 #include <mha/multihead_attention.h>
@@ -57,7 +57,7 @@ Measured measure(MultiheadAttention& m, const Tensor& x, Tensor& out) {
   torch::NoGradGuard no_grad;
   // Static: tensors allocated through it (the output) outlive this call and
   // report their release to it.
-  static mha::bench::CountingAllocator counting;
+  static mha::support::CountingAllocator counting;
   Measured result;
   const int64_t rss_before = status_bytes("VmRSS");
   const bool rss_ok = reset_peak_rss() && rss_before > 0;
@@ -81,7 +81,9 @@ void report(const char* what, const Measured& r) {
 
 void expect_under_one_gb(const Measured& r) {
   EXPECT_LT(r.allocator_peak, kOneGB) << "an L x S allocation?";
-  if (r.rss_extra >= 0) EXPECT_LT(r.rss_extra, kOneGB);
+  if (r.rss_extra >= 0) {
+    EXPECT_LT(r.rss_extra, kOneGB);
+  }
 }
 
 struct LongSequence : mha::test::SeedingFixture {};

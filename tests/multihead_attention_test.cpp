@@ -2,6 +2,7 @@
 // cloning, Sequential/AnyModule defaults, dtype/device moves, warnings, CUDA.
 // Numbers against Python are the parity suite's job (reference_parity_test.cpp).
 
+#include "silent_warnings.h"
 #include "support.h"
 
 #include <mha/functional.h>
@@ -39,7 +40,7 @@ TEST_F(MultiheadAttentionTest, OptionDefaultsArePythons) {
   EXPECT_FALSE(o.batch_first());
 }
 
-// Expected names and shapes: mha-semantics.md section 1 (Python's __init__).
+// Expected names and shapes: Python's MultiheadAttention.__init__ (torch/nn/modules/activation.py).
 TEST_F(MultiheadAttentionTest, PackedParametersNamesOrderShapes) {
   MultiheadAttention m(8, 2);
   EXPECT_EQ(keys_of(m), (std::vector<std::string>{"in_proj_weight", "in_proj_bias",
@@ -213,16 +214,10 @@ TEST_F(MultiheadAttentionTest, BoolMaskMasksUnlikeLibTorch) {
   EXPECT_TRUE(w.select(2, 3).eq(0).all().item<bool>());
 }
 
-/// Collects TORCH_WARN messages while alive.
-struct WarningCollector : c10::WarningHandler {
-  std::vector<std::string> messages;
-  void process(const c10::Warning& warning) override { messages.push_back(warning.msg()); }
-};
-
 TEST_F(MultiheadAttentionTest, MismatchedMaskTypesWarnAsPython) {
   MultiheadAttention m(8, 2);
   const auto x = torch::randn({4, 2, 8});
-  WarningCollector collector;
+  mha::support::CollectedWarnings collector;
   {
     c10::WarningUtils::WarningHandlerGuard guard(&collector);
     m(x, x, x, torch::zeros({2, 4}, torch::kBool), true, torch::zeros({4, 4}));

@@ -2,8 +2,10 @@
 // installed torch, at test time) is rebuilt in C++ and compared output, weights,
 // gradients and initialisation. Prints how many cases are bitwise equal.
 
+#include "dtype_names.h"
 #include "reference_bundle.h"
 #include "support.h"
+#include "tolerances.h"
 
 #include <mha/multihead_attention.h>
 
@@ -15,7 +17,7 @@
 
 namespace {
 
-using mha::parity::ReferenceCase;
+using mha::support::ReferenceCase;
 using mha::test::bitwise_equal;
 using mha::test::tensors_close;
 using torch::Tensor;
@@ -71,29 +73,6 @@ torch::Device parity_device() {
   return torch::Device(device ? device : "cpu");
 }
 
-/// The case's dtype ("float32", "float64", "float16", "bfloat16").
-c10::ScalarType dtype_of(const std::string& name) {
-  if (name == "float64") return torch::kFloat64;
-  if (name == "float16") return torch::kFloat16;
-  if (name == "bfloat16") return torch::kBFloat16;
-  return torch::kFloat32;
-}
-
-/// Tolerances (rtol, atol) per dtype. float64 and float32 cases are all bitwise
-/// equal to Python today; the tolerances only bound what a different kernel
-/// (another machine's BLAS, mha's fused inference path) may change. For float16
-/// and bfloat16 (same ATen kernels as Python, so also bitwise here) they are
-/// torch.testing.assert_close's rtol for the dtype, with atol one unit in the
-/// last place at 1.0 (2^-10 and 2^-7), since values near 0 round as coarsely.
-std::pair<double, double> tolerances(c10::ScalarType dtype) {
-  switch (dtype) {
-    case torch::kFloat64: return {0.0, 1e-10};
-    case torch::kFloat16: return {1e-3, 1.0 / 1024};
-    case torch::kBFloat16: return {1.6e-2, 1.0 / 128};
-    default: return {1e-4, 1e-5};
-  }
-}
-
 /// Python's exception when it raised for the case ("expected_error"), else empty.
 std::string expected_error(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -110,9 +89,9 @@ class ReferenceParity : public ::testing::TestWithParam<std::string> {
 
 TEST_P(ReferenceParity, MatchesPython) {
   const std::string path = reference_dir() + "/" + GetParam() + ".pt";
-  const ReferenceCase ref = mha::parity::read_reference_case(path);
-  const c10::ScalarType dtype = dtype_of(ref.dtype);
-  const auto [rtol, atol] = tolerances(dtype);
+  const ReferenceCase ref = mha::support::read_reference_case(path);
+  const c10::ScalarType dtype = mha::support::dtype_from_name(ref.dtype);
+  const auto [rtol, atol] = mha::support::parity_tolerance(dtype);
   bool bitwise = true;
   auto compare = [&](const Tensor& actual, const Tensor& expected, const std::string& what) {
     ASSERT_TRUE(actual.defined()) << what << " is undefined";
@@ -137,9 +116,9 @@ TEST_P(ReferenceParity, MatchesPython) {
     MHA_SKIP_WITHOUT_CUDA();
     if (ref.training && ref.options.dropout() > 0) GTEST_SKIP() << "dropout draws differ off CPU";
   }
-  mha::MultiheadAttention module = mha::parity::make_module(ref);
-  module->to(device, dtype);  // make_module knows float32 and float64 only
-  auto [query, key, value] = mha::parity::make_inputs(ref, ref.grad, device);
+  mha::MultiheadAttention module = mha::support::make_module(ref);
+  module->to(device);
+  auto [query, key, value] = mha::support::make_inputs(ref, ref.grad, device);
   const auto input = [&](const char* name) {
     return ref.inputs.count(name) ? ref.inputs.at(name).to(device) : Tensor();
   };

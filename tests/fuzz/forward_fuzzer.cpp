@@ -15,6 +15,8 @@
 // Build: -DCMAKE_CXX_COMPILER=clang++ -DMHA_BUILD_FUZZERS=ON (implies ASan+UBSan).
 // Run:   source tests/sanitizers/env.sh; mha_fuzz_forward NEW_CORPUS tests/fuzz/corpus/forward
 
+#include "silent_warnings.h"
+
 #include <mha/functional.h>
 #include <mha/multihead_attention.h>
 
@@ -35,12 +37,6 @@
 namespace {
 
 using torch::Tensor;
-
-/// Swallows TORCH_WARN output (mask dtype mismatch, ...): it is not a finding.
-class SilentWarnings : public c10::WarningHandler {
- public:
-  void process(const c10::Warning& /*warning*/) override {}
-};
 
 [[noreturn]] void finding(const std::string& what) {
   std::fprintf(stderr, "mha_fuzz_forward: %s\n", what.c_str());
@@ -152,11 +148,9 @@ void check_shapes(const Tensor& query,
   }
 }
 
-void run_one(FuzzedDataProvider& provider) {
-  Decoder d{provider};
-  torch::manual_seed(d.small(0, 1000));
-
-  // Options: mostly valid, small; sometimes anything.
+/// Options, mostly valid and small, sometimes anything; nullopt when
+/// construction rejects them (as it must, with a c10::Error).
+std::optional<mha::MultiheadAttention> make_module(Decoder& d) {
   int64_t num_heads = d.small(1, 4);
   int64_t embed_dim = num_heads * d.small(1, 4);
   if (d.rarely(16)) {
@@ -172,13 +166,117 @@ void run_one(FuzzedDataProvider& provider) {
   if (d.rarely(4)) options.vdim(d.small(d.rarely(8) ? -1 : 1, 6));
   static const double kDropout[] = {0.0, 0.0, 0.25, 1.0, 1.5, -0.5};
   options.dropout(kDropout[d.small(0, 5)]);
-
-  mha::MultiheadAttention module{nullptr};
   try {
-    module = mha::MultiheadAttention(options);
+    return mha::MultiheadAttention(options);
   } catch (const c10::Error&) {
-    return;  // invalid options are reported at construction
+    return std::nullopt;  // invalid options are reported at construction
   }
+}
+
+/// One call's arguments, decoded.
+struct Call {
+  bool batched = true;
+  int64_t L = 0, S = 0, N = 0;
+  Tensor query, key, value, key_padding_mask, attn_mask;
+  bool need_weights = false, average = true, is_causal = false, functional = false;
+};
+
+/// query, key and value with their identity (0: q=k=v, 1: k=v, 2: none, 3:
+/// v=q), usually of valid shapes, sometimes another dtype or a leaf that
+/// requires grad.
+void decode_inputs(Decoder& d, const mha::MultiheadAttentionOptions& options,
+                   c10::ScalarType dtype, bool grad, Call& c) {
+  const int64_t E = options.embed_dim();
+  const int64_t kdim = options.kdim().value_or(E), vdim = options.vdim().value_or(E);
+  c.batched = !d.rarely(5);
+  c.L = d.small(0, 6);
+  c.N = d.small(0, 3);
+  c.S = d.small(0, 6);
+  const int identity = static_cast<int>(d.small(0, 3));
+  if (identity == 0) c.S = c.L;
+  auto input = [&](int64_t length, int64_t features) {
+    std::vector<int64_t> shape = !c.batched               ? std::vector<int64_t>{length, features}
+                                 : options.batch_first() ? std::vector<int64_t>{c.N, length, features}
+                                                         : std::vector<int64_t>{length, c.N, features};
+    Tensor t = d.values(d.shape(shape), d.rarely(10) ? d.float_type() : dtype);
+    // A leaf (strides kept) that requires grad, when grad mode is on.
+    return grad ? t.detach().requires_grad_(at::isFloatingType(t.scalar_type())) : t;
+  };
+  c.query = input(c.L, E);
+  switch (identity) {
+    case 0: c.key = c.value = c.query; break;
+    case 1: c.key = c.value = input(c.S, kdim); break;
+    case 3: c.key = input(c.S, kdim); c.value = c.query; break;
+    default: c.key = input(c.S, kdim); c.value = input(c.S, vdim);
+  }
+}
+
+/// Masks: none, or a dtype and a (usually valid) shape; sometimes fully masked
+/// rows or a causal mask.
+void decode_masks(Decoder& d, int64_t num_heads, Call& c) {
+  auto mask_type = [&] { return d.coin() ? torch::kBool : kMaskTypes[d.small(0, 7)]; };
+  if (d.coin()) {
+    const auto s = c.batched ? std::vector<int64_t>{c.N, c.S} : std::vector<int64_t>{c.S};
+    c.key_padding_mask = d.values(d.shape(s), mask_type());
+    if (d.rarely(4) && c.key_padding_mask.scalar_type() == torch::kBool) {
+      c.key_padding_mask.fill_(true);  // every key ignored: fully masked rows
+    }
+  }
+  if (d.coin()) {
+    std::vector<int64_t> s = {c.L, c.S};
+    if (d.coin()) s.insert(s.begin(), (c.batched ? c.N : 1) * num_heads);
+    const auto type = mask_type();
+    if (d.rarely(3) && s.size() == 2) {
+      c.attn_mask = torch::ones({c.L, c.S}, torch::kBool).triu(1);  // causal
+      if (type != torch::kBool) {
+        const double fill = at::isFloatingType(type) ? -1e4 : 1.0;
+        c.attn_mask = torch::zeros({c.L, c.S}, type).masked_fill(c.attn_mask, fill);
+      }
+    } else {
+      c.attn_mask = d.values(d.shape(s), type);
+    }
+  }
+}
+
+/// The functional form (sequence-first) with the module's weights, and
+/// static_k/static_v sometimes.
+std::tuple<Tensor, Tensor> call_functional(Decoder& d, const mha::MultiheadAttention& module,
+                                           c10::ScalarType dtype, const Call& c) {
+  namespace F = mha::functional;
+  const auto& options = module->options;
+  const int64_t E = options.embed_dim(), num_heads = options.num_heads();
+  auto fo = F::MultiheadAttentionForwardFuncOptions(
+                E, num_heads, module->in_proj_weight, module->in_proj_bias, module->bias_k,
+                module->bias_v, options.add_zero_attn(), options.dropout(),
+                module->out_proj->weight, module->out_proj->bias)
+                .training(module->is_training())
+                .key_padding_mask(c.key_padding_mask)
+                .need_weights(c.need_weights)
+                .attn_mask(c.attn_mask)
+                .average_attn_weights(c.average)
+                .is_causal(c.is_causal);
+  if (!module->in_proj_weight.defined()) {
+    fo.use_separate_proj_weight(true)
+        .q_proj_weight(module->q_proj_weight)
+        .k_proj_weight(module->k_proj_weight)
+        .v_proj_weight(module->v_proj_weight);
+  }
+  const int64_t head_dim = E / num_heads;
+  if (d.coin()) {
+    fo.static_k(d.values(d.shape({c.N * num_heads, c.S, head_dim}), dtype));
+  }
+  if (d.coin()) {
+    fo.static_v(d.values(d.shape({c.N * num_heads, c.S, head_dim}), dtype));
+  }
+  return F::multi_head_attention_forward(c.query, c.key, c.value, fo);
+}
+
+void run_one(FuzzedDataProvider& provider) {
+  Decoder d{provider};
+  torch::manual_seed(d.small(0, 1000));
+  auto made = make_module(d);
+  if (!made) return;
+  mha::MultiheadAttention module = *made;
 
   const c10::ScalarType dtype = d.rarely(3) ? d.float_type() : torch::kFloat32;
   module->to(dtype);
@@ -186,110 +284,23 @@ void run_one(FuzzedDataProvider& provider) {
   const bool grad = d.rarely(3);
   mha::set_fastpath_enabled(!d.rarely(6));
 
-  // Sizes (sequence-first names): L, S, N; unbatched sometimes.
-  const int64_t E = options.embed_dim();
-  const int64_t kdim = options.kdim().value_or(E), vdim = options.vdim().value_or(E);
-  const bool batched = !d.rarely(5);
-  const int64_t L = d.small(0, 6), N = d.small(0, 3);
-  int64_t S = d.small(0, 6);
-  const int identity = static_cast<int>(d.small(0, 3));  // 0: q=k=v, 1: k=v, 2: none, 3: v=q
-  if (identity == 0) S = L;
-  auto seq_shape = [&](int64_t length, int64_t features) {
-    std::vector<int64_t> s;
-    if (!batched) {
-      s = {length, features};
-    } else if (options.batch_first()) {
-      s = {N, length, features};
-    } else {
-      s = {length, N, features};
-    }
-    return d.shape(s);
-  };
-  auto input = [&](int64_t length, int64_t features) {
-    Tensor t = d.values(seq_shape(length, features), d.rarely(10) ? d.float_type() : dtype);
-    // A leaf (strides kept) that requires grad, when grad mode is on.
-    return grad ? t.detach().requires_grad_(at::isFloatingType(t.scalar_type())) : t;
-  };
-  const Tensor query = input(L, E);
-  Tensor key, value;
-  switch (identity) {
-    case 0:
-      key = value = query;
-      break;
-    case 1:
-      key = value = input(S, kdim);
-      break;
-    case 3:
-      key = input(S, kdim);
-      value = query;
-      break;
-    default:
-      key = input(S, kdim);
-      value = input(S, vdim);
-  }
-
-  // Masks: none, or a dtype and a (usually valid) shape.
-  auto mask_type = [&] { return d.coin() ? torch::kBool : kMaskTypes[d.small(0, 7)]; };
-  Tensor key_padding_mask, attn_mask;
-  if (d.coin()) {
-    std::vector<int64_t> s = batched ? std::vector<int64_t>{N, S} : std::vector<int64_t>{S};
-    key_padding_mask = d.values(d.shape(s), mask_type());
-    if (d.rarely(4) && key_padding_mask.scalar_type() == torch::kBool) {
-      key_padding_mask.fill_(true);  // every key ignored: fully masked rows
-    }
-  }
-  if (d.coin()) {
-    std::vector<int64_t> s = {L, S};
-    if (d.coin()) s.insert(s.begin(), (batched ? N : 1) * num_heads);
-    const auto type = mask_type();
-    if (d.rarely(3) && s.size() == 2) {
-      attn_mask = torch::ones({L, S}, torch::kBool).triu(1);  // causal
-      if (type != torch::kBool) {
-        const double fill = at::isFloatingType(type) ? -1e4 : 1.0;
-        attn_mask = torch::zeros({L, S}, type).masked_fill(attn_mask, fill);
-      }
-    } else {
-      attn_mask = d.values(d.shape(s), type);
-    }
-  }
-  const bool need_weights = d.coin();
-  const bool average = !d.rarely(3);
-  const bool is_causal = d.rarely(4);
-  const bool functional = d.rarely(6);
+  Call c;
+  decode_inputs(d, module->options, dtype, grad, c);
+  decode_masks(d, module->options.num_heads(), c);
+  c.need_weights = d.coin();
+  c.average = !d.rarely(3);
+  c.is_causal = d.rarely(4);
+  c.functional = d.rarely(6);
 
   torch::AutoGradMode grad_mode(grad);
   Tensor out, weights;
-  if (!functional) {
-    std::tie(out, weights) = module->forward(query, key, value, key_padding_mask, need_weights,
-                                             attn_mask, average, is_causal);
-    check_shapes(query, out, weights, need_weights, average, num_heads, options.batch_first());
+  if (!c.functional) {
+    std::tie(out, weights) = module->forward(c.query, c.key, c.value, c.key_padding_mask,
+                                             c.need_weights, c.attn_mask, c.average, c.is_causal);
+    check_shapes(c.query, out, weights, c.need_weights, c.average, module->options.num_heads(),
+                 module->options.batch_first());
   } else {
-    // The functional form (sequence-first), with static_k/static_v sometimes.
-    namespace F = mha::functional;
-    auto fo = F::MultiheadAttentionForwardFuncOptions(
-                  E, num_heads, module->in_proj_weight, module->in_proj_bias, module->bias_k,
-                  module->bias_v, options.add_zero_attn(), options.dropout(),
-                  module->out_proj->weight, module->out_proj->bias)
-                  .training(module->is_training())
-                  .key_padding_mask(key_padding_mask)
-                  .need_weights(need_weights)
-                  .attn_mask(attn_mask)
-                  .average_attn_weights(average)
-                  .is_causal(is_causal);
-    if (!module->in_proj_weight.defined()) {
-      fo.use_separate_proj_weight(true)
-          .q_proj_weight(module->q_proj_weight)
-          .k_proj_weight(module->k_proj_weight)
-          .v_proj_weight(module->v_proj_weight);
-    }
-    const int64_t head_dim = E / num_heads;
-    if (d.coin()) {
-      fo.static_k(d.values(d.shape({N * num_heads, S, head_dim}), dtype));
-    }
-    if (d.coin()) {
-      fo.static_v(d.values(d.shape({N * num_heads, S, head_dim}), dtype));
-    }
-    std::tie(out, weights) = F::multi_head_attention_forward(query, key, value, fo);
+    std::tie(out, weights) = call_functional(d, module, dtype, c);
   }
   if (grad && out.defined() && out.requires_grad()) {
     Tensor loss = out.sum();
@@ -302,7 +313,8 @@ void run_one(FuzzedDataProvider& provider) {
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   torch::set_num_threads(1);
-  static SilentWarnings silent;
+  // Warnings (mask dtype mismatch, ...) are not findings.
+  static mha::support::SilentWarnings silent;
   c10::WarningUtils::set_warning_handler(&silent);
   return 0;
 }

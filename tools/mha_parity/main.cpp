@@ -7,6 +7,8 @@
 // Exit status: 0 parity, 1 no parity, 2 bad input (arguments or files).
 
 #include "compare.h"
+#include "dtype_names.h"
+#include "tolerances.h"
 
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
@@ -65,11 +67,15 @@ Separate files:
   --save-output FILE write the C++ outputs as safetensors
 
 Common:
-  --rtol R, --atol A tolerances (default: torch.testing's for the dtype:
-                     float32 1.3e-6/1e-5, float64 1e-7/1e-7)
+  --rtol R, --atol A tolerances (default: the parity suite's for the output's
+                     dtype: float32 1e-4/1e-5, float64 0/1e-10, float16
+                     1e-3/2^-10, bfloat16 1.6e-2/2^-7)
   --time-s S         time the C++ forward for about S seconds (default 1; 0: skip)
-  --threads T        intra-op threads for the C++ forward (default: LibTorch's,
-                     the number of cores, as export_reference.py --bundle uses)
+  --threads T        intra-op threads for the C++ forward and its timing
+                     (default: the bundle's, the threads Python ran on; with
+                     --weights, LibTorch's default, the number of cores).
+                     Bitwise equality with Python needs the same thread count
+                     on both sides (reductions split differently).
   -h, --help         this text
 
 Exit status: 0 parity, 1 no parity, 2 bad input.
@@ -207,6 +213,7 @@ struct Job {
   int64_t forward_seed = 0;
   std::map<std::string, Tensor> expected;
   std::optional<double> python_median_us;
+  std::optional<int64_t> python_threads;
 };
 
 Tensor optional_tensor(const std::map<std::string, Tensor>& tensors, const std::string& name) {
@@ -222,7 +229,7 @@ std::string describe(const MultiheadAttentionOptions& o, const Tensor& query) {
 Job job_from_bundle(const Args& args) {
   const auto reference = [&] {
     try {
-      return parity::read_reference_case(args.bundle);
+      return support::read_reference_case(args.bundle);
     } catch (const c10::Error& e) {
       const std::string message = e.what_without_backtrace();
       if (message.find(args.bundle) != std::string::npos) {
@@ -238,12 +245,12 @@ Job job_from_bundle(const Args& args) {
   Job job;
   // Build the module and load its state_dict by name (strict).
   job.module = MultiheadAttention(reference.options);
-  job.module->to(reference.dtype == "float64" ? torch::kFloat64 : torch::kFloat32);
+  job.module->to(support::dtype_from_name(reference.dtype));
   const std::map<std::string, Tensor> weights(reference.state_dict.begin(),
                                               reference.state_dict.end());
   load_state_dict(*job.module, weights, {}, args.bundle);
   std::tie(job.query, job.key, job.value) =
-      parity::make_inputs(reference, /*requires_grad=*/false);
+      support::make_inputs(reference, /*requires_grad=*/false);
   job.key_padding_mask = optional_tensor(reference.inputs, "key_padding_mask");
   job.attn_mask = optional_tensor(reference.inputs, "attn_mask");
   job.need_weights = reference.need_weights;
@@ -254,6 +261,7 @@ Job job_from_bundle(const Args& args) {
   job.forward_seed = reference.forward_seed;
   job.expected = reference.expected;
   job.python_median_us = reference.python_median_us;
+  job.python_threads = reference.python_threads;
   job.title = fmt::format("{} ({})", args.bundle, describe(reference.options, job.query));
   TORCH_CHECK(!job.expected.empty(),
               fmt::format("{}: the bundle has no expected output (Python raised an error)",
@@ -354,11 +362,32 @@ std::optional<std::pair<double, int>> time_forward(Job& job, double seconds) {
   return std::make_pair(times[times.size() / 2], static_cast<int>(times.size()));
 }
 
-int run(const Args& args) {
-  if (args.threads) {
-    torch::set_num_threads(static_cast<int>(*args.threads));
+/// Prints the C++ time next to Python's, with the thread count of each side;
+/// a ratio only when both ran on the same number of threads.
+void print_times(const std::pair<double, int>& cpp, const Job& job) {
+  const int threads = torch::get_num_threads();
+  auto plural = [](int64_t n) { return n == 1 ? "thread" : "threads"; };
+  fmt::print("  time     C++ {:.1f} us (median of {} forwards, {} {})", cpp.first, cpp.second,
+             threads, plural(threads));
+  if (!job.python_median_us) {
+    fmt::print(", Python: not measured\n");
+    return;
   }
+  const int64_t python_threads = job.python_threads.value_or(1);
+  fmt::print(", Python {:.1f} us ({} {})", *job.python_median_us, python_threads,
+             plural(python_threads));
+  if (python_threads == threads) {
+    fmt::print(": C++ takes {:.2f}x Python's time\n", cpp.first / *job.python_median_us);
+  } else {
+    fmt::print(": not comparable (different thread counts)\n");
+  }
+}
+
+int run(const Args& args) {
   Job job = args.bundle.empty() ? job_from_files(args) : job_from_bundle(args);
+  if (args.threads || job.python_threads) {
+    torch::set_num_threads(static_cast<int>(args.threads ? *args.threads : *job.python_threads));
+  }
   job.module->train(job.training);
   Tensor output, weights;
   {
@@ -368,11 +397,14 @@ int run(const Args& args) {
         job.module->forward(job.query, job.key, job.value, job.key_padding_mask, job.need_weights,
                             job.attn_mask, job.average_attn_weights, job.is_causal);
   }
-  const bool float64 = output.scalar_type() == torch::kFloat64;
-  const double rtol = args.rtol.value_or(float64 ? 1e-7 : 1.3e-6);
-  const double atol = args.atol.value_or(float64 ? 1e-7 : 1e-5);
+  const support::Tolerance tolerance = support::parity_tolerance(output.scalar_type());
+  const double rtol = args.rtol.value_or(tolerance.rtol);
+  const double atol = args.atol.value_or(tolerance.atol);
 
   fmt::print("mha-parity: {}\n", job.title);
+  fmt::print("  threads  C++ {}, Python {} (bitwise equality needs the same count)\n",
+             torch::get_num_threads(),
+             job.python_threads ? std::to_string(*job.python_threads) : std::string("unknown"));
   bool parity = true;
   std::map<std::string, Tensor> actual{{"output", output}};
   if (weights.defined()) {
@@ -401,17 +433,8 @@ int run(const Args& args) {
     fmt::print("  C++ outputs written to {}\n", args.save_output);
   }
 
-  const auto cpp = time_forward(job, args.time_s);
-  if (cpp) {
-    const int threads = torch::get_num_threads();
-    fmt::print("  time     C++ {:.1f} us (median of {} forwards, {} thread{})", cpp->first,
-               cpp->second, threads, threads == 1 ? "" : "s");
-    if (job.python_median_us) {
-      fmt::print(", Python {:.1f} us: C++ takes {:.2f}x Python's time\n", *job.python_median_us,
-                 cpp->first / *job.python_median_us);
-    } else {
-      fmt::print(", Python: not measured\n");
-    }
+  if (const auto cpp = time_forward(job, args.time_s)) {
+    print_times(*cpp, job);
   }
   if (job.expected.empty()) {
     fmt::print("parity: not checked\n");

@@ -14,7 +14,7 @@
 #include <utility>
 
 namespace mha {
-namespace bench {
+namespace support {
 
 class CountingAllocator final : public c10::Allocator {
  public:
@@ -72,5 +72,5 @@ class CountingAllocator final : public c10::Allocator {
   std::atomic<int64_t> peak_{0};
 };
 
-}  // namespace bench
+}  // namespace support
 }  // namespace mha

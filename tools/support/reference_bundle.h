@@ -16,7 +16,7 @@
 #include <vector>
 
 namespace mha {
-namespace parity {
+namespace support {
 
 /// Magic number and format version written by export_reference.py.
 constexpr int64_t kReferenceMagic = 20261129;
@@ -35,7 +35,7 @@ struct ReferenceCase {
   bool training = false;
   bool grad = false;
   std::string qkv_identity;  ///< "qkv": q is k is v; "kv": k is v; "none"
-  std::string dtype;         ///< "float32" or "float64"
+  std::string dtype;         ///< Python's name: float16, bfloat16, float32 or float64
   int64_t forward_seed = 0;  ///< torch::manual_seed before forward (dropout)
   int64_t init_seed = 0;     ///< torch::manual_seed before construction
   NamedTensors init_state_dict;  ///< float32 parameters right after construction
@@ -45,14 +45,15 @@ struct ReferenceCase {
   std::map<std::string, torch::Tensor> cotangents; ///< output[, weights]
   std::map<std::string, torch::Tensor> grads;      ///< query/key/value, param.<name>
   std::optional<double> python_median_us;          ///< bundles only
+  std::optional<int64_t> python_threads;           ///< bundles only: threads Python was timed on
 };
 
 /// Reads a reference file; throws c10::Error naming the file and the problem
 /// (missing file, bad magic, wrong version, missing entry).
 ReferenceCase read_reference_case(const std::string& path);
 
-/// A module built from the case's options with its `state_dict` copied in,
-/// converted to the case's dtype and put in train or eval mode.
+/// A module built from the case's options, converted to the case's dtype,
+/// with its `state_dict` copied in and put in train or eval mode.
 MultiheadAttention make_module(const ReferenceCase& reference);
 
 /// query, key, value as fresh leaf tensors with Python's identity
@@ -62,5 +63,5 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> make_inputs(
     bool requires_grad,
     torch::Device device = torch::kCPU);
 
-}  // namespace parity
+}  // namespace support
 }  // namespace mha

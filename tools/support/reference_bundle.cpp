@@ -1,5 +1,7 @@
 #include "reference_bundle.h"
 
+#include "dtype_names.h"
+
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <torch/nn/utils.h>
@@ -9,7 +11,7 @@
 #include <iterator>
 
 namespace mha {
-namespace parity {
+namespace support {
 
 using torch::Tensor;
 
@@ -127,14 +129,14 @@ ReferenceCase read_reference_case(const std::string& path) {
   }
   if (top.has("timing")) {
     ref.python_median_us = top.dict("timing").real("python_median_us");
+    ref.python_threads = top.dict("timing").integer("python_threads");
   }
   return ref;
 }
 
 MultiheadAttention make_module(const ReferenceCase& reference) {
   MultiheadAttention module(reference.options);
-  const auto dtype = reference.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
-  module->to(dtype);
+  module->to(dtype_from_name(reference.dtype));
   auto params = module->named_parameters();
   torch::NoGradGuard no_grad;
   for (const auto& [name, value] : reference.state_dict) {
@@ -164,5 +166,5 @@ std::tuple<Tensor, Tensor, Tensor> make_inputs(const ReferenceCase& reference,
   return {query, key, leaf("value")};
 }
 
-}  // namespace parity
+}  // namespace support
 }  // namespace mha

@@ -1,0 +1,80 @@
+#pragma once
+
+// Private: Python's native fast path, in one place. Python's
+// `MultiheadAttention.forward` calls `at::_native_multi_head_attention` when
+// `why_not_fast_path` finds no reason against it (eval, batch_first,
+// self-attention by identity, no grad, bool or no masks, even heads, packed
+// weights, ...). `why_not_fast_path` mirrors that test in Python's order and
+// wording; `fast_path_forward` computes such a call with one of three kernels.
+// The module picks the kernel with `choose_fast_path_kernel`; the benchmark
+// passes its own choice to compare them. docs/benchmarks.md has the
+// measurements behind the rule.
+
+#include "mha/multihead_attention.h"
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+namespace mha {
+namespace detail {
+
+/// Python's `why_not_fast_path`: empty when Python's module would call
+/// `at::_native_multi_head_attention`, else the first reason, in Python's
+/// order and wording. Masks are judged as given: a float mask blocks the fast
+/// path (as in Python), and so does any other non-bool dtype, which the slow
+/// path then rejects with Python's error.
+std::string why_not_fast_path(
+    const MultiheadAttentionImpl& module,
+    const torch::Tensor& query,
+    const torch::Tensor& key,
+    const torch::Tensor& value,
+    const torch::Tensor& key_padding_mask,
+    const torch::Tensor& attn_mask);
+
+/// How a call on Python's native fast path is computed.
+enum class FastPathKernel {
+  /// `at::_native_multi_head_attention` called exactly as Python calls it:
+  /// masks canonicalised to float and merged by `merge_masks` into (N, H, L, L).
+  kPython,
+  /// The same op with the masks in their smallest bool form ((L, L) type 0,
+  /// (N, L) type 1, merged (N, H, L, L) type 2 only when needed): Python's bits,
+  /// less memory traffic.
+  kNative,
+  /// One packed projection GEMM, `at::scaled_dot_product_attention` (the CPU
+  /// flash kernel) and the output projection, with no (N, H, L, L) scores:
+  /// equal to Python within float32 rounding. `need_weights` must be false.
+  kFused,
+};
+
+/// Shortest sequence length at which `choose_fast_path_kernel` picks `kFused`.
+/// Below it the two kernels take the same time within noise (the projections
+/// dominate), so the native op keeps bitwise parity there
+/// (docs/benchmarks.md, "Fused path vs native fast path").
+constexpr int64_t kFusedMinLength = 128;
+
+/// The module's rule: `kFused` without weights from `kFusedMinLength`, else `kNative`.
+/// `seq_len` is the query's L.
+FastPathKernel choose_fast_path_kernel(int64_t seq_len, bool need_weights);
+
+/// Computes a fast-path call with `kernel`. The caller has established that
+/// Python's module takes its fast path here (`why_not_fast_path` is empty and
+/// the module has biases) and passes the original bool masks: query (N, L, E),
+/// `key_padding_mask` (N, L), `attn_mask` (L, L) or (N * H, L, L).
+/// Returns (output (N, L, E), weights or undefined). Fully masked rows give
+/// NaN, as the native op does. With `is_causal` and no key padding mask the
+/// fused kernel trusts `attn_mask` to be the causal mask.
+std::tuple<torch::Tensor, torch::Tensor> fast_path_forward(
+    FastPathKernel kernel,
+    const MultiheadAttentionImpl& module,
+    const torch::Tensor& query,
+    const torch::Tensor& key_padding_mask,
+    bool need_weights,
+    const torch::Tensor& attn_mask,
+    bool average_attn_weights,
+    bool is_causal);
+
+}  // namespace detail
+}  // namespace mha
