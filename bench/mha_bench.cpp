@@ -10,6 +10,8 @@
 //   train/<impl>/N:<n>/L:<l>/nw:<0|1>/threads:<t>          forward + backward
 //   crossover/<fused|native>/N:<n>/L:<l>/kpm:<0|1>/causal:<0|1>/threads:<t>
 //                                                            the fused-path threshold
+//   weights/<byhead|native>/N:<n>/L:<l>/kpm:<0|1>/causal:<0|1>/avg:<0|1>/threads:<t>
+//                                                            the weights rule
 //   gemm/threads:<t>                                         at::mm, 2048^3
 // impl: ours (mha::MultiheadAttention), libtorch (torch::nn::MultiheadAttention),
 // floor (the raw ops). Counters: flops (per call, the formula),
@@ -19,13 +21,14 @@
 // Extra flags: --mha_smoke (CI: each shape once, with one flag combination per
 // shape, one thread count, 1 iteration, the output checks kept),
 // --mha_shapes=1x16,8x128 (N x L), --mha_threads=1,2,
-// --mha_families=infer,train,crossover,gemm, --mha_min_length=L (override the
+// --mha_families=infer,train,crossover,weights,gemm, --mha_min_length=L (override the
 // fused path's threshold, for exploring), --mha_profile=N,L,nw,kpm,causal,threads
 // (instead of benchmarks: a per-op self-time table of each implementation,
 // from the Kineto profiler, for docs/benchmarks.md), --mha_profile_train=N,L,nw,threads
 // (the same for forward + backward).
 
 #include "counting_allocator.h"
+#include "tolerances.h"
 #include "fast_path.h"
 
 #include <mha/multihead_attention.h>
@@ -73,7 +76,7 @@ struct Grid {
   int64_t embed_dim;  // E
   int64_t num_heads;  // H
   int64_t gemm_size;  // the GEMM peak: (size x size) @ (size x size)
-  std::vector<Shape> infer_shapes, train_shapes, crossover_shapes;
+  std::vector<Shape> infer_shapes, train_shapes, crossover_shapes, weights_shapes;
   double projection_flops, core_flops, causal_core_factor, train_factor;
 };
 
@@ -90,7 +93,7 @@ const Grid& grid() {
     const auto& f = j.at("flops");
     return Grid{j.at("embed_dim").get<int64_t>(), j.at("num_heads").get<int64_t>(),
                 j.at("gemm_size").get<int64_t>(), shapes("infer_shapes"), shapes("train_shapes"),
-                shapes("crossover_shapes"), f.at("projection").get<double>(),
+                shapes("crossover_shapes"), shapes("weights_shapes"), f.at("projection").get<double>(),
                 f.at("core").get<double>(), f.at("causal_core_factor").get<double>(),
                 f.at("train_factor").get<double>()};
   }();
@@ -101,7 +104,7 @@ struct Flags {
   bool smoke = false;
   std::set<std::string> shapes;  // "NxL"; empty = all
   std::vector<int> threads = {1, 2};
-  std::set<std::string> families = {"infer", "train", "crossover", "gemm"};
+  std::set<std::string> families = {"infer", "train", "crossover", "weights", "gemm"};
   int64_t min_length = 0;  // fused-path threshold override for exploration; 0 = default
   std::string profile;     // "N,L,nw,kpm,causal,threads": print op profiles, run nothing else
   std::string profile_train;  // "N,L,nw,threads": the same for forward + backward
@@ -210,11 +213,11 @@ std::shared_ptr<Setup> get_setup(Shape s) {
 
 using mha::detail::FastPathKernel;
 
-/// The kernel ours runs: the module's rule, or the --mha_min_length override.
+/// The kernel ours runs: the module's rule, or for calls without weights the
+/// --mha_min_length override of the fused kernel's threshold.
 FastPathKernel ours_kernel(const InferConfig& c) {
-  if (flags.min_length > 0) {
-    return !c.need_weights && c.shape.seq_len >= flags.min_length ? FastPathKernel::kFused
-                                                                  : FastPathKernel::kNative;
+  if (flags.min_length > 0 && !c.need_weights) {
+    return c.shape.seq_len >= flags.min_length ? FastPathKernel::kFused : FastPathKernel::kNative;
   }
   return mha::detail::choose_fast_path_kernel(c.shape.seq_len, c.need_weights);
 }
@@ -323,15 +326,16 @@ const Tensor& ours_output(Setup& s, const InferConfig& c) {
   return out;
 }
 
-/// `got` against `ref` at the parity tolerance (float32 rel 1e-4, abs 1e-5,
+/// `got` against `ref` at the parity tolerance (tools/support/tolerances.h,
 /// NaN where NaN). Empty when they agree.
 std::string compare(const Tensor& got, const Tensor& ref, const std::string& what) {
+  const auto tolerance = mha::support::parity_tolerance(ref.scalar_type());
   if (got.sizes() == ref.sizes() &&
-      at::allclose(got, ref, /*rtol=*/1e-4, /*atol=*/1e-5, /*equal_nan=*/true)) {
+      at::allclose(got, ref, tolerance.rtol, tolerance.atol, /*equal_nan=*/true)) {
     return {};
   }
   std::ostringstream msg;
-  msg << what << " beyond rtol 1e-4 / atol 1e-5";
+  msg << what << " beyond rtol " << tolerance.rtol << " / atol " << tolerance.atol;
   if (got.sizes() == ref.sizes()) {
     msg << ": max abs diff " << (got - ref).abs().nan_to_num(0.0).max().item<double>();
   }
@@ -390,7 +394,7 @@ void infer_benchmark(benchmark::State& state, const std::string& name, const std
       mem.second = run.second;
       error = ours_is_native(c)
           ? (at::equal(out, python) ? "" : "ours (native path) not bitwise equal to Python's path")
-          : compare(out, python, "ours (fused path) differs from Python's path");
+          : compare(out, python, "ours (fused or head-by-head kernel) differs from Python's path");
     } else {
       error = compare(batch_first(impl, out), ours_output(s, c), impl + " differs from ours");
     }
@@ -481,6 +485,28 @@ void crossover_benchmark(benchmark::State& state, bool fused, InferConfig c) {
   state.counters["flops"] = attention_flops(c.shape, c.causal);
 }
 
+/// The head-by-head kernel against the native op it may replace, with
+/// weights: where the weights rule comes from.
+void weights_benchmark(benchmark::State& state, bool by_head, bool average, InferConfig c) {
+  at::set_num_threads(c.threads);
+  c10::InferenceMode inference_mode;
+  auto setup = get_setup(c.shape);
+  Setup& s = *setup;
+  const FastPathKernel kernel = by_head ? FastPathKernel::kByHead : FastPathKernel::kNative;
+  auto call = [&] {
+    return mha::detail::fast_path_forward(kernel, *s.ours, s.x, c.kpm ? s.kpm : Tensor(),
+                                          /*need_weights=*/true, c.causal ? s.causal : Tensor(),
+                                          average, /*is_causal=*/c.causal);
+  };
+  benchmark::DoNotOptimize(call());  // warm-up
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(call());
+  }
+  state.counters["flops"] = attention_flops(c.shape, c.causal);
+  mha::support::CountingAllocator counter;
+  state.counters["peak_bytes"] = static_cast<double>(counter.measure_peak_bytes(call));
+}
+
 void gemm_benchmark(benchmark::State& state, int threads) {
   at::set_num_threads(threads);
   c10::InferenceMode inference_mode;
@@ -565,6 +591,33 @@ void register_all() {
                   train_benchmark(st, name, impl, shape, nw, t);
                 });
             set_budget(b, train_flops(shape));
+          }
+        }
+      }
+    }
+  }
+  if (flags.families.count("weights")) {
+    for (const Shape& shape : grid().weights_shapes) {
+      if (!shape_selected(shape)) continue;
+      if (flags.smoke && shape_key(shape) != "1x256") continue;
+      for (int t : flags.threads) {
+        for (bool kpm : {false, true}) {
+          for (bool causal : {false, true}) {
+            for (bool average : {true, false}) {
+              if (flags.smoke && (kpm || !causal || !average)) continue;
+              for (bool by_head : {false, true}) {
+                const InferConfig c{shape, /*need_weights=*/true, kpm, causal, t};
+                const std::string name = std::string("weights/") +
+                    (by_head ? "byhead" : "native") + shape_str(shape) + flag_str("kpm", kpm) +
+                    flag_str("causal", causal) + flag_str("avg", average) + "/threads:" +
+                    std::to_string(t);
+                auto* b = benchmark::RegisterBenchmark(
+                    name.c_str(), [by_head, average, c](benchmark::State& st) {
+                      weights_benchmark(st, by_head, average, c);
+                    });
+                set_budget(b, attention_flops(shape, causal) * 1.5);
+              }
+            }
           }
         }
       }
@@ -772,6 +825,8 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext(
       "fused_min_length", std::to_string(flags.min_length > 0 ? flags.min_length
                                                               : mha::detail::kFusedMinLength));
+  benchmark::AddCustomContext("by_head_min_length",
+                              std::to_string(mha::detail::kByHeadMinLength));
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

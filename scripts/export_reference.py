@@ -210,6 +210,18 @@ def edge_cases(add, fast):
     # Long enough for mha's fused inference path (src/fast_path.h, kFusedMinLength).
     add("FastLongFullyMaskedKpm", key_padding_mask="bool", fully_masked=True,
         need_weights=False, **{**fast, "tgt_len": 256})
+    # Long enough for mha's head-by-head weights kernel (src/fast_path.h, kByHeadMinLength).
+    long_weights = {**fast, "tgt_len": 80, "need_weights": True}
+    add("FastLongWeights", **long_weights)
+    add("FastLongWeightsKpm", key_padding_mask="bool", **long_weights)
+    add("FastLongWeightsCausal", attn_mask="causal", is_causal=True, **long_weights)
+    add("FastLongWeightsKpmMask", key_padding_mask="bool", attn_mask="bool2d", **long_weights)
+    add("FastLongWeightsMask3d", attn_mask="bool3d", **long_weights)
+    add("FastLongWeightsPerHead", key_padding_mask="bool", average_attn_weights=False,
+        **long_weights)
+    add("FastLongWeightsFullyMaskedKpm", key_padding_mask="bool", fully_masked=True,
+        **long_weights)
+    add("FastLongWeightsFullyMaskedMask", attn_mask="bool2d", fully_masked=True, **long_weights)
     # float16 and bfloat16 on CPU: every path, masks, gradients.
     for name, dtype in (("Half", "float16"), ("BFloat16", "bfloat16")):
         add(name, dtype=dtype)

@@ -9,6 +9,8 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -194,6 +196,85 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
   return out;
 }
 
+/// Rows [r0, r1) of head h's attention: probabilities (N, R, S) =
+/// softmax(scale * q k^T + mask), written into `attended` (N, L, H, hd) as
+/// probabilities @ v. Returns the probabilities (NaN for a row with no key
+/// left, as the native op's softmax gives).
+Tensor attend_rows(const Tensor& q,         // (N, L, hd), head h
+                   const Tensor& k,         // (N, S, hd)
+                   const Tensor& v,         // (N, S, hd)
+                   const Tensor& additive,  // (N|1, L|1, S) or undefined
+                   double scale,
+                   int64_t h,
+                   int64_t r0,
+                   int64_t r1,
+                   Tensor& attended) {
+  const Tensor q_rows = q.slice(1, r0, r1);  // (N, R, hd)
+  Tensor scores;                             // (N, R, S)
+  if (additive.defined()) {
+    const Tensor mask = additive.size(1) == 1 ? additive : additive.slice(1, r0, r1);
+    scores = at::baddbmm(mask.expand({q.size(0), r1 - r0, k.size(1)}), q_rows, k.transpose(1, 2),
+                         /*beta=*/1.0, /*alpha=*/scale);
+  } else {
+    scores = at::bmm(q_rows, k.transpose(1, 2)).mul_(scale);
+  }
+  Tensor probabilities = at::softmax(scores, /*dim=*/-1);
+  attended.select(2, h).slice(1, r0, r1).copy_(at::bmm(probabilities, v));  // (N, R, hd)
+  return probabilities;
+}
+
+/// The head-by-head kernel: query (N, L, E), `masked` the merged bool mask
+/// (true = masked out) broadcastable to (N, H, L, L), or undefined. Returns
+/// (output (N, L, E), weights (N, L, S) averaged or (N, H, L, S)). Heads are
+/// taken one at a time and rows in blocks of about 2^20 scores, so averaged
+/// weights hold the (N, L, S) result and two blocks, never (N, H, L, S).
+std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
+                                             const Tensor& query,
+                                             const Tensor& masked,
+                                             bool average_attn_weights) {
+  const int64_t num_heads = m.options.num_heads();
+  const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
+  const int64_t head_dim = embed_dim / num_heads;
+  // (N, L, 3E) viewed as (N, L, 3, H, hd): q, k and v of head h are (N, L, hd)
+  // views with unit last stride, which the batched GEMMs read in place.
+  const Tensor qkv = at::linear(query, m.in_proj_weight, m.in_proj_bias)
+                         .view({bsz, seq_len, 3, num_heads, head_dim});
+  Tensor additive;  // (N|1, H|1, L|1, S), -inf where masked out
+  if (masked.defined()) {
+    additive = at::zeros(masked.sizes(), query.options())
+                   .masked_fill_(masked, -std::numeric_limits<double>::infinity());
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, bsz * seq_len));
+  Tensor attended = at::empty({bsz, seq_len, num_heads, head_dim}, query.options());
+  Tensor weights = average_attn_weights
+      ? at::empty({bsz, seq_len, seq_len}, query.options())
+      : at::empty({bsz, num_heads, seq_len, seq_len}, query.options());
+  for (int64_t h = 0; h < num_heads; ++h) {
+    const Tensor head_mask =
+        additive.defined() ? additive.select(1, additive.size(1) == 1 ? 0 : h) : Tensor();
+    for (int64_t r0 = 0; r0 < seq_len; r0 += block) {
+      const int64_t r1 = std::min(seq_len, r0 + block);
+      const Tensor p = attend_rows(qkv.select(2, 0).select(2, h), qkv.select(2, 1).select(2, h),
+                                   qkv.select(2, 2).select(2, h), head_mask, scale, h, r0, r1,
+                                   attended);
+      Tensor into = average_attn_weights ? weights.slice(1, r0, r1)
+                                         : weights.select(1, h).slice(1, r0, r1);
+      if (average_attn_weights && h > 0) {
+        into.add_(p);  // the heads summed in order, as the mean over dim 1 sums them
+      } else {
+        into.copy_(p);
+      }
+    }
+  }
+  if (average_attn_weights) {
+    weights.div_(static_cast<double>(num_heads));  // (N, L, S): the mean over heads
+  }
+  const Tensor out = at::linear(attended.view({bsz, seq_len, embed_dim}), m.out_proj->weight,
+                                m.out_proj->bias);  // (N, L, E)
+  return {out, weights};
+}
+
 }  // namespace
 
 std::string why_not_fast_path(const MultiheadAttentionImpl& m,
@@ -228,8 +309,10 @@ std::string why_not_fast_path(const MultiheadAttentionImpl& m,
 }
 
 FastPathKernel choose_fast_path_kernel(int64_t seq_len, bool need_weights) {
-  return !need_weights && seq_len >= kFusedMinLength ? FastPathKernel::kFused
-                                                     : FastPathKernel::kNative;
+  if (need_weights) {
+    return seq_len >= kByHeadMinLength ? FastPathKernel::kByHead : FastPathKernel::kNative;
+  }
+  return seq_len >= kFusedMinLength ? FastPathKernel::kFused : FastPathKernel::kNative;
 }
 
 std::tuple<Tensor, Tensor> fast_path_forward(FastPathKernel kernel,
@@ -250,6 +333,12 @@ std::tuple<Tensor, Tensor> fast_path_forward(FastPathKernel kernel,
     case FastPathKernel::kFused:
       TORCH_CHECK(!need_weights, "the fused fast-path kernel returns no attention weights");
       return {fused_sdpa(module, query, key_padding_mask, attn_mask, is_causal), Tensor()};
+    case FastPathKernel::kByHead: {
+      TORCH_CHECK(need_weights, "the head-by-head fast-path kernel is for calls with weights");
+      const Tensor masked = merged_bool_mask(attn_mask, key_padding_mask, query.size(0),
+                                             module.options.num_heads(), query.size(1));
+      return by_head_attention(module, query, masked, average_attn_weights);
+    }
   }
   TORCH_CHECK(false, "unknown fast-path kernel");
 }

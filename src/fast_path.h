@@ -47,6 +47,12 @@ enum class FastPathKernel {
   /// flash kernel) and the output projection, with no (N, H, L, L) scores:
   /// equal to Python within float32 rounding. `need_weights` must be false.
   kFused,
+  /// With weights: the packed projection GEMM, then head by head `baddbmm`
+  /// (scores plus the mask), softmax and `bmm`, the heads' probabilities
+  /// summed into the (N, L, S) average as they come, then the output
+  /// projection. Averaged weights never hold (N, H, L, S): extra memory about
+  /// three (N, L, S) tensors. Equal to Python within float32 rounding.
+  kByHead,
 };
 
 /// Shortest sequence length at which `choose_fast_path_kernel` picks `kFused`.
@@ -55,8 +61,14 @@ enum class FastPathKernel {
 /// (docs/benchmarks.md, "Fused path vs native fast path").
 constexpr int64_t kFusedMinLength = 128;
 
-/// The module's rule: `kFused` without weights from `kFusedMinLength`, else `kNative`.
-/// `seq_len` is the query's L.
+/// Shortest sequence length at which `choose_fast_path_kernel` picks
+/// `kByHead` for calls with weights. Below it the native op is as fast or
+/// faster (docs/benchmarks.md, "Weights: head by head vs native").
+constexpr int64_t kByHeadMinLength = 64;
+
+/// The module's rule, for query length `seq_len` (L): without weights `kFused`
+/// from `kFusedMinLength`; with weights `kByHead` from `kByHeadMinLength`;
+/// else `kNative`.
 FastPathKernel choose_fast_path_kernel(int64_t seq_len, bool need_weights);
 
 /// Computes a fast-path call with `kernel`. The caller has established that

@@ -9,11 +9,16 @@
 //   the call, which also sees memory allocated outside c10 (BLAS, OpenMP).
 // Both layouts are checked: sequence-first (Python's slow path, SDPA) and
 // batch-first self-attention (what Python sends to its native fast path).
+// With averaged weights (N=1, L=2048), the fast path must hold at most a
+// quarter of the allocator bytes LibTorch's MultiheadAttention holds for the
+// same call: no (N, H, L, S) probabilities.
 
 #include "counting_allocator.h"
 #include "support.h"
 
 #include <mha/multihead_attention.h>
+
+#include <torch/nn/modules/activation.h>
 
 #include <chrono>
 #include <fstream>
@@ -110,6 +115,28 @@ TEST_F(LongSequence, BatchFirstSelfAttentionWithoutWeightsUnderOneGB) {
   EXPECT_EQ(out.sizes(), x.sizes());
   EXPECT_TRUE(out.isfinite().all().item<bool>());
   expect_under_one_gb(r);
+}
+
+TEST_F(LongSequence, AveragedWeightsHoldAQuarterOfLibTorchsMemory) {
+  constexpr int64_t kWeightsLength = 2048;
+  torch::NoGradGuard no_grad;
+  MultiheadAttention ours(MultiheadAttentionOptions(kEmbedDim, kHeads).batch_first(true));
+  torch::nn::MultiheadAttention libtorch(torch::nn::MultiheadAttentionOptions(kEmbedDim, kHeads));
+  ours->eval();
+  libtorch->eval();
+  const Tensor x = torch::randn({1, kWeightsLength, kEmbedDim});  // (N, L, E)
+  const Tensor x_seq = x.transpose(0, 1).contiguous();           // (L, N, E) for LibTorch
+  static mha::support::CountingAllocator counting;
+  Tensor weights, libtorch_weights;
+  const int64_t ours_peak =
+      counting.measure_peak_bytes([&] { weights = std::get<1>(ours(x, x, x)); });
+  const int64_t libtorch_peak = counting.measure_peak_bytes(
+      [&] { libtorch_weights = std::get<1>(libtorch(x_seq, x_seq, x_seq)); });
+  std::cout << "averaged weights, N=1 L=" << kWeightsLength << ": peak allocator bytes ours "
+            << ours_peak / (1024.0 * 1024.0) << " MiB, LibTorch's "
+            << libtorch_peak / (1024.0 * 1024.0) << " MiB\n";
+  EXPECT_EQ(weights.sizes(), (std::vector<int64_t>{1, kWeightsLength, kWeightsLength}));
+  EXPECT_LE(4 * ours_peak, libtorch_peak);
 }
 
 }  // namespace
