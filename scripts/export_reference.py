@@ -211,7 +211,7 @@ def edge_cases(add, fast):
     add("FastLongFullyMaskedKpm", key_padding_mask="bool", fully_masked=True,
         need_weights=False, **{**fast, "tgt_len": 256})
     # Long enough for mha's head-by-head weights kernel (src/fast_path.h, kByHeadMinLength).
-    long_weights = {**fast, "tgt_len": 80, "need_weights": True}
+    long_weights = {**fast, "tgt_len": 128, "need_weights": True}
     add("FastLongWeights", **long_weights)
     add("FastLongWeightsKpm", key_padding_mask="bool", **long_weights)
     add("FastLongWeightsCausal", attn_mask="causal", is_causal=True, **long_weights)

@@ -64,7 +64,7 @@ constexpr int64_t kFusedMinLength = 128;
 /// Shortest sequence length at which `choose_fast_path_kernel` picks
 /// `kByHead` for calls with weights. Below it the native op is as fast or
 /// faster (docs/benchmarks.md, "Weights: head by head vs native").
-constexpr int64_t kByHeadMinLength = 64;
+constexpr int64_t kByHeadMinLength = 128;
 
 /// The module's rule, for query length `seq_len` (L): without weights `kFused`
 /// from `kFusedMinLength`; with weights `kByHead` from `kByHeadMinLength`;
