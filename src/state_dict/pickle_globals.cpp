@@ -120,7 +120,7 @@ Value* make_object(const std::string& type_name, ValueArena& arena) {
 Value* new_dict(const std::string& name, const Value& args, ValueArena& arena) {
   Value* out = arena.make(ValueKind::kDict);
   if (args.items.size() == 1 && args.items[0]->kind == ValueKind::kDict) {
-    out->items = args.items[0]->items;
+    arena.copy_items(*out, args.items[0]->items);
   } else if (!args.items.empty()) {
     pickle_unsupported(fmt::format("{} built from {} arguments", name, args.items.size()));
   }
@@ -135,7 +135,7 @@ Value* new_set(const Value& args, ValueArena& arena) {
     if (kind != ValueKind::kList && kind != ValueKind::kTuple && kind != ValueKind::kSet) {
       pickle_unsupported("set() of a value that is not a list, tuple or set");
     }
-    out->items = args.items[0]->items;
+    arena.copy_items(*out, args.items[0]->items);
   } else if (!args.items.empty()) {
     pickle_corrupt(fmt::format("set() with {} arguments", args.items.size()));
   }
@@ -148,7 +148,7 @@ Value* new_size(const Value& args, ValueArena& arena) {
   out->text = "torch.Size";
   if (args.items.size() == 1 && (args.items[0]->kind == ValueKind::kTuple ||
                                  args.items[0]->kind == ValueKind::kList)) {
-    out->items = args.items[0]->items;
+    arena.copy_items(*out, args.items[0]->items);
   } else if (!args.items.empty()) {
     pickle_unsupported("torch.Size() of a value that is not a tuple or list");
   }

@@ -22,6 +22,14 @@ void pickle_unsupported(std::string_view what) {
   TORCH_CHECK(false, fmt::format("unsupported: {}", what));
 }
 
+void ValueArena::copy_items(Value& to, const std::vector<Value*>& from) {
+  if (from.size() > copy_budget_) {
+    pickle_unsupported("containers copied so often that their items exceed the pickle's size");
+  }
+  copy_budget_ -= from.size();
+  to.items = from;
+}
+
 namespace {
 
 /// Decimal text of a little-endian two's-complement integer (LONG1's bytes).

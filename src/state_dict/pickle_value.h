@@ -61,18 +61,25 @@ struct Value {
 };
 
 /// Owns the values of one pickle: at most one per opcode, so their number is
-/// bounded by the pickle's size.
+/// bounded by the pickle's size. Copies of containers (`OrderedDict(d)`,
+/// `set(list)`) are charged against a budget of items, so that a short pickle
+/// cannot copy one big container again and again.
 class ValueArena {
  public:
+  explicit ValueArena(size_t copy_budget) : copy_budget_(copy_budget) {}
+
   Value* make(ValueKind kind) {
     values_.emplace_back();
     values_.back().kind = kind;
     return &values_.back();
   }
-  size_t size() const { return values_.size(); }
+
+  /// `to->items = from`, charged against the budget ("unsupported" past it).
+  void copy_items(Value& to, const std::vector<Value*>& from);
 
  private:
   std::deque<Value> values_;
+  size_t copy_budget_;
 };
 
 /// Throws `c10::Error` "corrupt pickle: <what>": the bytes are not a pickle

@@ -65,13 +65,17 @@ std::vector<size_t> kept_entries(const Value& dict) {
 
 class Namer {
  public:
-  Namer(size_t value_count, ReadResult& out) : max_visits_(4 * value_count + 1000), out_(out) {}
+  /// Names may take 64 bytes per byte of pickle, plus 1 MiB.
+  Namer(size_t pickle_bytes, ReadResult& out) : budget_(64 * pickle_bytes + (1 << 20)), out_(out) {}
 
   /// `name`: the dotted name so far; `where`: the Python subscripts, for messages.
+  /// Only containers that hold tensors are entered.
   void visit(const Value& value, const std::string& name, const std::string& where, int depth) {
-    if (depth > kMaxDepth || ++visits_ > max_visits_) {
+    spent_ += name.size() + where.size() + 1;
+    if (depth > kMaxDepth || spent_ > budget_) {
       pickle_unsupported(depth > kMaxDepth ? "containers nested deeper than 1000 levels"
-                                           : "containers shared so often that names multiply");
+                                           : "containers shared so often that their names "
+                                             "outgrow the pickle");
     }
     switch (value.kind) {
       case ValueKind::kTensor: add(value, name, where); break;
@@ -80,8 +84,10 @@ class Namer {
       case ValueKind::kTuple:
         enter(value, [&] {
           for (size_t i = 0; i < value.items.size(); ++i) {
-            visit(*value.items[i], join(name, std::to_string(i)), fmt::format("{}[{}]", where, i),
-                  depth + 1);
+            if (holds_tensor(*value.items[i], 0)) {
+              visit(*value.items[i], join(name, std::to_string(i)),
+                    fmt::format("{}[{}]", where, i), depth + 1);
+            }
           }
         });
         break;
@@ -109,11 +115,12 @@ class Namer {
     for (const size_t i : kept_entries(dict)) {
       const Value& key = *dict.items[2 * i];
       const Value& value = *dict.items[2 * i + 1];
-      if (const auto segment = key_segment(key)) {
+      const auto segment = key_segment(key);
+      if (segment && holds_tensor(value, 0)) {
         const auto subscript = key.kind == ValueKind::kStr ? fmt::format("['{}']", *segment)
                                                            : fmt::format("[{}]", *segment);
         visit(value, join(name, *segment), where + subscript, depth + 1);
-      } else if (holds_tensor(key, 0) || holds_tensor(value, 0)) {
+      } else if (!segment && (holds_tensor(key, 0) || holds_tensor(value, 0))) {
         out_.skipped.push_back(join(name, key_label(key)));
       }
     }
@@ -158,8 +165,8 @@ class Namer {
     return holds;
   }
 
-  size_t visits_ = 0;
-  const size_t max_visits_;
+  size_t spent_ = 0;  ///< bytes of the names and paths built so far
+  const size_t budget_;
   ReadResult& out_;
   std::unordered_set<const Value*> on_path_;
   std::unordered_map<const Value*, bool> holds_;
@@ -168,8 +175,8 @@ class Namer {
 
 }  // namespace
 
-void name_tensors(const Value& root, size_t value_count, ReadResult& out) {
-  Namer(value_count, out).visit(root, "", "", 0);
+void name_tensors(const Value& root, size_t pickle_bytes, ReadResult& out) {
+  Namer(pickle_bytes, out).visit(root, "", "", 0);
 }
 
 }  // namespace detail

@@ -12,11 +12,12 @@ namespace mha {
 namespace detail {
 
 /// Adds the tensors reachable from `root` to `out.tensors` by dotted name and
-/// the paths of the skipped ones to `out.skipped`. `value_count` (the size of
-/// the arena) bounds the walk. Throws `c10::Error` "unsupported: ..." when two
-/// paths give the same name, a container contains itself or nests deeper
-/// than 1000 levels.
-void name_tensors(const Value& root, size_t value_count, ReadResult& out);
+/// the paths of the skipped ones to `out.skipped`. The names built are bounded
+/// by the size of the pickle (`pickle_bytes`), as sharing could otherwise
+/// multiply them. Throws `c10::Error` "unsupported: ..." when two paths give
+/// the same name, a container contains itself or nests deeper than 1000
+/// levels, or the names would outgrow that bound.
+void name_tensors(const Value& root, size_t pickle_bytes, ReadResult& out);
 
 }  // namespace detail
 }  // namespace mha

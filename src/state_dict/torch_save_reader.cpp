@@ -66,7 +66,7 @@ ReadResult read_torch_save(const std::string& path) {
       path, "corrupt record 'data.pkl'", [&] { return reader->getRecord("data.pkl"); });
   const std::string_view pickle(static_cast<const char*>(std::get<0>(pickle_record).get()),
                                 std::get<1>(pickle_record));
-  ValueArena arena;
+  ValueArena arena(/*copy_budget=*/pickle.size());
   const StorageLoader loader = [&](const std::string& key, c10::ScalarType dtype,
                                    int64_t numel) {
     return load_storage(*reader, file_size, key, dtype, numel);
@@ -74,7 +74,7 @@ ReadResult read_torch_save(const std::string& path) {
   ReadResult out;
   with_file_context(path, "data.pkl", [&] {
     const Value* root = read_weights_pickle(pickle, loader, arena);
-    name_tensors(*root, arena.size(), out);
+    name_tensors(*root, pickle.size(), out);
   });
   return out;
 }
