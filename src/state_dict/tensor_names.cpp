@@ -71,12 +71,10 @@ class Namer {
   /// `name`: the dotted name so far; `where`: the Python subscripts, for messages.
   /// Only containers that hold tensors are entered.
   void visit(const Value& value, const std::string& name, const std::string& where, int depth) {
-    spent_ += name.size() + where.size() + 1;
-    if (depth > kMaxDepth || spent_ > budget_) {
-      pickle_unsupported(depth > kMaxDepth ? "containers nested deeper than 1000 levels"
-                                           : "containers shared so often that their names "
-                                             "outgrow the pickle");
+    if (depth > kMaxDepth) {
+      pickle_unsupported("containers nested deeper than 1000 levels");
     }
+    charge(name.size() + where.size() + 1);
     switch (value.kind) {
       case ValueKind::kTensor: add(value, name, where); break;
       case ValueKind::kDict: enter(value, [&] { visit_dict(value, name, where, depth); }); break;
@@ -93,7 +91,9 @@ class Namer {
         break;
       case ValueKind::kSet:
         for (const Value* item : value.items) {
-          skip_if_tensors(*item, join(name, "<set item>"));
+          if (holds_tensor(*item, 0)) {
+            skip(join(name, "<set item>"));
+          }
         }
         break;
       default: break;  // not a tensor, nothing inside
@@ -121,15 +121,21 @@ class Namer {
                                                            : fmt::format("[{}]", *segment);
         visit(value, join(name, *segment), where + subscript, depth + 1);
       } else if (!segment && (holds_tensor(key, 0) || holds_tensor(value, 0))) {
-        out_.skipped.push_back(join(name, key_label(key)));
+        skip(join(name, key_label(key)));
       }
     }
   }
 
-  void skip_if_tensors(const Value& value, const std::string& path) {
-    if (holds_tensor(value, 0)) {
-      out_.skipped.push_back(path);
+  void charge(size_t bytes) {
+    spent_ += bytes;
+    if (spent_ > budget_) {
+      pickle_unsupported("containers shared so often that their names outgrow the pickle");
     }
+  }
+
+  void skip(std::string path) {
+    charge(path.size());
+    out_.skipped.push_back(std::move(path));
   }
 
   void add(const Value& tensor, const std::string& name, const std::string& where) {
