@@ -136,6 +136,7 @@ def export_containers(out):
                     None: [torch.ones(1)], b"k": torch.ones(1), torch.Size([1]): torch.ones(1),
                     "set": {torch.ones(1), torch.zeros(1)}, "set_of_tuples": {(torch.ones(1),)}},
         "many": [torch.full((1,), float(i)) for i in range(300)],  # LONG_BINPUT memo indices
+        "repeated": [shared[:2]] * 500,  # one tensor, 500 names (BINGET)
     })
 
 
