@@ -38,6 +38,49 @@ def torch_save_seeds(out):
     views["v_view_t"] = packed[8:12].t()
     torch.save(views, f"{out}/views.pt")
     torch.save(collections.OrderedDict(), f"{out}/empty.pt")
+    training_seeds(out)
+    python_value_seeds(out)
+
+
+def training_seeds(out):
+    """Training checkpoints: model, optimizer after a step, scheduler, epoch, RNG state."""
+    for name, make in [("sgd", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+                       ("adamw", lambda p: torch.optim.AdamW(p, lr=1e-3, amsgrad=True))]:
+        torch.manual_seed(0)
+        model = nn.MultiheadAttention(4, 2)
+        optimizer = make(model.parameters())
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+        x = torch.randn(2, 1, 4)
+        model(x, x, x)[0].sum().backward()
+        optimizer.step()
+        scheduler.step()
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "epoch": 3,
+                    "rng": torch.get_rng_state()[:64]}, f"{out}/train_{name}.pt")
+
+
+def python_value_seeds(out):
+    """Every container, scalar, key type and dtype of torch.load(weights_only=True)."""
+    sd = state_dict()
+    shared = torch.arange(6.0)
+    torch.save({
+        "model": sd, "list": [shared, [shared[2:], 1], "s"], "tuple": (shared, (1, 2.5, None)),
+        "int_keys": {0: {"exp_avg": shared}, -1: shared, 2**70: shared},
+        "ordered_in_list": [collections.OrderedDict(a=shared)],
+        "scalars": [b"\x00b", 2**80, -(2**70), torch.Size([2]), torch.bfloat16, 1 + 2j,
+                    bytearray(b"a"), torch.device("cpu"), collections.Counter(a=1), {1, 2}],
+        "skipped": {True: shared, 1.5: shared, ("a", 1): shared, None: shared,
+                    "set": {shared}},
+    }, f"{out}/python_values.pt")
+    torch.save({str(d).removeprefix("torch."): torch.arange(4).to(d).reshape(2, 2).t()
+                for d in [torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.bool,
+                          torch.complex64, torch.uint16, torch.uint64, torch.float8_e4m3fn]},
+               f"{out}/dtypes.pt")
+    torch.save([nn.Parameter(torch.ones(2)), torch.tensor(1.5)], f"{out}/parameters.pt")
+    torch.save(torch.ones(2, 2), f"{out}/lone_tensor.pt")
+    memo = torch.zeros(260)  # one storage; 260 views need LONG_BINPUT memo indices
+    torch.save([memo[i:i + 1] for i in range(260)], f"{out}/long_memo.pt")
+    torch.save(nn.Linear(2, 2), f"{out}/whole_module.pt")
 
 
 def safetensors_seeds(out):

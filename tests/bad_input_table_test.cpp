@@ -104,9 +104,8 @@ std::string weights_of(const std::string& path, const torch::nn::Module& module)
   return path;
 }
 
-// LibTorch 2.13 rejects these views while unpickling; the reader's own check
-// (torch_save_reader.cpp) catches them with versions that do not.
-constexpr const char* kPastStorage = "storage only has 16 bytes";
+// Views that reach past their storage (the check of pickle_tensors.cpp).
+constexpr const char* kPastStorage = "reaches past its storage: the storage holds 16 bytes";
 
 MultiheadAttentionOptions opts(int64_t embed_dim, int64_t num_heads) {
   return MultiheadAttentionOptions(embed_dim, num_heads);
@@ -303,7 +302,7 @@ std::vector<Row> rows() {
         EXPECT_NE(at, std::string::npos);
         bytes.replace(at + 2, 24, std::string(24, '\xff'));
         return write_bytes(in(dir, "bad_pickle_entry.pt"), bytes);
-      }, {"malformed pickle"}),
+      }, {"data.pkl: offset 2: corrupt pickle: byte 0xff is not a pickle opcode"}),
       loader("ZipWithoutDataPkl", [](const std::string& dir) {
         const auto path = in(dir, "no_data_pkl.zip");
         {
@@ -315,34 +314,48 @@ std::vector<Row> rows() {
       loader("PickleTruncatedBeforeStop", [](const std::string& dir) {
         const auto pickle = tensor_pickle(4, 0, 4, 1);
         return torch_archive(in(dir, "no_stop.pt"), pickle.substr(0, pickle.size() - 3), {{"0", std::string(16, '\0')}});
-      }, {"malformed pickle: truncated"}),
+      }, {"data.pkl: offset", "corrupt pickle: truncated: 1 bytes needed, 0 left"}),
       loader("PickleUnknownOpcode", [](const std::string& dir) {
         return torch_archive(in(dir, "opcode.pt"), std::string("\x80\x02}\xf0.", 5));
-      }, {"unsupported opcode 0xf0"}),
+      }, {"data.pkl: offset 3: corrupt pickle: byte 0xf0 is not a pickle opcode"}),
+      loader("PickleOpcodeOutsideTheWeightsOnlySubset", [](const std::string& dir) {
+        // DICT (protocol 0): valid pickle, refused by torch.load(weights_only=True) too.
+        return torch_archive(in(dir, "dict_opcode.pt"), "\x80\x02(d.");
+      }, {"data.pkl: offset 3: unsupported: pickle opcode 0x64 ('d')"}),
+      loader("PickleGlobalOutsideTheAllowList", [](const std::string& dir) {
+        return torch_archive(in(dir, "os_system.pt"), "\x80\x02" "cos\nsystem\n.");
+      }, {"data.pkl: offset 2: unsupported: global 'os.system' is not in the weights-only allow-list",
+          "nothing was imported or called"}),
+      loader("WholePickledModule", [](const std::string&) {
+        return fixture("zoo/whole_module.pt");  // torch.save(nn.Linear(2, 2))
+      }, {"data.pkl: offset", "unsupported: this is a whole pickled module (torch.save(model))",
+          "Save model.state_dict() instead", "scripts/export_weights.py"}),
+      loader("TwoPathsGiveOneName", [](const std::string&) {
+        return fixture("zoo/name_collision.pt");  // {"a": {0: t, "0": t}}
+      }, {"data.pkl: unsupported: the tensors at ['a'][0] and ['a']['0'] both get the name 'a.0'"}),
       loader("PickleOddSetItems", [](const std::string& dir) {
         // {MARK "k" SETITEMS}: a key without a value would make LibTorch read past its stack.
         return torch_archive(in(dir, "odd.pt"), "\x80\x02}(" + binunicode("k") + "u.");
-      }, {"SETITEMS at offset 10 with an odd item count"}),
-      loader("PickleMemoIndexSkipsAhead", [](const std::string& dir) {
-        // LONG_BINPUT 0xffffffff would make LibTorch allocate 4G memo entries.
-        return torch_archive(in(dir, "memo.pt"), std::string("\x80\x02}r\xff\xff\xff\xff.", 9));
-      }, {"memo index 4294967295"}),
+      }, {"data.pkl: offset 10: corrupt pickle: SETITEMS with an odd number (1) of keys and values"}),
+      loader("PickleMemoEntryNeverStored", [](const std::string& dir) {
+        return torch_archive(in(dir, "memo.pt"), std::string("\x80\x02j\xff\xff\xff\xff.", 9));
+      }, {"data.pkl: offset 2: corrupt pickle: memo entry 4294967295 was never stored"}),
       loader("PickleNestedTooDeep", [](const std::string& dir) {
         // 3000 nested empty tuples: (((...ttt
         return torch_archive(in(dir, "deep.pt"), "\x80\x02" + std::string(3000, '(') + std::string(3000, 't') + ".");
-      }, {"nesting deeper than 1000 levels"}),
+      }, {"data.pkl: unsupported: containers nested deeper than 1000 levels"}),
       loader("PickleStackUnderflow", [](const std::string& dir) {
         return torch_archive(in(dir, "underflow.pt"), "\x80\x02}R.");
-      }, {"REDUCE at offset 3 needs 2 values"}),
-      loader("PickleNotADict", [](const std::string& dir) {
-        return torch_archive(in(dir, "list.pt"), "\x80\x02].");
-      }, {"not a dict of tensors"}),
+      }, {"data.pkl: offset 3: corrupt pickle: stack underflow"}),
+      loader("PickleWithoutTensors", [](const std::string& dir) {
+        return torch_archive(in(dir, "list.pt"), "\x80\x02].");  // an empty list: no tensor
+      }, {"Missing key(s) in state_dict"}),
       loader("StorageRecordShorterThanItsTensor", [](const std::string& dir) {
         return torch_archive(in(dir, "short_storage.pt"), tensor_pickle(4, 0, 4, 1), {{"0", std::string(8, '\0')}});
-      }, {"tensor 'a': its storage claims 16 bytes but the archive record holds 8"}),
+      }, {"data.pkl: offset", "corrupt pickle: storage '0' claims 4 elements of Float but its record 'data/0' holds 8 bytes"}),
       loader("StorageRecordMissing", [](const std::string& dir) {
         return torch_archive(in(dir, "missing_storage.pt"), tensor_pickle(4, 0, 4, 1));
-      }, {"cannot unpickle data.pkl"}),
+      }, {"corrupt pickle: storage '0': the archive has no record 'data/0'"}),
       loader("TensorViewPastItsStorage", [](const std::string& dir) {
         return torch_archive(in(dir, "view_past_end.pt"), tensor_pickle(4, 2, 4, 1), {{"0", std::string(16, '\0')}});
       }, {kPastStorage}),

@@ -73,33 +73,70 @@ struct LoadOptions {
 };
 
 /// What `load_state_dict` did not match (Python's `_IncompatibleKeys`): always
-/// empty after a strict load.
+/// empty after a strict load, except `skipped_paths`.
 struct LoadResult {
   /// The module's parameter and buffer names the file did not provide.
   std::vector<std::string> missing_keys;
   /// The (selected, renamed) file keys the module has no parameter or buffer for.
   std::vector<std::string> unexpected_keys;
+  /// The paths of the file's tensors that have no name (`ReadResult::skipped`),
+  /// wherever they are in the file (not only under the prefix).
+  std::vector<std::string> skipped_paths;
+};
+
+/// What `read_state_dict_with_report` found in a file.
+struct ReadResult {
+  /// Every tensor that has a name (naming rules: `read_state_dict`).
+  std::map<std::string, torch::Tensor> tensors;
+  /// The entries that held tensors but have no name, in file order: the
+  /// dotted name of their container, then `<set item>` for a set element, or
+  /// `<bool key>`, `<float key>`, `<tuple key>`, `<None key>`, `<bytes key>`,
+  /// `<other key>` for a dict entry whose key is neither a `str` nor an `int`
+  /// (e.g. `extra.<tuple key>`). Only torch.save archives have any.
+  std::vector<std::string> skipped;
 };
 
 /// Reads every tensor of a weights file into CPU tensors by name. The format is
 /// detected from the content, not the name:
-/// - `torch.save` archives (PyTorch 1.6+ zip format) of an `OrderedDict` or
-///   `dict` of tensors, e.g. `torch.save(model.state_dict(), path)`: tensors
-///   saved from CUDA load to the CPU, views of one storage stay views of one
-///   storage, `_metadata` is ignored, nested dicts are flattened with '.'
-///   (`{"model": sd}` gives `model.<key>`), other non-tensor values are skipped;
+/// - `torch.save` archives (PyTorch 1.6+ zip format): whatever
+///   `torch.load(path, weights_only=True)` reads, from `model.state_dict()` to
+///   a training checkpoint (`{"model": ..., "optimizer": opt.state_dict(),
+///   "epoch": 3}`); tensors saved from CUDA load to the CPU, views of one
+///   storage stay views of one storage;
 /// - `.safetensors` files;
 /// - TorchScript archives (`torch.jit.save`): their named parameters and buffers.
 ///
-/// Throws `c10::Error` naming the file and the problem (missing file,
-/// unknown format, truncated or corrupt content).
+/// Naming rules (torch.save archives), from the saved object down:
+/// - a tensor (or `nn.Parameter`) gets the dotted path that leads to it: a
+///   `str` dict key as it is, an `int` dict key as its decimal text, a list or
+///   tuple element by its index; `OrderedDict` and `Counter` are dicts. So
+///   `{"model": sd, "optimizer": opt.state_dict()}` gives `model.<key>` and
+///   `optimizer.state.0.exp_avg`; a tensor saved alone gets the name "";
+/// - values that are not tensors (numbers, strings, dtypes, `torch.Size`, ...)
+///   are skipped silently;
+/// - tensors reachable only through a dict key of another type (`bool`,
+///   `float`, `tuple`, `None`, `bytes`, ...) or inside a `set` are skipped and
+///   reported (`read_state_dict_with_report`, `LoadResult::skipped_paths`);
+/// - a tensor shared between entries gets each name, as views of one storage;
+/// - two paths that give the same name (`{0: a, "0": b}`) are an error naming
+///   both.
+///
+/// Throws `c10::Error` naming the file and the problem: missing file, unknown
+/// format, "corrupt" content (truncated, out of bounds, inconsistent) or
+/// "unsupported" content (a whole module saved with `torch.save(model)`, a
+/// global outside the weights-only allow-list, sparse or quantized tensors);
+/// pickle errors also name the record (`data.pkl`) and the opcode's offset.
 std::map<std::string, torch::Tensor> read_state_dict(const std::string& path);
+
+/// `read_state_dict`, plus the paths of the tensors the naming rules skipped.
+ReadResult read_state_dict_with_report(const std::string& path);
 
 /// Python's `module.load_state_dict(torch.load(path))` for any LibTorch
 /// module: parameters and buffers are matched by their full dotted names
 /// (`named_parameters()`/`named_buffers()`), values are converted as by
 /// `copy_` (dtype and device of the module's tensors are kept).
 ///
+/// The result also lists the file's skipped tensors (`LoadResult::skipped_paths`).
 /// Everything is validated before anything is copied: on error the module is
 /// unchanged, and the `c10::Error` lists all problems at once (missing and
 /// unexpected keys when `strict`, shape mismatches with expected and actual

@@ -4,6 +4,8 @@
 // Each reader returns CPU tensors by name and throws `c10::Error` messages
 // that start with the file's path.
 
+#include <mha/state_dict.h>
+
 #include <torch/types.h>
 
 #include <map>
@@ -32,8 +34,9 @@ FileFormat detect_format(const std::string& path);
 /// Name of a format for messages ("torch.save archive", ...).
 const char* format_name(FileFormat format);
 
-/// torch_save_reader.cpp
-TensorMap read_torch_save(const std::string& path);
+/// torch_save_reader.cpp: the tensors by the naming rules of mha/state_dict.h,
+/// and the skipped paths.
+ReadResult read_torch_save(const std::string& path);
 /// torchscript_reader.cpp
 TensorMap read_torchscript(const std::string& path);
 /// safetensors_reader.cpp

@@ -60,18 +60,128 @@ void add_state(const torch::nn::Module& module,
   }
 }
 
+/// Step 1: the keys under `prefix` (which ends with '.' unless empty), stripped.
+TensorMap select_prefix(const TensorMap& state_dict_in, const std::string& prefix,
+                        const std::string& source) {
+  TensorMap selected;
+  for (const auto& [key, tensor] : state_dict_in) {
+    if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0) {
+      selected.emplace(key.substr(prefix.size()), tensor);
+    }
+  }
+  if (!prefix.empty() && selected.empty()) {
+    detail::fail_file(source, fmt::format("prefix '{}' matches no key; the keys are {}", prefix,
+                                          some_keys(state_dict_in)));
+  }
+  return selected;
+}
+
+/// Step 2: the keys renamed by `key_map`; two keys with one new name are an error.
+TensorMap rename_keys(const TensorMap& selected, const KeyMap& key_map, const std::string& prefix,
+                      const std::string& source) {
+  TensorMap provided;
+  std::map<std::string, std::string> renamed_from;
+  for (const auto& [key, tensor] : selected) {
+    const std::string name = key_map.apply(key);
+    const auto [it, inserted] = renamed_from.emplace(name, key);
+    if (!inserted) {
+      detail::fail_file(source, fmt::format("keys '{}{}' and '{}{}' both map to '{}'", prefix,
+                                            it->second, prefix, key, name));
+    }
+    provided.emplace(name, tensor);
+  }
+  return provided;
+}
+
+/// What step 3 decided: the keys that did not match, the problems, the copies.
+struct LoadPlan {
+  LoadResult result;
+  std::vector<std::string> errors;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (destination, converted)
+};
+
+/// Step 3, for one of the module's tensors that the file provides: checks the
+/// shape and converts the value (copy_ semantics: any dtype converts; done now
+/// so that a failure leaves the module untouched).
+void plan_copy(const std::string& name, const torch::Tensor& destination,
+               const torch::Tensor& value, LoadPlan& plan) {
+  if (value.sizes() != destination.sizes()) {
+    // Python's wording (torch/nn/modules/module.py, _load_from_state_dict).
+    plan.errors.push_back(fmt::format(
+        "size mismatch for {}: copying a param with shape {} from checkpoint, the shape in "
+        "current model is {}.",
+        name, fmt::streamed(value.sizes()), fmt::streamed(destination.sizes())));
+    return;
+  }
+  try {
+    plan.copies.emplace_back(destination, value.to(destination.device(), destination.scalar_type()));
+  } catch (const c10::Error& e) {
+    plan.errors.push_back(fmt::format("cannot convert {} from {} to {}: {}", name,
+                                      c10::toString(value.scalar_type()),
+                                      c10::toString(destination.scalar_type()),
+                                      e.what_without_backtrace()));
+  }
+}
+
+/// Step 3: matches the provided tensors against the module's.
+LoadPlan plan_load(const torch::nn::Module& module, const TensorMap& provided, bool strict) {
+  LoadPlan plan;
+  std::set<std::string> used;
+  for (const auto& [name, destination] : state_dict(module)) {
+    const auto found = provided.find(name);
+    if (found == provided.end()) {
+      plan.result.missing_keys.push_back(name);
+      continue;
+    }
+    used.insert(name);
+    plan_copy(name, destination, found->second, plan);
+  }
+  for (const auto& [name, tensor] : provided) {
+    if (used.count(name) == 0) {
+      plan.result.unexpected_keys.push_back(name);
+    }
+  }
+  if (strict && !plan.result.unexpected_keys.empty()) {
+    plan.errors.insert(plan.errors.begin(), fmt::format("Unexpected key(s) in state_dict: {}.",
+                                                        quoted_list(plan.result.unexpected_keys)));
+  }
+  if (strict && !plan.result.missing_keys.empty()) {
+    plan.errors.insert(plan.errors.begin(), fmt::format("Missing key(s) in state_dict: {}.",
+                                                        quoted_list(plan.result.missing_keys)));
+  }
+  return plan;
+}
+
+/// Step 4: one error listing every problem, if there is any.
+void check_plan(const LoadPlan& plan, const torch::nn::Module& module, const std::string& prefix,
+                const std::string& source) {
+  if (plan.errors.empty()) {
+    return;
+  }
+  std::string message = fmt::format("error(s) in loading state_dict for {}{}:", module.name(),
+                                    prefix.empty() ? "" : fmt::format(" (prefix '{}')", prefix));
+  for (const auto& error : plan.errors) {
+    message += "\n\t" + error;
+  }
+  detail::fail_file(source, message);
+}
+
 }  // namespace
 
-std::map<std::string, torch::Tensor> read_state_dict(const std::string& path) {
+ReadResult read_state_dict_with_report(const std::string& path) {
   switch (detail::detect_format(path)) {
     case detail::FileFormat::kTorchSave:
       return detail::read_torch_save(path);
     case detail::FileFormat::kTorchScript:
-      return detail::read_torchscript(path);
+      return {detail::read_torchscript(path), {}};
     case detail::FileFormat::kSafetensors:
-      return detail::read_safetensors(path);
+      return {detail::read_safetensors(path), {}};
   }
   detail::fail_file(path, "unknown format");
+}
+
+std::map<std::string, torch::Tensor> read_state_dict(const std::string& path) {
+  return read_state_dict_with_report(path).tensors;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> state_dict(const torch::nn::Module& module) {
@@ -83,106 +193,30 @@ std::vector<std::pair<std::string, torch::Tensor>> state_dict(const torch::nn::M
 LoadResult load_state_dict(torch::nn::Module& module,
                            const std::string& path,
                            const LoadOptions& options) {
-  return load_state_dict(module, read_state_dict(path), options, path);
+  ReadResult read = read_state_dict_with_report(path);
+  LoadResult result = load_state_dict(module, read.tensors, options, path);
+  result.skipped_paths = std::move(read.skipped);
+  return result;
 }
 
 LoadResult load_state_dict(torch::nn::Module& module,
                            const std::map<std::string, torch::Tensor>& state_dict_in,
                            const LoadOptions& options,
                            const std::string& source) {
-  // 1. Select the keys under the prefix and strip it.
   std::string prefix = options.prefix();
   if (!prefix.empty() && prefix.back() != '.') {
     prefix += '.';  // "self_attn" means "self_attn."
   }
-  TensorMap selected;
-  for (const auto& [key, tensor] : state_dict_in) {
-    if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0) {
-      selected.emplace(key.substr(prefix.size()), tensor);
-    }
-  }
-  if (!prefix.empty() && selected.empty()) {
-    detail::fail_file(source, fmt::format("prefix '{}' matches no key; the keys are {}", prefix,
-                                          some_keys(state_dict_in)));
-  }
-
-  // 2. Rename.
-  TensorMap provided;
-  std::map<std::string, std::string> renamed_from;
-  for (const auto& [key, tensor] : selected) {
-    const std::string name = options.key_map().apply(key);
-    const auto [it, inserted] = renamed_from.emplace(name, key);
-    if (!inserted) {
-      detail::fail_file(source, fmt::format("keys '{}{}' and '{}{}' both map to '{}'", prefix,
-                                            it->second, prefix, key, name));
-    }
-    provided.emplace(name, tensor);
-  }
-
-  // 3. Match against the module and validate everything before copying.
-  const auto expected = state_dict(module);
-  LoadResult result;
-  std::vector<std::string> errors;
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (destination, converted)
-  std::set<std::string> used;
-  for (const auto& [name, destination] : expected) {
-    const auto found = provided.find(name);
-    if (found == provided.end()) {
-      result.missing_keys.push_back(name);
-      continue;
-    }
-    used.insert(name);
-    const auto& value = found->second;
-    if (value.sizes() != destination.sizes()) {
-      // Python's wording (torch/nn/modules/module.py, _load_from_state_dict).
-      errors.push_back(fmt::format(
-          "size mismatch for {}: copying a param with shape {} from checkpoint, the shape in "
-          "current model is {}.",
-          name, fmt::streamed(value.sizes()), fmt::streamed(destination.sizes())));
-      continue;
-    }
-    try {
-      // copy_ semantics: any dtype converts; done now so that a failure leaves
-      // the module untouched.
-      copies.emplace_back(destination, value.to(destination.device(), destination.scalar_type()));
-    } catch (const c10::Error& e) {
-      errors.push_back(fmt::format("cannot convert {} from {} to {}: {}", name,
-                                   c10::toString(value.scalar_type()),
-                                   c10::toString(destination.scalar_type()),
-                                   e.what_without_backtrace()));
-    }
-  }
-  for (const auto& [name, tensor] : provided) {
-    if (used.count(name) == 0) {
-      result.unexpected_keys.push_back(name);
-    }
-  }
-  if (options.strict()) {
-    if (!result.unexpected_keys.empty()) {
-      errors.insert(errors.begin(),
-                    fmt::format("Unexpected key(s) in state_dict: {}.",
-                                quoted_list(result.unexpected_keys)));
-    }
-    if (!result.missing_keys.empty()) {
-      errors.insert(errors.begin(), fmt::format("Missing key(s) in state_dict: {}.",
-                                                quoted_list(result.missing_keys)));
-    }
-  }
-  if (!errors.empty()) {
-    std::string message = fmt::format("error(s) in loading state_dict for {}{}:", module.name(),
-                                      prefix.empty() ? "" : fmt::format(" (prefix '{}')", prefix));
-    for (const auto& error : errors) {
-      message += "\n\t" + error;
-    }
-    detail::fail_file(source, message);
-  }
-
-  // 4. Copy: cannot fail any more (same shapes, dtypes and devices).
+  const TensorMap provided = rename_keys(select_prefix(state_dict_in, prefix, source),
+                                         options.key_map(), prefix, source);
+  LoadPlan plan = plan_load(module, provided, options.strict());
+  check_plan(plan, module, prefix, source);
+  // Step 5, the copy: cannot fail any more (same shapes, dtypes and devices).
   torch::NoGradGuard no_grad;
-  for (auto& [destination, converted] : copies) {
+  for (auto& [destination, converted] : plan.copies) {
     destination.copy_(converted);
   }
-  return result;
+  return plan.result;
 }
 
 void save_state_dict(const torch::nn::Module& module, const std::string& path) {

@@ -81,83 +81,100 @@ json parse_header(const std::string& path, const char* begin, const char* end) {
   }
 }
 
-/// A non-negative integer of the header, or an error naming `what`.
-uint64_t header_uint(const std::string& path, const json& value, const std::string& what) {
+/// A non-negative integer of the header, or an error naming tensor `name`'s `what`.
+uint64_t header_uint(const std::string& path, const json& value, const std::string& name,
+                     const char* what) {
   if (!value.is_number_unsigned()) {
-    fail_file(path, fmt::format("invalid safetensors header: {} is {}, expected a non-negative "
-                                "integer",
-                                what, value.dump()));
+    fail_file(path, fmt::format("invalid safetensors header: tensor '{}' {} is {}, expected a "
+                                "non-negative integer",
+                                name, what, value.dump()));
   }
   return value.get<uint64_t>();
 }
 
+/// The entry's dtype, checked.
+c10::ScalarType entry_dtype(const std::string& path, const std::string& name, const json& info) {
+  const auto& dtype_json = info.at("dtype");
+  if (!dtype_json.is_string()) {
+    fail_file(path, fmt::format("invalid safetensors header: tensor '{}' has dtype {}, expected "
+                                "a string",
+                                name, dtype_json.dump()));
+  }
+  const auto dtype = safetensors_to_dtype(dtype_json.get_ref<const std::string&>());
+  if (!dtype) {
+    fail_file(path, fmt::format("tensor '{}' has unknown dtype '{}'", name,
+                                dtype_json.get_ref<const std::string&>()));
+  }
+  return *dtype;
+}
+
+/// The entry's shape, checked; `bytes` becomes the size of its data.
+std::vector<int64_t> entry_shape(const std::string& path, const std::string& name,
+                                 const json& info, uint64_t& bytes) {
+  const auto& shape_json = info.at("shape");
+  if (!shape_json.is_array()) {
+    fail_file(path, fmt::format("invalid safetensors header: tensor '{}' has shape {}, expected "
+                                "an array",
+                                name, shape_json.dump()));
+  }
+  std::vector<int64_t> shape;
+  for (const auto& dim_json : shape_json) {
+    const uint64_t dim = header_uint(path, dim_json, name, "shape entry");
+    if (dim > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(bytes, dim, &bytes) ||
+        bytes > static_cast<uint64_t>(INT64_MAX)) {
+      fail_file(path, fmt::format("tensor '{}': shape {} is too large", name, shape_json.dump()));
+    }
+    shape.push_back(static_cast<int64_t>(dim));
+  }
+  return shape;
+}
+
 TensorEntry parse_entry(const std::string& path, const std::string& name, const json& info) {
-  const auto where = fmt::format("tensor '{}'", name);
   if (!info.is_object()) {
-    fail_file(path, fmt::format("invalid safetensors header: {} is {}, expected an object", where,
-                                info.type_name()));
+    fail_file(path, fmt::format("invalid safetensors header: tensor '{}' is {}, expected an "
+                                "object",
+                                name, info.type_name()));
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!info.contains(field)) {
-      fail_file(path, fmt::format("invalid safetensors header: {} has no '{}'", where, field));
+      fail_file(path, fmt::format("invalid safetensors header: tensor '{}' has no '{}'", name,
+                                  field));
     }
   }
-  const auto& dtype_json = info.at("dtype");
-  if (!dtype_json.is_string()) {
-    fail_file(path, fmt::format("invalid safetensors header: {} has dtype {}, expected a string",
-                                where, dtype_json.dump()));
-  }
-  const auto dtype_name = dtype_json.get<std::string>();
-  const auto dtype = safetensors_to_dtype(dtype_name);
-  if (!dtype) {
-    fail_file(path, fmt::format("{} has unknown dtype '{}'", where, dtype_name));
-  }
-  const auto& shape_json = info.at("shape");
-  if (!shape_json.is_array()) {
-    fail_file(path, fmt::format("invalid safetensors header: {} has shape {}, expected an array",
-                                where, shape_json.dump()));
-  }
-  TensorEntry entry{name, *dtype, {}, 0, 0};
-  uint64_t bytes = c10::elementSize(*dtype);
-  for (const auto& dim_json : shape_json) {
-    const uint64_t dim = header_uint(path, dim_json, where + " shape entry");
-    if (dim > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(bytes, dim, &bytes) ||
-        bytes > static_cast<uint64_t>(INT64_MAX)) {
-      fail_file(path, fmt::format("{}: shape {} is too large", where, shape_json.dump()));
-    }
-    entry.shape.push_back(static_cast<int64_t>(dim));
-  }
+  TensorEntry entry{name, entry_dtype(path, name, info), {}, 0, 0};
+  uint64_t bytes = c10::elementSize(entry.dtype);
+  entry.shape = entry_shape(path, name, info, bytes);
   const auto& offsets = info.at("data_offsets");
   if (!offsets.is_array() || offsets.size() != 2) {
-    fail_file(path, fmt::format("invalid safetensors header: {} has data_offsets {}, expected "
-                                "[begin, end]",
-                                where, offsets.dump()));
+    fail_file(path, fmt::format("invalid safetensors header: tensor '{}' has data_offsets {}, "
+                                "expected [begin, end]",
+                                name, offsets.dump()));
   }
-  entry.begin = header_uint(path, offsets[0], where + " data_offsets begin");
-  entry.end = header_uint(path, offsets[1], where + " data_offsets end");
+  entry.begin = header_uint(path, offsets[0], name, "data_offsets begin");
+  entry.end = header_uint(path, offsets[1], name, "data_offsets end");
   if (entry.end < entry.begin) {
-    fail_file(path, fmt::format("{}: data_offsets [{}, {}] end before they begin", where,
+    fail_file(path, fmt::format("tensor '{}': data_offsets [{}, {}] end before they begin", name,
                                 entry.begin, entry.end));
   }
   if (entry.end - entry.begin != bytes) {
-    fail_file(path, fmt::format("{}: data_offsets [{}, {}] hold {} bytes, but shape {} of dtype "
-                                "{} needs {}",
-                                where, entry.begin, entry.end, entry.end - entry.begin,
-                                shape_json.dump(), dtype_name, bytes));
+    fail_file(path, fmt::format("tensor '{}': data_offsets [{}, {}] hold {} bytes, but shape {} "
+                                "of dtype {} needs {}",
+                                name, entry.begin, entry.end, entry.end - entry.begin,
+                                info.at("shape").dump(),
+                                info.at("dtype").get_ref<const std::string&>(), bytes));
   }
   return entry;
 }
 
-}  // namespace
-
-TensorMap read_safetensors(const std::string& path) {
-  InputFile file(path);
+/// The JSON header (an object) and, in `header_bytes`, its size field, checked
+/// against the file.
+json read_header(InputFile& file, uint64_t& header_bytes) {
+  const auto& path = file.path();
   if (file.size() < 8) {
     fail_file(path, fmt::format("truncated safetensors file: {} bytes, the header size alone "
                                 "takes 8",
                                 file.size()));
   }
-  uint64_t header_bytes = 0;
   file.read_at(0, &header_bytes, 8);  // little-endian hosts only
   if (header_bytes > kMaxHeaderBytes) {
     fail_file(path, fmt::format("safetensors header size {} exceeds the {} byte limit",
@@ -173,28 +190,34 @@ TensorMap read_safetensors(const std::string& path) {
   if (header_text.empty() || header_text[0] != '{') {
     fail_file(path, "invalid safetensors header: it does not start with '{'");
   }
-  const char* header_begin = header_text.data();
-  const json header = parse_header(path, header_begin, header_begin + header_bytes);
+  json header = parse_header(path, header_text.data(), header_text.data() + header_bytes);
   if (!header.is_object()) {
     fail_file(path, fmt::format("invalid safetensors header: the header is {}, expected an object",
                                 header.type_name()));
   }
+  return header;
+}
 
-  const uint64_t data_start = 8 + header_bytes;
-  const uint64_t data_bytes = file.size() - data_start;
+void check_metadata(const std::string& path, const json& metadata) {
+  if (!metadata.is_object()) {
+    fail_file(path, "invalid safetensors header: __metadata__ is not an object");
+  }
+  for (const auto& [key, value] : metadata.items()) {
+    if (!value.is_string()) {
+      fail_file(path, fmt::format("invalid safetensors header: __metadata__ entry '{}' is {}, "
+                                  "expected a string",
+                                  key, value.dump()));
+    }
+  }
+}
+
+/// The header's tensor entries, each inside the `data_bytes` after the header.
+std::vector<TensorEntry> parse_entries(const std::string& path, const json& header,
+                                       uint64_t data_bytes) {
   std::vector<TensorEntry> entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
-      if (!info.is_object()) {
-        fail_file(path, "invalid safetensors header: __metadata__ is not an object");
-      }
-      for (const auto& [key, value] : info.items()) {
-        if (!value.is_string()) {
-          fail_file(path, fmt::format("invalid safetensors header: __metadata__ entry '{}' is {}, "
-                                      "expected a string",
-                                      key, value.dump()));
-        }
-      }
+      check_metadata(path, info);
       continue;
     }
     entries.push_back(parse_entry(path, name, info));
@@ -205,8 +228,12 @@ TensorMap read_safetensors(const std::string& path) {
                                   name, entry.begin, entry.end, data_bytes));
     }
   }
+  return entries;
+}
 
-  // The ranges, in file order, must tile the data exactly.
+/// The ranges, in file order, must tile the data exactly.
+void check_coverage(const std::string& path, const std::vector<TensorEntry>& entries,
+                    uint64_t data_bytes) {
   std::vector<const TensorEntry*> by_offset;
   for (const auto& entry : entries) {
     by_offset.push_back(&entry);
@@ -234,8 +261,11 @@ TensorMap read_safetensors(const std::string& path) {
                                 "tensors use {})",
                                 data_bytes - expected_begin, data_bytes, expected_begin));
   }
+}
 
-  // Everything checked: read each tensor's bytes straight into it.
+/// Reads each tensor's bytes straight into it (everything was checked).
+TensorMap read_tensors(InputFile& file, const std::vector<TensorEntry>& entries,
+                       uint64_t data_start) {
   TensorMap out;
   for (const auto& entry : entries) {
     auto tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(entry.dtype));
@@ -243,16 +273,28 @@ TensorMap read_safetensors(const std::string& path) {
     file.read_at(data_start + entry.begin, tensor.data_ptr(), bytes);
     if (entry.dtype == c10::kBool) {
       const auto* data = static_cast<const uint8_t*>(tensor.data_ptr());
-      for (size_t i = 0; i < bytes; ++i) {
-        if (data[i] > 1) {
-          fail_file(path, fmt::format("tensor '{}' of dtype BOOL holds byte {} at index {}",
-                                      entry.name, data[i], i));
-        }
+      const auto* bad = std::find_if(data, data + bytes, [](uint8_t byte) { return byte > 1; });
+      if (bad != data + bytes) {
+        fail_file(file.path(), fmt::format("tensor '{}' of dtype BOOL holds byte {} at index {}",
+                                           entry.name, *bad, bad - data));
       }
     }
     out.emplace(entry.name, std::move(tensor));
   }
   return out;
+}
+
+}  // namespace
+
+TensorMap read_safetensors(const std::string& path) {
+  InputFile file(path);
+  uint64_t header_bytes = 0;
+  const json header = read_header(file, header_bytes);
+  const uint64_t data_start = 8 + header_bytes;
+  const uint64_t data_bytes = file.size() - data_start;
+  const auto entries = parse_entries(path, header, data_bytes);
+  check_coverage(path, entries, data_bytes);
+  return read_tensors(file, entries, data_start);
 }
 
 }  // namespace detail
