@@ -10,6 +10,7 @@
 // the message must also start with the file's path), and `mha-parity`'s
 // arguments (a separate process: exit status 2 and the message on stderr).
 
+#include "module_state.h"
 #include "support.h"
 #include "weights_files.h"
 
@@ -125,12 +126,9 @@ F::MultiheadAttentionForwardFuncOptions functional_options(MultiheadAttention& m
       .training(m->is_training());
 }
 
-std::vector<Row> rows() {
-  using M = MultiheadAttention;
-  using I = Inputs;
-  const Tensor none;
+/// Construction: invalid options (ValueError, nothing drawn from the generator).
+std::vector<Row> construction_rows() {
   return {
-      // ~~~ Construction ~~~
       construction("EmbedDimZero", opts(0, 2), {"embed_dim and num_heads must be greater than 0", "embed_dim=0"}),
       construction("EmbedDimNegative", opts(-8, 2), {"greater than 0", "embed_dim=-8"}),
       construction("NumHeadsZero", opts(8, 0), {"greater than 0", "num_heads=0"}),
@@ -141,9 +139,15 @@ std::vector<Row> rows() {
       construction("DropoutNegative", opts(8, 2).dropout(-0.25), {"dropout probability", "between 0 and 1", "-0.25"}),
       construction("DropoutNaN", opts(8, 2).dropout(std::nan("")), {"dropout probability", "between 0 and 1", "nan"}),
       construction("KdimZero", opts(8, 2).kdim(0), {"kdim and vdim must be greater than 0", "kdim=0", "vdim=8"}),
-      construction("VdimNegative", opts(8, 2).kdim(4).vdim(-3), {"greater than 0", "kdim=4", "vdim=-3"}),
+      construction("VdimNegative", opts(8, 2).kdim(4).vdim(-3), {"greater than 0", "kdim=4", "vdim=-3"})
+  };
+}
 
-      // ~~~ query, key, value ~~~
+/// forward: query, key and value.
+std::vector<Row> input_rows() {
+  using M = MultiheadAttention;
+  using I = Inputs;
+  return {
       forward("UndefinedQuery", [](M& m, const I& x) { m(Tensor(), x.k, x.v); },
               {"expected query to be a defined tensor, but got an undefined one"}),
       forward("UndefinedKey", [](M& m, const I& x) { m(x.q, Tensor(), x.v); },
@@ -193,9 +197,15 @@ std::vector<Row> rows() {
       forward("QueryOnMeta", [](M& m, const I& x) { m(on_meta({4, 3, 8}), x.k, x.v); },
               {"expected query on the parameters' device cpu, but got meta"}),
       forward("ValueOnMeta", [](M& m, const I& x) { m(x.q, x.k, on_meta({6, 3, 8})); },
-              {"expected value on the parameters' device cpu, but got meta"}),
+              {"expected value on the parameters' device cpu, but got meta"})
+  };
+}
 
-      // ~~~ key_padding_mask ~~~
+/// forward: key_padding_mask.
+std::vector<Row> key_padding_mask_rows() {
+  using M = MultiheadAttention;
+  using I = Inputs;
+  return {
       forward("KeyPaddingMaskLong", [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kInt64)); },
               {"only bool and floating types of key_padding_mask are supported, but got Long"}, Kind::kTypeError),
       forward("KeyPaddingMaskByte", [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kUInt8)); },
@@ -215,9 +225,16 @@ std::vector<Row> rows() {
       forward("UnbatchedKeyPaddingMaskLength", [](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), bools({5})); },
               {"Expected key_padded_mask.shape[1] to be 6, but got 5"}),
       forward("KeyPaddingMaskDoubleWithWeights", [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kFloat64)); },
-              {"attention mask", "key_padding_mask", "query's dtype Float", "but got Double"}, Kind::kTypeError),
+              {"attention mask", "key_padding_mask", "query's dtype Float", "but got Double"}, Kind::kTypeError)
+  };
+}
 
-      // ~~~ attn_mask ~~~
+/// forward: attn_mask and is_causal.
+std::vector<Row> attn_mask_rows() {
+  using M = MultiheadAttention;
+  using I = Inputs;
+  const Tensor none;
+  return {
       forward("AttnMaskByte", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, torch::zeros({4, 6}, torch::kUInt8)); },
               {"only bool and floating types of attn_mask are supported, but got Byte"}, Kind::kTypeError),
       forward("AttnMaskInt", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, torch::zeros({4, 6}, torch::kInt32)); },
@@ -243,9 +260,15 @@ std::vector<Row> rows() {
       forward("AttnMaskDoubleWithoutWeights", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, torch::zeros({4, 6}, torch::kFloat64)); },
               {"Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: double and  query.dtype: float"}),
       forward("IsCausalWithoutAttnMask", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, none, true, /*is_causal=*/true); },
-              {"Need attn_mask if specifying the is_causal hint."}),
+              {"Need attn_mask if specifying the is_causal hint."})
+  };
+}
 
-      // ~~~ The functional form ~~~
+/// The functional form.
+std::vector<Row> functional_rows() {
+  using M = MultiheadAttention;
+  using I = Inputs;
+  return {
       forward("FunctionalEmbedDimToCheck", [](M& m, const I& x) {
                 F::multi_head_attention_forward(x.q, x.k, x.v, functional_options(m).embed_dim_to_check(16)); },
               {"was expecting embedding dimension of 16, but got 8"}),
@@ -263,9 +286,13 @@ std::vector<Row> rows() {
                              .q_proj_weight(torch::randn({8, 8})).k_proj_weight(torch::randn({8, 5}))
                              .v_proj_weight(torch::randn({8, 8}));
                 F::multi_head_attention_forward(x.q, x.k, x.v, o); },
-              {"expecting key weights shape of (8, 8), but got torch.Size([8, 5])"}),
+              {"expecting key weights shape of (8, 8), but got torch.Size([8, 5])"})
+  };
+}
 
-      // ~~~ Loaders: the file is bad (the message starts with its path) ~~~
+/// Loaders: the file is bad (the message starts with its path).
+std::vector<Row> bad_file_rows() {
+  return {
       loader("NonexistentPath", [](const std::string& dir) {
         return in(dir, "missing.pt");
       }, {"no such file"}),
@@ -438,9 +465,13 @@ std::vector<Row> rows() {
       loader("TorchScriptStringPastItsRecord", [](const std::string& dir) {
                return write_bytes(in(dir, "string_length.pt"),
                                   read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-pickle-string-length"));
-             }, {"cannot load the TorchScript archive: Unexpected end of pickler archive."}),
+             }, {"cannot load the TorchScript archive: Unexpected end of pickler archive."})
+  };
+}
 
-      // ~~~ Loaders: the file is fine, the module does not match ~~~
+/// Loaders: the file is fine, the module does not match.
+std::vector<Row> mismatched_module_rows() {
+  return {
       loader("SizeMismatch", [](const std::string&) { return fixture("mha.pt"); },
              {"error(s) in loading state_dict for", "size mismatch for in_proj_weight: copying a param with shape [48, 16] from checkpoint, the shape in current model is [24, 8]."},
              {}, opts(8, 2)),
@@ -457,9 +488,14 @@ std::vector<Row> rows() {
              {"keys 'in_proj_bias' and 'in_proj_weight' both map to 'in_proj_weight'"},
              mha::LoadOptions().key_map(mha::KeyMap().rename("in_proj_bias", "in_proj_weight"))),
       loader("PrefixOfNothingNonStrict", [](const std::string&) { return fixture("mha.pt"); },
-             {"prefix 'decoder.' matches no key"}, mha::LoadOptions().prefix("decoder.").strict(false)),
+             {"prefix 'decoder.' matches no key"}, mha::LoadOptions().prefix("decoder.").strict(false))
+  };
+}
 
-      // ~~~ mha-parity arguments ~~~
+/// mha-parity's arguments (exit status 2, the message on stderr).
+std::vector<Row> parity_cli_rows() {
+  const Tensor none;
+  return {
       parity_cli("CliNoArguments", {}, {"give a bundle file, or --weights FILE and --inputs FILE"}),
       parity_cli("CliUnknownOption", {"--frobnicate"}, {"unknown option '--frobnicate'"}),
       parity_cli("CliOptionWithoutValue", {"--weights"}, {"--weights needs a value"}),
@@ -480,19 +516,24 @@ std::vector<Row> rows() {
       parity_cli("CliInputsWithoutQuery", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/mha.pt", "--num-heads", "4"},
                  {"mha.pt: no tensor 'query' (expected query, key, value)"}),
       parity_cli("CliPrefixWithoutWeights", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "nope.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
-                 {"encoder_layer.pt: no 'out_proj.weight' under prefix 'nope.'"}),
+                 {"encoder_layer.pt: prefix 'nope.' matches no key"}),
+      parity_cli("CliPrefixWithoutAttention", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "linear1.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
+                 {"encoder_layer.pt: no 'out_proj.weight' under prefix 'linear1.'"}),
       parity_cli("CliEmbedDimDisagrees", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4", "--embed-dim", "8"},
                  {"--embed-dim 8 but the weights have embed_dim 16"}),
       parity_cli("CliNumHeadsNotDividing", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "3"},
-                 {"embed_dim must be divisible by num_heads, got embed_dim=16 and num_heads=3"}),
+                 {"embed_dim must be divisible by num_heads, got embed_dim=16 and num_heads=3"})
   };
 }
 
-std::vector<std::pair<std::string, Tensor>> snapshot(const MultiheadAttention& m) {
-  std::vector<std::pair<std::string, Tensor>> state;
-  for (const auto& item : m->named_parameters()) state.emplace_back(item.key(), item.value().detach().clone());
-  for (const auto& item : m->named_buffers()) state.emplace_back(item.key(), item.value().detach().clone());
-  return state;
+/// Every row, one table per subsystem.
+std::vector<Row> rows() {
+  std::vector<Row> all;
+  for (auto table : {construction_rows, input_rows, key_padding_mask_rows, attn_mask_rows,
+                     functional_rows, bad_file_rows, mismatched_module_rows, parity_cli_rows}) {
+    for (auto& row : table()) all.push_back(std::move(row));
+  }
+  return all;
 }
 
 bool of_kind(const c10::Error& e, Kind kind) {
@@ -556,7 +597,7 @@ TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
   MultiheadAttention m{nullptr};
   if (row.call || row.file) m = MultiheadAttention(row.options);
   const Inputs inputs;
-  const auto state_before = m ? snapshot(m) : decltype(snapshot(m)){};
+  const auto state_before = m ? mha::support::snapshot(*m) : mha::support::ModuleState{};
   const bool training_before = m && m->is_training();
   const Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();  // after the inputs
 
@@ -588,7 +629,7 @@ TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
     return;
   }
   EXPECT_EQ(m->is_training(), training_before);
-  const auto state_after = snapshot(m);
+  const auto state_after = mha::support::snapshot(*m);
   ASSERT_EQ(state_after.size(), state_before.size());
   const auto params = m->named_parameters();
   for (size_t i = 0; i < state_after.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
 
+#include "module_state.h"
 #include "support.h"
 #include "weights_files.h"
 
@@ -46,16 +47,9 @@ std::string scratch(const std::string& name) {
   return scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "/" + name;
 }
 
-std::map<std::string, Tensor> named(const std::vector<std::pair<std::string, Tensor>>& items) {
-  return {items.begin(), items.end()};
-}
-
 std::map<std::string, Tensor> snapshot(const torch::nn::Module& module) {
-  std::map<std::string, Tensor> out;
-  for (const auto& [name, tensor] : state_dict(module)) {
-    out.emplace(name, tensor.clone());
-  }
-  return out;
+  const auto state = mha::support::snapshot(module);
+  return {state.begin(), state.end()};
 }
 
 void expect_same_tensors(const std::map<std::string, Tensor>& actual,

@@ -131,6 +131,15 @@ std::map<std::string, torch::Tensor> read_state_dict(const std::string& path);
 /// `read_state_dict`, plus the paths of the tensors the naming rules skipped.
 ReadResult read_state_dict_with_report(const std::string& path);
 
+/// The tensors `load_state_dict` would load from `state_dict`: the keys under
+/// `options.prefix()` (a missing final '.' is added), prefix stripped, renamed
+/// by `options.key_map()`. Throws `c10::Error` starting with `source` when the
+/// prefix matches no key or two keys get one name.
+std::map<std::string, torch::Tensor> select_state_dict(
+    const std::map<std::string, torch::Tensor>& state_dict,
+    const LoadOptions& options,
+    const std::string& source = "state_dict");
+
 /// Python's `module.load_state_dict(torch.load(path))` for any LibTorch
 /// module: parameters and buffers are matched by their full dotted names
 /// (`named_parameters()`/`named_buffers()`), values are converted as by

@@ -60,6 +60,15 @@ void add_state(const torch::nn::Module& module,
   }
 }
 
+/// The options' prefix ending with '.' unless empty: "self_attn" means "self_attn.".
+std::string dotted_prefix(const LoadOptions& options) {
+  std::string prefix = options.prefix();
+  if (!prefix.empty() && prefix.back() != '.') {
+    prefix += '.';
+  }
+  return prefix;
+}
+
 /// Step 1: the keys under `prefix` (which ends with '.' unless empty), stripped.
 TensorMap select_prefix(const TensorMap& state_dict_in, const std::string& prefix,
                         const std::string& source) {
@@ -199,16 +208,20 @@ LoadResult load_state_dict(torch::nn::Module& module,
   return result;
 }
 
+std::map<std::string, torch::Tensor> select_state_dict(
+    const std::map<std::string, torch::Tensor>& state_dict_in,
+    const LoadOptions& options,
+    const std::string& source) {
+  return rename_keys(select_prefix(state_dict_in, dotted_prefix(options), source),
+                     options.key_map(), dotted_prefix(options), source);
+}
+
 LoadResult load_state_dict(torch::nn::Module& module,
                            const std::map<std::string, torch::Tensor>& state_dict_in,
                            const LoadOptions& options,
                            const std::string& source) {
-  std::string prefix = options.prefix();
-  if (!prefix.empty() && prefix.back() != '.') {
-    prefix += '.';  // "self_attn" means "self_attn."
-  }
-  const TensorMap provided = rename_keys(select_prefix(state_dict_in, prefix, source),
-                                         options.key_map(), prefix, source);
+  const std::string prefix = dotted_prefix(options);
+  const TensorMap provided = select_state_dict(state_dict_in, options, source);
   LoadPlan plan = plan_load(module, provided, options.strict());
   check_plan(plan, module, prefix, source);
   // Step 5, the copy: cannot fail any more (same shapes, dtypes and devices).

@@ -18,6 +18,8 @@
 // - a load that throws leaves the module's parameters bitwise unchanged; a load
 //   that succeeds gives a module whose forward returns the documented shape.
 
+#include "module_state.h"
+#include "silent_warnings.h"
 #include "state_dict/formats.h"
 
 #include <mha/multihead_attention.h>
@@ -46,12 +48,6 @@ using Reader = mha::detail::TensorMap (*)(const std::string& path);
   std::abort();
 }
 
-/// Swallows TORCH_WARN output: it is not a finding.
-class SilentWarnings : public c10::WarningHandler {
- public:
-  void process(const c10::Warning& /*warning*/) override {}
-};
-
 /// One file per process under $TMPDIR, rewritten for every input.
 inline const std::string& scratch_path(const char* target) {
   static const std::string path = [target] {
@@ -74,25 +70,6 @@ inline uint64_t touch_addressed_bytes(const torch::Tensor& tensor) {
   uint64_t sum = 0;
   for (int64_t i = tensor.storage_offset() * item; i < (last + 1) * item; ++i) sum += bytes[i];
   return sum;
-}
-
-/// Parameters of the module under test, cloned.
-inline std::vector<torch::Tensor> snapshot(const torch::nn::Module& module) {
-  std::vector<torch::Tensor> copies;
-  for (const auto& p : module.parameters()) copies.push_back(p.detach().clone());
-  return copies;
-}
-
-inline bool unchanged(const torch::nn::Module& module, const std::vector<torch::Tensor>& before) {
-  const auto now = module.parameters();
-  if (now.size() != before.size()) return false;
-  for (size_t i = 0; i < now.size(); ++i) {
-    const auto& a = now[i];
-    const auto& b = before[i];
-    if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-    if (a.numel() > 0 && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) != 0) return false;
-  }
-  return true;
 }
 
 /// Runs `body`; a c10::Error is an accepted outcome unless it is an internal
@@ -119,7 +96,7 @@ bool completes(const char* target, const char* step, const std::string& path, Bo
 
 /// The whole check for one input (see the file comment).
 inline int fuzz_weights_file(const char* target, Reader reader, const uint8_t* data, size_t size) {
-  static SilentWarnings silent;
+  static mha::support::SilentWarnings silent;  // warnings are not findings
   static const bool initialised = [] {
     torch::set_num_threads(1);
     c10::WarningUtils::set_warning_handler(&silent);
@@ -127,7 +104,7 @@ inline int fuzz_weights_file(const char* target, Reader reader, const uint8_t* d
   }();
   (void)initialised;
   static mha::MultiheadAttention module(4, 2);
-  static const std::vector<torch::Tensor> original = snapshot(*module);
+  static const mha::support::ModuleState original = mha::support::snapshot(*module);
 
   const std::string& path = scratch_path(target);
   {
@@ -149,7 +126,10 @@ inline int fuzz_weights_file(const char* target, Reader reader, const uint8_t* d
     mha::load_state_dict(*module, path);
   });
   if (!loaded) {
-    if (!unchanged(*module, original)) finding(target, "a failed load changed the module");
+    if (const auto what = mha::support::state_difference(mha::support::snapshot(*module), original);
+        !what.empty()) {
+      finding(target, "a failed load changed the module: " + what);
+    }
     return 0;
   }
   completes(target, "forward", "", [&] {
@@ -159,8 +139,8 @@ inline int fuzz_weights_file(const char* target, Reader reader, const uint8_t* d
     if (out.sizes() != x.sizes()) finding(target, "forward after a load gave the wrong shape");
   });
   torch::NoGradGuard no_grad;  // back to the original weights for the next input
-  const auto params = module->parameters();
-  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(original[i]);
+  auto params = module->named_parameters();
+  for (const auto& [name, value] : original) params[name].copy_(value);
   return 0;
 }
 

@@ -271,26 +271,17 @@ Job job_from_bundle(const Args& args) {
 
 Job job_from_files(const Args& args) {
   auto weights = read_state_dict(args.weights);
-  // Options from the (selected, renamed) weights, as Python's constructor made them.
+  // Options from the selected, renamed weights, as Python's constructor made them.
   LoadOptions load;
   load.prefix(args.prefix);
   if (args.vit) {
     load.key_map(KeyMap::vit());
   }
-  std::string prefix = args.prefix;
-  if (!prefix.empty() && prefix.back() != '.') {
-    prefix += '.';
-  }
-  std::map<std::string, Tensor> named;
-  for (const auto& [key, tensor] : weights) {
-    if (key.compare(0, prefix.size(), prefix) == 0) {
-      named.emplace(load.key_map().apply(key.substr(prefix.size())), tensor);
-    }
-  }
+  const auto named = select_state_dict(weights, load, args.weights);
   TORCH_CHECK(named.count("out_proj.weight"),
               fmt::format("{}: no 'out_proj.weight' under prefix '{}' (use --prefix, or --vit "
                           "for qkv/proj names)",
-                          args.weights, prefix));
+                          args.weights, args.prefix));
   const int64_t embed_dim = named.at("out_proj.weight").size(0);
   TORCH_CHECK(!args.embed_dim || *args.embed_dim == embed_dim,
               fmt::format("--embed-dim {} but the weights have embed_dim {}", *args.embed_dim,
