@@ -11,6 +11,10 @@
 // cache_bytes: the cache's buffers. Python's fairseq-style loop is timed by
 // scripts/bench_decoding_python.py; scripts/bench_decoding.sh runs both.
 // --decode_smoke: each benchmark once, one iteration, outputs cross-checked.
+// --decode_paired=K: instead of Google Benchmark, K rounds per (N, T) on one
+// thread, each round one cached step then one floor step; prints the median of
+// each and the median of the per-round ratios, which a busy machine disturbs
+// less than separate timings.
 
 #include "kv_cache_state.h"
 
@@ -22,9 +26,13 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -125,10 +133,45 @@ void register_all() {
   }
 }
 
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+/// --decode_paired: cached and floor steps alternated, K rounds per shape.
+void run_paired(int rounds) {
+  at::set_num_threads(1);
+  c10::InferenceMode inference;
+  std::printf("| N | T | cached µs | floor µs | median cached / floor |\n|---|---|---|---|---|\n");
+  for (const int64_t n : {1, 8}) {
+    for (const int64_t t : {128, 1024, 4096}) {
+      Decoder d(n, t);
+      std::vector<double> cached, floor, ratio;
+      auto time = [](auto&& fn) {
+        const auto start = std::chrono::steady_clock::now();
+        benchmark::DoNotOptimize(fn());
+        return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count();
+      };
+      for (int r = 0; r < rounds; ++r) {
+        cached.push_back(time([&] { return d.cached(); }));
+        floor.push_back(time([&] { return d.floor(); }));
+        ratio.push_back(cached.back() / floor.back());
+      }
+      std::printf("| %ld | %ld | %.1f | %.1f | %.3f |\n", static_cast<long>(n),
+                  static_cast<long>(t), median(cached), median(floor), median(ratio));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--decode_paired=", 16) == 0) {
+      run_paired(std::atoi(argv[i] + 16));
+      return 0;
+    }
     if (std::strcmp(argv[i], "--decode_smoke") == 0) {
       smoke = true;
       for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];

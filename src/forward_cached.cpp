@@ -252,31 +252,25 @@ std::tuple<Tensor, Tensor, Tensor> project(
     const Tensor& value,
     bool batch_first) {
   const int64_t num_heads = m.options.num_heads();
+  auto heads = [&](const Tensor& x) { return to_heads(x, batch_first, num_heads); };
+  if (m.in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
+    // One GEMM (L, N, 3E), split into three views.
+    const auto qkv = at::linear(query, m.in_proj_weight, m.in_proj_bias).chunk(3, -1);
+    return {heads(qkv[0]), heads(qkv[1]), heads(qkv[2])};
+  }
   Tensor b_q, b_k, b_v;
   if (m.in_proj_bias.defined()) {
     const auto b = m.in_proj_bias.chunk(3);
     b_q = b[0], b_k = b[1], b_v = b[2];
   }
-  if (!m.in_proj_weight.defined()) {
-    const Tensor q = to_heads(at::linear(query, m.q_proj_weight, b_q), batch_first, num_heads);
-    if (!key.defined()) return {q, Tensor(), Tensor()};
-    return {
-        q, to_heads(at::linear(key, m.k_proj_weight, b_k), batch_first, num_heads),
-        to_heads(at::linear(value, m.v_proj_weight, b_v), batch_first, num_heads)};
+  Tensor w_q = m.q_proj_weight, w_k = m.k_proj_weight, w_v = m.v_proj_weight;
+  if (m.in_proj_weight.defined()) {
+    const auto w = m.in_proj_weight.chunk(3);
+    w_q = w[0], w_k = w[1], w_v = w[2];
   }
-  if (query.is_same(key) && key.is_same(value)) {
-    // One GEMM (L, N, 3E), split into three views.
-    const auto qkv = at::linear(query, m.in_proj_weight, m.in_proj_bias).chunk(3, -1);
-    return {
-        to_heads(qkv[0], batch_first, num_heads), to_heads(qkv[1], batch_first, num_heads),
-        to_heads(qkv[2], batch_first, num_heads)};
-  }
-  const auto w = m.in_proj_weight.chunk(3);
-  const Tensor q = to_heads(at::linear(query, w[0], b_q), batch_first, num_heads);
+  const Tensor q = heads(at::linear(query, w_q, b_q));
   if (!key.defined()) return {q, Tensor(), Tensor()};
-  return {
-      q, to_heads(at::linear(key, w[1], b_k), batch_first, num_heads),
-      to_heads(at::linear(value, w[2], b_v), batch_first, num_heads)};
+  return {q, heads(at::linear(key, w_k, b_k)), heads(at::linear(value, w_v, b_v))};
 }
 
 /// Attention of q (N, H, L, hd) over k, v (N, H, S, hd): SDPA, or, with
