@@ -8,6 +8,10 @@ its key and value onto the cached ones (N, H, T, hd) -> (N, H, T + 1, hd),
 F.scaled_dot_product_attention, out_proj. The concatenated cache is dropped
 after each step, so every timed step starts from length T.
 
+Also timed, as decode/python_prealloc/...: the same step writing into a
+preallocated (N, H, T + 1, hd) cache with copy_ instead of torch.cat (what
+mha's KVCache does), to separate the cost of the cat from Python's overhead.
+
 Timings: torch.utils.benchmark.Timer.blocked_autorange, median, microseconds.
 Output: JSON with entries named decode/python/N:<n>/T:<t>/threads:<k>.
 
@@ -35,6 +39,16 @@ def step(x, w, b, w_out, b_out, k_cache, v_cache):
     return F.linear(out.transpose(1, 2).reshape(n, 1, EMBED_DIM), w_out, b_out)
 
 
+def step_prealloc(x, w, b, w_out, b_out, k_buf, v_buf):
+    n, t = x.size(0), k_buf.size(2) - 1
+    q, k, v = F.linear(x, w, b).chunk(3, dim=-1)                    # (N, 1, E) each
+    q, k, v = (t_.view(n, 1, NUM_HEADS, HEAD_DIM).transpose(1, 2) for t_ in (q, k, v))
+    k_buf[:, :, t:t + 1].copy_(k)                                    # (N, H, T + 1, hd)
+    v_buf[:, :, t:t + 1].copy_(v)
+    out = F.scaled_dot_product_attention(q, k_buf, v_buf)           # (N, H, 1, hd)
+    return F.linear(out.transpose(1, 2).reshape(n, 1, EMBED_DIM), w_out, b_out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,15 +64,20 @@ def main():
                 x = torch.randn(n, 1, EMBED_DIM)
                 k_cache = torch.randn(n, NUM_HEADS, t, HEAD_DIM)
                 v_cache = torch.randn(n, NUM_HEADS, t, HEAD_DIM)
+                k_buf = torch.randn(n, NUM_HEADS, t + 1, HEAD_DIM)
+                v_buf = torch.randn(n, NUM_HEADS, t + 1, HEAD_DIM)
                 for threads in (1, 2):
-                    timer = Timer("step(x, w, b, wo, bo, k, v)", num_threads=threads,
-                                  globals={"step": step, "x": x, "w": attn.in_proj_weight,
-                                           "b": attn.in_proj_bias, "wo": attn.out_proj.weight,
-                                           "bo": attn.out_proj.bias, "k": k_cache, "v": v_cache})
-                    m = timer.timeit(1) if args.smoke else timer.blocked_autorange(min_run_time=0.5)
-                    name = f"decode/python/N:{n}/T:{t}/threads:{threads}"
-                    results.append({"name": name, "median_us": m.median * 1e6})
-                    print(f"{name}: {m.median * 1e6:.1f} us")
+                    for impl, fn, k, v in (("python", step, k_cache, v_cache),
+                                           ("python_prealloc", step_prealloc, k_buf, v_buf)):
+                        timer = Timer("fn(x, w, b, wo, bo, k, v)", num_threads=threads,
+                                      globals={"fn": fn, "x": x, "w": attn.in_proj_weight,
+                                               "b": attn.in_proj_bias, "wo": attn.out_proj.weight,
+                                               "bo": attn.out_proj.bias, "k": k, "v": v})
+                        m = (timer.timeit(1) if args.smoke
+                             else timer.blocked_autorange(min_run_time=0.5))
+                        name = f"decode/{impl}/N:{n}/T:{t}/threads:{threads}"
+                        results.append({"name": name, "median_us": m.median * 1e6})
+                        print(f"{name}: {m.median * 1e6:.1f} us")
     with open(args.out, "w") as f:
         json.dump({"torch": torch.__version__, "benchmarks": results}, f, indent=1)
 

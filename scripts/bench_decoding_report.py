@@ -38,9 +38,9 @@ def fmt(v, digits=2):
 
 
 def markdown(times, cache):
-    rows = ["| N | T | threads | cached µs | floor µs | Python loop µs | recompute µs "
-            "| cached / floor | cached / Python | recompute / cached | cache MiB |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| N | T | threads | cached µs | floor µs | Python loop µs | Python prealloc µs "
+            "| recompute µs | cached / floor | cached / Python | recompute / cached | cache MiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n in (1, 8):
         for t in (128, 1024, 4096):
             for k in (1, 2):
@@ -49,7 +49,8 @@ def markdown(times, cache):
                 rec = get("recompute")
                 rows.append(
                     f"| {n} | {t} | {k} | {fmt(get('cached'), 1)} | {fmt(get('floor'), 1)} "
-                    f"| {fmt(get('python'), 1)} | {fmt(rec, 0)} "
+                    f"| {fmt(get('python'), 1)} | {fmt(get('python_prealloc'), 1)} "
+                    f"| {fmt(rec, 0)} "
                     f"| {fmt(ratio(times, 'cached', 'floor', key))} "
                     f"| {fmt(ratio(times, 'cached', 'python', key))} "
                     f"| {fmt(rec / get('cached') if rec else None, 0)} "
