@@ -215,21 +215,21 @@ Tensor attention_mask(
   Tensor mask = F::canonical_mask(attn_mask, "attn_mask", std::nullopt, "", dtype, false);
   if (mask.defined()) {
     // (L, S) -> (1, 1, L, S); (N * H, L, S) -> (N, H, L, S)
-    mask = mask.dim() == 2 ? mask.view({1, 1, s.tgt_len, s.total_len})
-                           : mask.view({s.bsz, num_heads, s.tgt_len, s.total_len});
+    mask = mask.dim() == 2 ? mask.reshape({1, 1, s.tgt_len, s.total_len})
+                           : mask.reshape({s.bsz, num_heads, s.tgt_len, s.total_len});
   }
   if (!is_static && s.tgt_len > 1) {
     const int64_t t0 = s.total_len - s.tgt_len;
     // (L, S) bool: true where j > t0 + i
-    const Tensor causal = at::ones({s.tgt_len, s.total_len}, at::TensorOptions(at::kBool).device(param.device()))
-                              .triu_(t0 + 1);
+    const auto bool_options = at::TensorOptions(at::kBool).device(param.device());
+    const Tensor causal = at::ones({s.tgt_len, s.total_len}, bool_options).triu_(t0 + 1);
     const Tensor causal_float =
         F::canonical_mask(causal, "attn_mask", std::nullopt, "", dtype, false)
             .view({1, 1, s.tgt_len, s.total_len});
     mask = mask.defined() ? mask + causal_float : causal_float;
   }
   if (kpm.defined()) {
-    const Tensor kpm4 = kpm.view({s.bsz, 1, 1, s.total_len});  // (N, 1, 1, S)
+    const Tensor kpm4 = kpm.reshape({s.bsz, 1, 1, s.total_len});  // (N, 1, 1, S)
     mask = mask.defined() ? mask + kpm4 : kpm4;
   }
   if (mask.defined() && extra > 0) {

@@ -248,6 +248,18 @@ TEST_F(KVCacheTest, OutputsAreOrdinaryTensors) {
   EXPECT_EQ(cache.length(), 6);
 }
 
+TEST_F(KVCacheTest, AcceptsNonContiguousFloatMasks) {
+  auto m = eval_module(mha::MultiheadAttentionOptions(8, 2));
+  auto cache = KVCache::self_attention();
+  auto twin = KVCache::self_attention();
+  const Tensor x = torch::randn({3, 2, 8});
+  const Tensor kpm = torch::zeros({2, 6}).narrow(1, 0, 3);  // float, non-contiguous
+  const Tensor mask = torch::zeros({3, 6}).narrow(1, 0, 3);
+  const Tensor a = std::get<0>(m->forward_cached(x, x, x, cache, kpm, false, mask));
+  const Tensor b = std::get<0>(m->forward_cached(x, x, x, twin));
+  EXPECT_TRUE(mha::test::bitwise_equal(a, b));  // zero masks change nothing
+}
+
 /// Runs `statement`, expects a c10::Error containing `message` and `cache`'s
 /// length unchanged.
 #define EXPECT_REJECTED(statement, message)                                     \
