@@ -13,9 +13,6 @@ namespace detail {
 
 using torch::Tensor;
 
-namespace {
-
-/// Dtypes and devices: query, key and value as the parameters, masks on the query's device.
 void check_dtypes_and_devices(const Tensor& parameter,
                               const Tensor& query,
                               const Tensor& key,
@@ -25,6 +22,7 @@ void check_dtypes_and_devices(const Tensor& parameter,
   for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{query, "query"},
                                  std::pair<const Tensor&, const char*>{key, "key"},
                                  std::pair<const Tensor&, const char*>{value, "value"}}) {
+    if (!t.defined()) continue;  // a filled static cache's key and value
     TORCH_CHECK_TYPE(
         t.scalar_type() == parameter.scalar_type(),
         fmt::format("expected {} to have the parameters' dtype {}, but got {}; convert the input "
@@ -46,7 +44,6 @@ void check_dtypes_and_devices(const Tensor& parameter,
   }
 }
 
-/// Feature sizes: query embed_dim (Python's wording), key kdim, value vdim.
 void check_feature_sizes(const MultiheadAttentionOptions& options,
                          const Tensor& query,
                          const Tensor& key,
@@ -55,14 +52,12 @@ void check_feature_sizes(const MultiheadAttentionOptions& options,
   const int64_t kdim = options.kdim().value_or(embed_dim);
   const int64_t vdim = options.vdim().value_or(embed_dim);
   check_embed_dim(query.size(-1), embed_dim);
-  TORCH_CHECK(key.size(-1) == kdim,
+  TORCH_CHECK(!key.defined() || key.size(-1) == kdim,
               fmt::format("expected key feature size (kdim) {}, but got {}", kdim, key.size(-1)));
   TORCH_CHECK(
-      value.size(-1) == vdim,
+      !value.defined() || value.size(-1) == vdim,
       fmt::format("expected value feature size (vdim) {}, but got {}", vdim, value.size(-1)));
 }
-
-}  // namespace
 
 bool mha_shape_check(
     const Tensor& query,

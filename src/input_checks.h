@@ -42,6 +42,24 @@ void check_embed_dim(int64_t actual, int64_t expected);
 /// `query`, `key` and `value` must be defined tensors.
 void check_defined(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value);
 
+/// query, key and value (each may be undefined but the query) in the dtype
+/// and on the device of `parameter`; the masks on the query's device.
+void check_dtypes_and_devices(
+    const torch::Tensor& parameter,
+    const torch::Tensor& query,
+    const torch::Tensor& key,
+    const torch::Tensor& value,
+    const torch::Tensor& key_padding_mask,
+    const torch::Tensor& attn_mask);
+
+/// Feature sizes: query embed_dim (Python's wording), key kdim, value vdim
+/// (key and value may be undefined).
+void check_feature_sizes(
+    const MultiheadAttentionOptions& options,
+    const torch::Tensor& query,
+    const torch::Tensor& key,
+    const torch::Tensor& value);
+
 /// The module's checks before any work, beyond Python's own (which the
 /// functional form repeats): Python's `_mha_shape_check`; dtypes and devices
 /// equal to each other and to `parameter`'s; feature sizes against

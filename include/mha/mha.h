@@ -2,5 +2,6 @@
 
 /// Umbrella header: everything public in mha.
 #include <mha/functional.h>
+#include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>

@@ -14,6 +14,8 @@
 
 namespace mha {
 
+class KVCache;
+
 /// Options for `mha::MultiheadAttention`, with the names and defaults of
 /// Python's `torch.nn.MultiheadAttention(embed_dim, num_heads, ...)`.
 /// See https://pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html
@@ -89,6 +91,30 @@ class MultiheadAttentionImpl
       const torch::Tensor& attn_mask = {},
       bool average_attn_weights = true,
       bool is_causal = false);
+
+  /// Incremental decoding (eval mode only): attends the new positions in
+  /// `query` over the keys and values held by `cache` (`<mha/kv_cache.h>`),
+  /// which this call fills. Self-attention cache: `key`/`value` are the new
+  /// positions (same length as `query`), appended to the cache; new query i
+  /// sees cached or new key j iff j <= cache.length() + i (the causal mask
+  /// aligned to the bottom right). Static cache: the first call projects
+  /// `key`/`value` (the memory), later calls pass undefined ones. Shapes as in
+  /// `forward`, with S the total key length after the call (cached + new):
+  /// `key_padding_mask` (N, S) or (S), `attn_mask` (L, S) or (N * H, L, S),
+  /// added to the causal mask. The output equals the matching rows of
+  /// `forward` on the whole sequence with the explicit causal mask; weights
+  /// columns are the S keys, then `bias_k`, then the zero row. Records no
+  /// autograd graph. Throws c10::Error naming the argument on bad input, and
+  /// then leaves cache and module unchanged. See docs/decoding.md.
+  std::tuple<torch::Tensor, torch::Tensor> forward_cached(
+      const torch::Tensor& query,
+      const torch::Tensor& key,
+      const torch::Tensor& value,
+      KVCache& cache,
+      const torch::Tensor& key_padding_mask = {},
+      bool need_weights = false,
+      const torch::Tensor& attn_mask = {},
+      bool average_attn_weights = true);
 
   /// Validates the options, registers every parameter (absent ones as
   /// undefined, so `named_parameters()` equals Python's `state_dict()` keys and

@@ -1,0 +1,358 @@
+// MultiheadAttentionImpl::forward_cached: incremental decoding with a KVCache.
+// New positions are projected once and written into the cache's buffers; the
+// attention reads the cached keys and values through views (no per-step cat),
+// with the causal mask aligned to the bottom right. See docs/decoding.md.
+
+#include "mha/multihead_attention.h"
+
+#include "mha/functional.h"
+#include "mha/kv_cache.h"
+
+#include "input_checks.h"
+#include "kv_cache_state.h"
+#include "shape_format.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/nn/functional/linear.h>
+
+#include <cmath>
+#include <limits>
+
+namespace mha {
+
+using torch::Tensor;
+namespace F = mha::functional;
+
+namespace {
+
+/// Sizes of one call, in the caller's layout.
+struct CallShape {
+  bool batched = true;
+  bool batch_first = false;  ///< (N, L, E) layout (unbatched inputs get it too)
+  int64_t bsz = 1;
+  int64_t tgt_len = 0;    ///< L_new: new query positions
+  int64_t total_len = 0;  ///< key positions after the call, extra rows not counted
+};
+
+/// Training mode, the cache's kind against the key/value given, and the module
+/// and dtype/device the cache was filled with.
+void check_cache_use(
+    const MultiheadAttentionImpl& m,
+    const detail::KVCacheState& cache,
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value) {
+  TORCH_CHECK(
+      !m.is_training(),
+      "forward_cached is for inference, but the module is in training mode; call module->eval()");
+  TORCH_CHECK(
+      query.defined(), "expected query to be a defined tensor, but got an undefined one");
+  TORCH_CHECK(
+      key.defined() == value.defined(),
+      fmt::format(
+          "expected key and value both defined or both undefined, but got key {} and value {}",
+          key.defined() ? "defined" : "undefined",
+          value.defined() ? "defined" : "undefined"));
+  TORCH_CHECK(
+      cache.owner == nullptr || cache.owner == &m,
+      "the cache was filled by another module; use one KVCache per module (or clear() it)");
+  if (!cache.is_static) {
+    TORCH_CHECK(
+        key.defined(),
+        "expected key and value (the new positions) for a self-attention cache, but got "
+        "undefined ones");
+  } else if (cache.filled) {
+    TORCH_CHECK(
+        !key.defined(),
+        "expected undefined key and value: this static_kv cache already holds the projected "
+        "memory (clear() it to set another)");
+  } else {
+    TORCH_CHECK(
+        key.defined(),
+        "expected key and value (the memory) on the first call with a static_kv cache, but got "
+        "undefined ones");
+  }
+  const Tensor& param = m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
+  if (cache.owner != nullptr) {
+    TORCH_CHECK_TYPE(
+        cache.keys.scalar_type() == param.scalar_type(),
+        fmt::format(
+            "expected the cache's dtype {} to be the module's {}; the module was converted after "
+            "filling the cache (clear() it)",
+            c10::toString(cache.keys.scalar_type()),
+            c10::toString(param.scalar_type())));
+    TORCH_CHECK(
+        cache.keys.device() == param.device(),
+        fmt::format(
+            "expected the cache's device {} to be the module's {}; the module was moved after "
+            "filling the cache (clear() it)",
+            cache.keys.device().str(),
+            param.device().str()));
+  }
+}
+
+/// dtype, device and feature size of query/key/value (as `forward` checks
+/// them), the masks' device and dtype.
+void check_tensors(
+    const MultiheadAttentionImpl& m,
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value,
+    const Tensor& key_padding_mask,
+    const Tensor& attn_mask) {
+  const Tensor& param = m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
+  detail::check_dtypes_and_devices(param, query, key, value, key_padding_mask, attn_mask);
+  detail::check_feature_sizes(m.options, query, key, value);
+  for (const auto& [mask, name] :
+       {std::pair<const Tensor&, const char*>{key_padding_mask, "key_padding_mask"},
+        std::pair<const Tensor&, const char*>{attn_mask, "attn_mask"}}) {
+    TORCH_CHECK_TYPE(
+        !mask.defined() || mask.scalar_type() == at::kBool ||
+            mask.scalar_type() == query.scalar_type(),
+        fmt::format(
+            "expected {} to be bool or of the query's dtype {}, but got {}", name,
+            c10::toString(query.scalar_type()), c10::toString(mask.scalar_type())));
+  }
+}
+
+/// Batch and sequence sizes of the call against each other, the cache and its capacity.
+CallShape check_sizes(
+    const MultiheadAttentionImpl& m,
+    const detail::KVCacheState& cache,
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value) {
+  CallShape s;
+  s.batched = query.dim() == 3;
+  s.batch_first = !s.batched || m.options.batch_first();
+  const int64_t seq_dim = s.batched && !s.batch_first ? 0 : 1;
+  const int64_t batch_dim = 1 - seq_dim;
+  s.tgt_len = query.size(s.batched ? seq_dim : 0);
+  s.bsz = s.batched ? query.size(batch_dim) : 1;
+  int64_t src_len = 0;
+  if (key.defined()) {
+    src_len = key.size(s.batched ? seq_dim : 0);
+    if (s.batched) {
+      TORCH_CHECK(
+          key.size(batch_dim) == s.bsz && value.size(batch_dim) == s.bsz,
+          fmt::format(
+              "expected key and value batch size {} (the query's), but got key {} and value {}",
+              s.bsz, key.size(batch_dim), value.size(batch_dim)));
+    }
+    TORCH_CHECK(
+        value.size(s.batched ? seq_dim : 0) == src_len,
+        fmt::format(
+            "expected value sequence length {} (the key's), but got {}", src_len,
+            value.size(s.batched ? seq_dim : 0)));
+  }
+  const bool holds_batch = cache.length > 0 || cache.filled;
+  TORCH_CHECK(
+      !holds_batch || cache.keys.size(0) == s.bsz,
+      fmt::format(
+          "expected query batch size {} (the cache's; reorder() changes it), but got {}",
+          cache.keys.size(0), s.bsz));
+  if (cache.is_static) {
+    s.total_len = cache.filled ? cache.length : src_len;
+    return s;
+  }
+  TORCH_CHECK(
+      src_len == s.tgt_len,
+      fmt::format(
+          "expected key sequence length {} (the query's: a self-attention cache appends one key "
+          "per new query), but got {}", s.tgt_len, src_len));
+  s.total_len = cache.length + s.tgt_len;
+  TORCH_CHECK(
+      cache.max_len == 0 || s.total_len <= cache.max_len,
+      fmt::format(
+          "the cache is full: it holds {} of max_len {} positions, and query adds {}",
+          cache.length, cache.max_len, s.tgt_len));
+  return s;
+}
+
+/// The additive float mask for SDPA, (1 or N, 1 or H, L_new, total + extra),
+/// or undefined when nothing is masked. Self-attention: new query i sees key j
+/// iff j <= t0 + i (bottom-right causal); the extra columns are always visible.
+Tensor attention_mask(
+    const MultiheadAttentionImpl& m,
+    bool is_static,
+    const CallShape& s,
+    int64_t extra,
+    const Tensor& key_padding_mask,
+    const Tensor& attn_mask) {
+  const Tensor& param = m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
+  const auto dtype = param.scalar_type();
+  const int64_t num_heads = m.options.num_heads();
+  const Tensor kpm = F::canonical_mask(
+      key_padding_mask, "key_padding_mask",
+      attn_mask.defined() ? std::optional<c10::ScalarType>(attn_mask.scalar_type()) : std::nullopt,
+      "attn_mask", dtype);
+  Tensor mask = F::canonical_mask(attn_mask, "attn_mask", std::nullopt, "", dtype, false);
+  if (mask.defined()) {
+    // (L, S) -> (1, 1, L, S); (N * H, L, S) -> (N, H, L, S)
+    mask = mask.dim() == 2 ? mask.reshape({1, 1, s.tgt_len, s.total_len})
+                           : mask.reshape({s.bsz, num_heads, s.tgt_len, s.total_len});
+  }
+  if (!is_static && s.tgt_len > 1) {
+    const int64_t t0 = s.total_len - s.tgt_len;
+    // (L, S) bool: true where j > t0 + i
+    const auto bool_options = at::TensorOptions(at::kBool).device(param.device());
+    const Tensor causal = at::ones({s.tgt_len, s.total_len}, bool_options).triu_(t0 + 1);
+    const Tensor causal_float =
+        F::canonical_mask(causal, "attn_mask", std::nullopt, "", dtype, false)
+            .view({1, 1, s.tgt_len, s.total_len});
+    mask = mask.defined() ? mask + causal_float : causal_float;
+  }
+  if (kpm.defined()) {
+    const Tensor kpm4 = kpm.reshape({s.bsz, 1, 1, s.total_len});  // (N, 1, 1, S)
+    mask = mask.defined() ? mask + kpm4 : kpm4;
+  }
+  if (mask.defined() && extra > 0) {
+    mask = at::constant_pad_nd(mask, {0, extra});  // (.., S + extra): 0 = visible
+  }
+  return mask;
+}
+
+/// (L, N, E) or (N, L, E) -> (N, H, L, head_dim), a view.
+Tensor to_heads(const Tensor& x, bool batch_first, int64_t num_heads) {
+  const Tensor split = x.unflatten(-1, {num_heads, -1});  // (.., H, hd)
+  return batch_first ? split.transpose(1, 2) : split.permute({1, 2, 0, 3});
+}
+
+/// Input projections in (N, H, L, head_dim): q always, k and v when key is defined.
+std::tuple<Tensor, Tensor, Tensor> project(
+    const MultiheadAttentionImpl& m,
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value,
+    bool batch_first) {
+  const int64_t num_heads = m.options.num_heads();
+  auto heads = [&](const Tensor& x) { return to_heads(x, batch_first, num_heads); };
+  if (m.in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
+    // One GEMM (L, N, 3E), split into three views.
+    const auto qkv = at::linear(query, m.in_proj_weight, m.in_proj_bias).chunk(3, -1);
+    return {heads(qkv[0]), heads(qkv[1]), heads(qkv[2])};
+  }
+  Tensor b_q, b_k, b_v;
+  if (m.in_proj_bias.defined()) {
+    const auto b = m.in_proj_bias.chunk(3);
+    b_q = b[0], b_k = b[1], b_v = b[2];
+  }
+  Tensor w_q = m.q_proj_weight, w_k = m.k_proj_weight, w_v = m.v_proj_weight;
+  if (m.in_proj_weight.defined()) {
+    const auto w = m.in_proj_weight.chunk(3);
+    w_q = w[0], w_k = w[1], w_v = w[2];
+  }
+  const Tensor q = heads(at::linear(query, w_q, b_q));
+  if (!key.defined()) return {q, Tensor(), Tensor()};
+  return {q, heads(at::linear(key, w_k, b_k)), heads(at::linear(value, w_v, b_v))};
+}
+
+/// Attention of q (N, H, L, hd) over k, v (N, H, S, hd): SDPA, or, with
+/// weights, `forward`'s unfused softmax(q k^T / sqrt(hd) + mask) v.
+/// Returns (N, H, L, hd) and the weights (N, H, L, S) or undefined.
+std::tuple<Tensor, Tensor> attend(
+    const Tensor& q,
+    const Tensor& k,
+    const Tensor& v,
+    const Tensor& mask,
+    bool need_weights) {
+  if (!need_weights) {
+    return {
+        at::scaled_dot_product_attention(
+            q, k, v, mask.defined() ? std::optional<Tensor>(mask) : std::nullopt),
+        Tensor()};
+  }
+  const Tensor q_scaled = q * std::sqrt(1.0 / static_cast<double>(q.size(-1)));
+  Tensor weights = at::matmul(q_scaled, k.transpose(-2, -1));  // (N, H, L, S)
+  if (mask.defined()) {
+    weights.add_(mask);
+  }
+  weights = at::softmax(weights, /*dim=*/-1);
+  return {at::matmul(weights, v), weights};
+}
+
+/// Every check of a forward_cached call, before anything changes; returns its
+/// sizes and the SDPA mask (see `attention_mask`).
+std::pair<CallShape, Tensor> check_call(
+    const MultiheadAttentionImpl& m,
+    const detail::KVCacheState& cache,
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value,
+    const Tensor& key_padding_mask,
+    const Tensor& attn_mask,
+    int64_t extra) {
+  check_cache_use(m, cache, query, key, value);
+  // Ranks; attn_mask is checked below against the cached length.
+  detail::mha_shape_check(
+      query, key.defined() ? key : query, value.defined() ? value : query, key_padding_mask,
+      Tensor(), m.options.num_heads());
+  check_tensors(m, query, key, value, key_padding_mask, attn_mask);
+  const CallShape s = check_sizes(m, cache, query, key, value);
+  if (attn_mask.defined()) {
+    detail::check_attn_mask_shape(
+        attn_mask, s.tgt_len, s.total_len, s.bsz * m.options.num_heads());
+  }
+  // Unbatched key_padding_mask (S) -> (1, S).
+  const Tensor kpm =
+      s.batched || !key_padding_mask.defined() ? key_padding_mask : key_padding_mask.unsqueeze(0);
+  if (kpm.defined()) {
+    detail::check_key_padding_mask_shape(kpm, s.total_len, s.bsz);
+  }
+  return {s, attention_mask(m, cache.is_static, s, extra, kpm, attn_mask)};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(
+    const Tensor& query_in,
+    const Tensor& key_in,
+    const Tensor& value_in,
+    KVCache& kv_cache,
+    const Tensor& key_padding_mask,
+    bool need_weights,
+    const Tensor& attn_mask,
+    bool average_attn_weights) {
+  detail::KVCacheState& cache = detail::kv_cache_state(kv_cache);
+  const int64_t extra = (bias_k.defined() ? 1 : 0) + (options.add_zero_attn() ? 1 : 0);
+  CallShape s;
+  Tensor mask;
+  std::tie(s, mask) = check_call(
+      *this, cache, query_in, key_in, value_in, key_padding_mask, attn_mask, extra);
+
+  // Everything is validated: from here on the cache changes.
+  torch::NoGradGuard no_grad;
+  // Unbatched: (L, E) -> (1, L, E), in the batch-first layout.
+  auto batch = [&](const Tensor& t) { return s.batched || !t.defined() ? t : t.unsqueeze(0); };
+  const bool self_qkv = query_in.is_same(key_in) && key_in.is_same(value_in);
+  const Tensor query = batch(query_in);
+  const Tensor key = self_qkv ? query : batch(key_in);
+  const Tensor value = self_qkv ? query : batch(value_in);
+  auto [q, k, v] = project(*this, query, key, value, s.batch_first);  // (N, H, L, hd)
+  if (k.defined()) {
+    const Tensor& param = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
+    const auto buffer_options = at::TensorOptions(param.scalar_type()).device(param.device());
+    detail::reserve(
+        cache, s.bsz, options.num_heads(), q.size(-1), extra, buffer_options, s.total_len);
+    detail::append(cache, k, v, bias_k, bias_v, options.add_zero_attn());
+    cache.owner = this;
+    cache.filled = cache.is_static;
+  }
+  const auto [keys, values] = detail::cached_views(cache);  // (N, H, S + extra, hd)
+  auto [out, weights] = attend(q, keys, values, mask, need_weights);
+  // (N, H, L, hd) -> (N, L, E) or (L, N, E), then the output projection
+  out = s.batch_first ? out.transpose(1, 2).flatten(2) : out.permute({2, 0, 1, 3}).flatten(2);
+  out = at::linear(out, out_proj->weight, out_proj->bias);
+  if (weights.defined() && average_attn_weights) {
+    weights = weights.mean(/*dim=*/1);  // (N, L, S + extra)
+  }
+  if (!s.batched) {
+    out = out.squeeze(0);
+    weights = weights.defined() ? weights.squeeze(0) : weights;
+  }
+  return {out, weights};
+}
+
+}  // namespace mha

@@ -1,0 +1,192 @@
+#include "mha/kv_cache.h"
+
+#include "kv_cache_state.h"
+#include "shape_format.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace mha {
+
+using torch::Tensor;
+
+namespace detail {
+
+KVCacheState& kv_cache_state(KVCache& cache) {
+  return *cache.state_;
+}
+
+namespace {
+
+/// First capacity of a growing cache: small prompts need no early regrowth.
+constexpr int64_t kMinGrowingCapacity = 16;
+
+/// (N, H, capacity + extra, head_dim) buffers holding the first `keep` positions of `state`.
+void reallocate(
+    KVCacheState& state,
+    int64_t bsz,
+    int64_t num_heads,
+    int64_t head_dim,
+    int64_t extra,
+    const torch::TensorOptions& options,
+    int64_t capacity,
+    int64_t keep) {
+  const std::vector<int64_t> shape{bsz, num_heads, capacity + extra, head_dim};
+  Tensor keys = at::empty(shape, options);
+  Tensor values = at::empty(shape, options);
+  if (keep > 0) {
+    keys.narrow(2, 0, keep).copy_(state.keys.narrow(2, 0, keep));
+    values.narrow(2, 0, keep).copy_(state.values.narrow(2, 0, keep));
+  }
+  state.keys = std::move(keys);
+  state.values = std::move(values);
+  state.capacity = capacity;
+  state.extra = extra;
+}
+
+}  // namespace
+
+void reserve(
+    KVCacheState& state,
+    int64_t bsz,
+    int64_t num_heads,
+    int64_t head_dim,
+    int64_t extra,
+    const torch::TensorOptions& options,
+    int64_t new_length) {
+  c10::InferenceMode inference;
+  const bool reusable = state.keys.defined() && state.keys.size(0) == bsz &&
+      state.keys.size(1) == num_heads && state.keys.size(3) == head_dim && state.extra == extra &&
+      state.keys.dtype() == options.dtype() && state.keys.device() == options.device();
+  if (!reusable) {
+    // Only an empty cache gets here (forward_cached rejects a filled cache of another shape).
+    const int64_t capacity = state.max_len > 0 ? state.max_len
+        : state.is_static                      ? new_length
+                                               : std::max(new_length, kMinGrowingCapacity);
+    reallocate(state, bsz, num_heads, head_dim, extra, options, capacity, /*keep=*/0);
+  } else if (new_length > state.capacity) {
+    // Fixed capacities are checked by forward_cached; this is growth or a new static memory.
+    const int64_t capacity = std::max(new_length, state.is_static ? 0 : 2 * state.capacity);
+    reallocate(state, bsz, num_heads, head_dim, extra, options, capacity, state.length);
+  }
+}
+
+void append(
+    KVCacheState& state,
+    const Tensor& k,
+    const Tensor& v,
+    const Tensor& bias_k,
+    const Tensor& bias_v,
+    bool zero_attn) {
+  c10::InferenceMode inference;
+  const int64_t new_len = k.size(2);
+  state.keys.narrow(2, state.length, new_len).copy_(k);
+  state.values.narrow(2, state.length, new_len).copy_(v);
+  int64_t row = state.length + new_len;
+  if (bias_k.defined()) {
+    const int64_t num_heads = state.keys.size(1);
+    // (1, 1, E) -> (1, H, 1, head_dim), broadcast over the batch
+    state.keys.narrow(2, row, 1).copy_(bias_k.view({1, num_heads, 1, -1}));
+    state.values.narrow(2, row, 1).copy_(bias_v.view({1, num_heads, 1, -1}));
+    ++row;
+  }
+  if (zero_attn) {
+    state.keys.narrow(2, row, 1).zero_();
+    state.values.narrow(2, row, 1).zero_();
+  }
+  state.length += new_len;
+}
+
+std::pair<Tensor, Tensor> cached_views(const KVCacheState& state) {
+  const int64_t rows = state.length + state.extra;
+  return {state.keys.narrow(2, 0, rows), state.values.narrow(2, 0, rows)};
+}
+
+}  // namespace detail
+
+KVCache::KVCache(std::unique_ptr<detail::KVCacheState> state) : state_(std::move(state)) {}
+KVCache::KVCache(KVCache&&) noexcept = default;
+KVCache& KVCache::operator=(KVCache&&) noexcept = default;
+KVCache::~KVCache() = default;
+
+KVCache KVCache::self_attention(int64_t max_len) {
+  TORCH_CHECK_VALUE(
+      max_len >= 0,
+      fmt::format("expected max_len >= 0 (0: grow as needed), but got {}", max_len));
+  auto state = std::make_unique<detail::KVCacheState>();
+  state->max_len = max_len;
+  return KVCache(std::move(state));
+}
+
+KVCache KVCache::static_kv() {
+  auto state = std::make_unique<detail::KVCacheState>();
+  state->is_static = true;
+  return KVCache(std::move(state));
+}
+
+bool KVCache::is_static() const {
+  return state_->is_static;
+}
+
+int64_t KVCache::length() const {
+  return state_->length;
+}
+
+int64_t KVCache::capacity() const {
+  return state_->capacity;
+}
+
+int64_t KVCache::batch_size() const {
+  return state_->keys.defined() ? state_->keys.size(0) : 0;
+}
+
+int64_t KVCache::memory_bytes() const {
+  if (!state_->keys.defined()) {
+    return 0;
+  }
+  return static_cast<int64_t>(state_->keys.nbytes() + state_->values.nbytes());
+}
+
+void KVCache::clear() {
+  state_->length = 0;
+  state_->filled = false;
+  state_->owner = nullptr;
+}
+
+void KVCache::reorder(const Tensor& index) {
+  if (!state_->keys.defined()) {
+    return;
+  }
+  TORCH_CHECK(index.defined(), "expected index to be a defined tensor, but got an undefined one");
+  TORCH_CHECK_TYPE(
+      index.scalar_type() == at::kLong && index.dim() == 1 && index.numel() > 0,
+      fmt::format(
+          "expected index to be a non-empty 1-D int64 tensor, but got {} of shape {}",
+          c10::toString(index.scalar_type()),
+          detail::shape_str(index.sizes())));
+  TORCH_CHECK(
+      index.device() == state_->keys.device(),
+      fmt::format(
+          "expected index on the cache's device {}, but got {}",
+          state_->keys.device().str(),
+          index.device().str()));
+  const int64_t bsz = state_->keys.size(0);
+  const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
+  TORCH_CHECK_INDEX(
+      lo >= 0 && hi < bsz,
+      fmt::format(
+          "expected index entries in [0, {}) (the cache's batch size), but got values in [{}, {}]",
+          bsz,
+          lo,
+          hi));
+  c10::InferenceMode inference;
+  // (N, H, capacity + extra, hd) -> (N', H, capacity + extra, hd)
+  state_->keys = state_->keys.index_select(0, index);
+  state_->values = state_->values.index_select(0, index);
+}
+
+}  // namespace mha
