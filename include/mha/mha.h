@@ -4,3 +4,4 @@
 #include <mha/functional.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
+#include <mha/transformer.h>
