@@ -9,6 +9,9 @@
 
 #include <mha/transformer.h>
 
+#include <ATen/record_function.h>
+
+#include <algorithm>
 #include <functional>
 #include <sstream>
 
@@ -85,6 +88,60 @@ TEST(TransformerNested, WarnsAsPythonWhenTheLayerCannotUseNestedTensors) {
       mha::TransformerEncoderOptions(mha::TransformerEncoderLayer(small(true)), 1));
   EXPECT_TRUE(fast->use_nested_tensor);
   EXPECT_EQ(warnings.messages.size(), 1u);
+}
+
+/// The ATen ops `call` dispatches on this thread (a RecordFunction observer).
+std::vector<std::string> ops_called(const std::function<void()>& call) {
+  static thread_local std::vector<std::string>* sink = nullptr;
+  std::vector<std::string> names;
+  sink = &names;
+  const auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (sink) sink->emplace_back(fn.name());
+        return nullptr;
+      }));
+  call();
+  at::removeCallback(handle);
+  sink = nullptr;
+  return names;
+}
+
+bool called(const std::vector<std::string>& ops, const std::string& op) {
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
+TEST(TransformerFastPath, EncoderLayerCallsPythonsFusedOpWherePythonDoes) {
+  torch::NoGradGuard no_grad;
+  const Tensor src = torch::randn({2, 5, 8});  // (N, L, E)
+  const Tensor kpm = torch::zeros({2, 5}, torch::kBool);
+  const std::string op = "aten::_transformer_encoder_layer_fwd";
+  mha::TransformerEncoderLayer fast(small(true));
+  fast->eval();
+  EXPECT_TRUE(called(ops_called([&] { fast(src, Tensor(), kpm); }), op));
+  mha::TransformerEncoderLayer callable(
+      small(true).activation([](const Tensor& x) { return at::relu(x); }));
+  callable->eval();
+  EXPECT_FALSE(called(ops_called([&] { callable(src); }), op));  // Python's callable
+  fast->train();
+  EXPECT_FALSE(called(ops_called([&] { fast(src); }), op));
+  fast->eval();
+  mha::set_fastpath_enabled(false);
+  EXPECT_FALSE(called(ops_called([&] { fast(src); }), op));
+  mha::set_fastpath_enabled(true);
+}
+
+TEST(TransformerFastPath, EncoderConvertsToNestedTensorsWherePythonDoes) {
+  torch::NoGradGuard no_grad;
+  mha::TransformerEncoder encoder(
+      mha::TransformerEncoderOptions(mha::TransformerEncoderLayer(small(true)), 2));
+  encoder->eval();
+  const Tensor src = torch::randn({2, 5, 8});
+  Tensor kpm = torch::zeros({2, 5}, torch::kBool);
+  kpm[1][4] = true;  // left aligned: padding at the end
+  const std::string op = "aten::_nested_tensor_from_mask";
+  EXPECT_TRUE(called(ops_called([&] { encoder(src, Tensor(), kpm); }), op));
+  EXPECT_FALSE(called(ops_called([&] { encoder(src, Tensor(), kpm.flip(-1)); }), op));
+  EXPECT_FALSE(called(ops_called([&] { encoder(src); }), op));
 }
 
 TEST(TransformerCustom, CustomEncoderIsUsedAndReinitialised) {
