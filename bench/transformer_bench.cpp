@@ -8,11 +8,10 @@
 // Benchmark names: encoder_layer/<ours|libtorch>/N:<n>/L:<l>/threads:<t>.
 // --mha_smoke: each benchmark for one iteration (the output cross-check kept).
 
-#include <mha/state_dict.h>
-#include <mha/transformer.h>
-
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <mha/state_dict.h>
+#include <mha/transformer.h>
 #include <torch/torch.h>
 
 #include <cstring>
@@ -27,9 +26,9 @@ constexpr int64_t kShapes[][2] = {{1, 128}, {8, 128}, {4, 1024}};  // (N, L)
 
 /// Ours (batch_first, Python's fast path) and LibTorch's layer with the same weights.
 struct Layers {
-  mha::TransformerEncoderLayer ours{
-      mha::TransformerEncoderLayerOptions(kDModel, kNHead).dim_feedforward(kFeedForward)
-          .batch_first(true)};
+  mha::TransformerEncoderLayer ours{mha::TransformerEncoderLayerOptions(kDModel, kNHead)
+                                        .dim_feedforward(kFeedForward)
+                                        .batch_first(true)};
   torch::nn::TransformerEncoderLayer libtorch{
       torch::nn::TransformerEncoderLayerOptions(kDModel, kNHead).dim_feedforward(kFeedForward)};
 
@@ -46,7 +45,7 @@ void run(benchmark::State& state, bool ours, int64_t batch, int64_t len, int thr
   at::set_num_threads(threads);
   c10::InferenceMode inference;
   Layers layers;
-  const Tensor src = torch::randn({batch, len, kDModel});  // (N, L, E)
+  const Tensor src = torch::randn({batch, len, kDModel});         // (N, L, E)
   const Tensor src_seq_first = src.transpose(0, 1).contiguous();  // (L, N, E) for LibTorch
   // Cross-check: both compute the same layer.
   const Tensor expected = layers.ours(src);
@@ -66,13 +65,16 @@ void register_all(bool smoke) {
     for (const auto& shape : kShapes) {
       for (const bool ours : {true, false}) {
         const std::string name = std::string("encoder_layer/") + (ours ? "ours" : "libtorch") +
-            "/N:" + std::to_string(shape[0]) + "/L:" + std::to_string(shape[1]) +
-            "/threads:" + std::to_string(threads);
-        auto* b = benchmark::RegisterBenchmark(name.c_str(), run, ours, shape[0], shape[1],
-                                               threads);
+                                 "/N:" + std::to_string(shape[0]) +
+                                 "/L:" + std::to_string(shape[1]) +
+                                 "/threads:" + std::to_string(threads);
+        auto* b =
+            benchmark::RegisterBenchmark(name.c_str(), run, ours, shape[0], shape[1], threads);
         b->Unit(benchmark::kMicrosecond)->UseRealTime();
-        if (smoke) b->Iterations(1);
-        else b->MinTime(1.0)->Repetitions(3)->ReportAggregatesOnly(true);
+        if (smoke)
+          b->Iterations(1);
+        else
+          b->MinTime(1.0)->Repetitions(3)->ReportAggregatesOnly(true);
       }
     }
   }

@@ -4,17 +4,17 @@
 // state_dict, run, and compared: initialisation, output, input and parameter
 // gradients. Then the two real checkpoints. Prints how many cases are bitwise equal.
 
-#include "dtype_names.h"
-#include "silent_warnings.h"
-#include "support.h"
-#include "tolerances.h"
-#include "transformer_reference.h"
-
 #include <mha/state_dict.h>
 #include <mha/transformer.h>
 
 #include <fstream>
 #include <iostream>
+
+#include "dtype_names.h"
+#include "silent_warnings.h"
+#include "support.h"
+#include "tolerances.h"
+#include "transformer_reference.h"
 
 namespace {
 
@@ -51,8 +51,8 @@ class BitwiseReport : public ::testing::Environment {
  public:
   void TearDown() override {
     for (const auto& [dtype, counts] : tally()) {
-      std::cout << "transformer parity: " << counts.first << " of " << counts.second << " "
-                << dtype << " cases bitwise equal to Python (output, gradients)\n";
+      std::cout << "transformer parity: " << counts.first << " of " << counts.second << " " << dtype
+                << " cases bitwise equal to Python (output, gradients)\n";
     }
     if (!not_bitwise().empty()) {
       std::cout << "transformer parity: not bitwise (within tolerance):";
@@ -99,8 +99,8 @@ TEST_P(TransformerParity, MatchesPython) {
 
   // Python's weights, loaded strictly by name.
   built.module->to(dtype);
-  mha::load_state_dict(*built.module, std::map<std::string, Tensor>(ref.state_dict.begin(),
-                                                                    ref.state_dict.end()));
+  mha::load_state_dict(*built.module,
+                       std::map<std::string, Tensor>(ref.state_dict.begin(), ref.state_dict.end()));
   built.module->train(ref.training);
   std::map<std::string, Tensor> inputs;
   for (const auto& [name, t] : ref.inputs) {
@@ -119,8 +119,8 @@ TEST_P(TransformerParity, MatchesPython) {
     (out * ref.cotangent).sum().backward();
     const auto params = built.module->named_parameters();
     for (const auto& [name, expected] : ref.grads) {
-      const Tensor actual = name.rfind("param.", 0) == 0 ? params[name.substr(6)].grad()
-                                                         : inputs.at(name).grad();
+      const Tensor actual =
+          name.rfind("param.", 0) == 0 ? params[name.substr(6)].grad() : inputs.at(name).grad();
       compare(actual, expected, "gradient of " + name);
     }
   }

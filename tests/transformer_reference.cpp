@@ -1,7 +1,6 @@
 #include "transformer_reference.h"
 
 #include <mha/transformer.h>
-
 #include <torch/serialize.h>
 
 #include <fstream>
@@ -87,9 +86,9 @@ BuiltModule build_stack(const TransformerCase& ref) {
     TransformerDecoderLayer layer(lo);
     TransformerDecoder m(TransformerDecoderOptions(layer, n).norm(final_norm(ref)));
     return {m.ptr(), [m, ref](const std::map<std::string, Tensor>& in) mutable {
-              return m(in.at("tgt"), in.at("memory"), get(in, "tgt_mask"),
-                       get(in, "memory_mask"), get(in, "tgt_key_padding_mask"),
-                       get(in, "memory_key_padding_mask"), ref.is_causal);
+              return m(in.at("tgt"), in.at("memory"), get(in, "tgt_mask"), get(in, "memory_mask"),
+                       get(in, "tgt_key_padding_mask"), get(in, "memory_key_padding_mask"),
+                       ref.is_causal);
             }};
   }
   TORCH_CHECK(ref.kind == "transformer", "unknown kind ", ref.kind);
@@ -113,8 +112,8 @@ BuiltModule build_stack(const TransformerCase& ref) {
 
 TransformerCase read_transformer_case(const std::string& path) {
   const auto top = load_dict(path);
-  TORCH_CHECK(top.at("magic").toInt() == kMagic && top.at("version").toInt() == kVersion,
-              path, ": not a transformer reference case of version ", kVersion);
+  TORCH_CHECK(top.at("magic").toInt() == kMagic && top.at("version").toInt() == kVersion, path,
+              ": not a transformer reference case of version ", kVersion);
   TransformerCase ref;
   ref.name = top.at("name").toStringRef();
   ref.kind = top.at("kind").toStringRef();
@@ -147,16 +146,14 @@ BuiltModule build_module(const TransformerCase& ref) {
   if (ref.kind == "encoder_layer") {
     TransformerEncoderLayer m(layer_options(ref.options));
     return {m.ptr(), [m, causal](const std::map<std::string, Tensor>& in) mutable {
-              return m(in.at("src"), get(in, "src_mask"), get(in, "src_key_padding_mask"),
-                       causal);
+              return m(in.at("src"), get(in, "src_mask"), get(in, "src_key_padding_mask"), causal);
             }};
   }
   if (ref.kind == "decoder_layer") {
     TransformerDecoderLayer m(layer_options(ref.options));
     return {m.ptr(), [m, causal](const std::map<std::string, Tensor>& in) mutable {
-              return m(in.at("tgt"), in.at("memory"), get(in, "tgt_mask"),
-                       get(in, "memory_mask"), get(in, "tgt_key_padding_mask"),
-                       get(in, "memory_key_padding_mask"), causal);
+              return m(in.at("tgt"), in.at("memory"), get(in, "tgt_mask"), get(in, "memory_mask"),
+                       get(in, "tgt_key_padding_mask"), get(in, "memory_key_padding_mask"), causal);
             }};
   }
   return build_stack(ref);

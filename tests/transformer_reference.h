@@ -34,8 +34,8 @@ struct TransformerCase {
   OrderedTensors state_dict;
   std::map<std::string, torch::Tensor> inputs;  ///< src/tgt/memory and masks
   torch::Tensor expected_output;
-  torch::Tensor cotangent;                      ///< with grad
-  std::map<std::string, torch::Tensor> grads;   ///< src/tgt/memory, param.<name>
+  torch::Tensor cotangent;                     ///< with grad
+  std::map<std::string, torch::Tensor> grads;  ///< src/tgt/memory, param.<name>
 };
 
 /// Reads a case file; throws c10::Error naming the file on a bad magic or version.

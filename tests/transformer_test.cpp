@@ -3,17 +3,16 @@
 // (a c10::Error naming the argument, expected and actual, module unchanged).
 // Numbers against Python are in transformer_parity_test.cpp.
 
-#include "module_state.h"
-#include "silent_warnings.h"
-#include "support.h"
-
-#include <mha/transformer.h>
-
 #include <ATen/record_function.h>
+#include <mha/transformer.h>
 
 #include <algorithm>
 #include <functional>
 #include <sstream>
+
+#include "module_state.h"
+#include "silent_warnings.h"
+#include "support.h"
 
 namespace {
 
@@ -48,8 +47,7 @@ TEST(TransformerClone, EncoderLayersAreDeepCopies) {
 
 TEST(TransformerPrint, PrintsOptions) {
   std::ostringstream out;
-  mha::TransformerDecoderLayer(small().activation(torch::kGELU).bias(false))
-      ->pretty_print(out);
+  mha::TransformerDecoderLayer(small().activation(torch::kGELU).bias(false))->pretty_print(out);
   EXPECT_EQ(out.str(),
             "mha::TransformerDecoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0, "
             "activation=gelu, layer_norm_eps=1e-05, batch_first=false, norm_first=false, "
@@ -185,47 +183,58 @@ TEST(TransformerBadInput, EncoderLayerNamesItsArguments) {
     const Tensor src = torch::randn({3, 5, 8});  // (N, L, E) or (L, N, E): both 3 x 5
     const int64_t batch = fast ? 3 : 5, len = fast ? 5 : 3;
     auto run = [&](Tensor x, Tensor mask, Tensor kpm) { layer(x, mask, kpm); };
-    expect_rejected(*layer, [&] { run(torch::randn({3, 5, 6}), {}, {}); },
-                    "src must have d_model=8 features in its last dimension, but got shape "
-                    "torch.Size([3, 5, 6])");
-    expect_rejected(*layer, [&] { run(src, torch::zeros({len, len + 1}), {}); },
-                    "src_mask must have shape");
-    expect_rejected(*layer, [&] { run(src, torch::zeros({len, len}, torch::kInt), {}); },
-                    "only bool and floating types of src_mask are supported, but got Int");
-    expect_rejected(*layer, [&] { run(src, {}, torch::zeros({batch + 1, len}, torch::kBool)); },
-                    "src_key_padding_mask must have shape");
-    expect_rejected(*layer, [&] { run(src, {}, torch::zeros({batch, len}, torch::kLong)); },
-                    "only bool and floating types of src_key_padding_mask");
+    expect_rejected(
+        *layer, [&] { run(torch::randn({3, 5, 6}), {}, {}); },
+        "src must have d_model=8 features in its last dimension, but got shape "
+        "torch.Size([3, 5, 6])");
+    expect_rejected(
+        *layer, [&] { run(src, torch::zeros({len, len + 1}), {}); }, "src_mask must have shape");
+    expect_rejected(
+        *layer, [&] { run(src, torch::zeros({len, len}, torch::kInt), {}); },
+        "only bool and floating types of src_mask are supported, but got Int");
+    expect_rejected(
+        *layer, [&] { run(src, {}, torch::zeros({batch + 1, len}, torch::kBool)); },
+        "src_key_padding_mask must have shape");
+    expect_rejected(
+        *layer, [&] { run(src, {}, torch::zeros({batch, len}, torch::kLong)); },
+        "only bool and floating types of src_key_padding_mask");
   }
 }
 
 TEST(TransformerBadInput, DecoderAndStacksNameTheirArguments) {
   mha::TransformerDecoderLayer layer(small());
   const Tensor tgt = torch::randn({4, 3, 8}), memory = torch::randn({5, 3, 8});
-  expect_rejected(*layer, [&] { layer(tgt, torch::randn({5, 2, 8})); },
-                  "memory must have tgt's batch size 3, but got 2");
-  expect_rejected(*layer, [&] { layer(tgt, torch::randn({5, 3, 4})); },
-                  "memory must have d_model=8 features");
-  expect_rejected(*layer, [&] { layer(tgt, memory, Tensor(), torch::zeros({4, 4})); },
-                  "memory_mask must have shape (4, 5) or (6, 4, 5), but got torch.Size([4, 4])");
-  expect_rejected(*layer, [&] { layer(tgt, memory, Tensor(), Tensor(), Tensor(), torch::zeros({3, 4})); },
-                  "memory_key_padding_mask must have shape (3, 5), but got torch.Size([3, 4])");
+  expect_rejected(
+      *layer, [&] { layer(tgt, torch::randn({5, 2, 8})); },
+      "memory must have tgt's batch size 3, but got 2");
+  expect_rejected(
+      *layer, [&] { layer(tgt, torch::randn({5, 3, 4})); }, "memory must have d_model=8 features");
+  expect_rejected(
+      *layer, [&] { layer(tgt, memory, Tensor(), torch::zeros({4, 4})); },
+      "memory_mask must have shape (4, 5) or (6, 4, 5), but got torch.Size([4, 4])");
+  expect_rejected(
+      *layer, [&] { layer(tgt, memory, Tensor(), Tensor(), Tensor(), torch::zeros({3, 4})); },
+      "memory_key_padding_mask must have shape (3, 5), but got torch.Size([3, 4])");
 
   mha::TransformerEncoder encoder(
       mha::TransformerEncoderOptions(mha::TransformerEncoderLayer(small(true)), 2));
   encoder->eval();
   torch::NoGradGuard no_grad;  // the nested-tensor path's conditions
   const Tensor src = torch::randn({3, 5, 8});
-  expect_rejected(*encoder, [&] { encoder(src, Tensor(), torch::zeros({3, 4}, torch::kBool)); },
-                  "src_key_padding_mask must have shape (3, 5), but got torch.Size([3, 4])");
-  expect_rejected(*encoder, [&] { encoder(src, torch::zeros({2, 5, 5})); },
-                  "mask must have shape (5, 5) or (6, 5, 5), but got torch.Size([2, 5, 5])");
+  expect_rejected(
+      *encoder, [&] { encoder(src, Tensor(), torch::zeros({3, 4}, torch::kBool)); },
+      "src_key_padding_mask must have shape (3, 5), but got torch.Size([3, 4])");
+  expect_rejected(
+      *encoder, [&] { encoder(src, torch::zeros({2, 5, 5})); },
+      "mask must have shape (5, 5) or (6, 5, 5), but got torch.Size([2, 5, 5])");
 
   mha::Transformer model(mha::TransformerOptions(8, 2, 1, 1).dim_feedforward(16));
-  expect_rejected(*model, [&] { model(torch::randn({5, 3, 8}), torch::randn({4, 2, 8})); },
-                  "the batch number of src and tgt must be equal");
-  expect_rejected(*model, [&] { model(torch::randn({5, 3, 8}), torch::randn({4, 3, 6})); },
-                  "the feature number of src and tgt must be equal to d_model=8");
+  expect_rejected(
+      *model, [&] { model(torch::randn({5, 3, 8}), torch::randn({4, 2, 8})); },
+      "the batch number of src and tgt must be equal");
+  expect_rejected(
+      *model, [&] { model(torch::randn({5, 3, 8}), torch::randn({4, 3, 6})); },
+      "the feature number of src and tgt must be equal to d_model=8");
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <mha/transformer_layers.h>
-
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/any.h>
@@ -18,8 +17,7 @@ namespace mha {
 
 /// Python's `_generate_square_subsequent_mask`: (sz, sz), -inf above the
 /// diagonal and 0 elsewhere, of `options`' dtype and device.
-torch::Tensor generate_square_subsequent_mask(int64_t sz,
-                                              const torch::TensorOptions& options = {});
+torch::Tensor generate_square_subsequent_mask(int64_t sz, const torch::TensorOptions& options = {});
 
 /// Python's `_detect_is_causal_mask`: `is_causal` when given; otherwise, with a
 /// mask, whether it equals (by broadcasting) the causal mask of `size` (or of

@@ -2,7 +2,6 @@
 
 #include <mha/layer_norm.h>
 #include <mha/multihead_attention.h>
-
 #include <torch/arg.h>
 #include <torch/enum.h>
 #include <torch/nn/cloneable.h>

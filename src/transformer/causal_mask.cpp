@@ -1,6 +1,6 @@
-#include "mha/transformer.h"
-
 #include <limits>
+
+#include "mha/transformer.h"
 
 namespace mha {
 

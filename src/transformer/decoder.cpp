@@ -1,7 +1,7 @@
+#include <fmt/format.h>
+
 #include "mha/transformer.h"
 #include "transformer/layer_parts.h"
-
-#include <fmt/format.h>
 
 namespace mha {
 

@@ -1,8 +1,8 @@
+#include <fmt/format.h>
+
 #include "mha/transformer_layers.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-
-#include <fmt/format.h>
 
 namespace mha {
 
@@ -45,9 +45,8 @@ void check_decoder_inputs(const TransformerDecoderLayerOptions& options,
   TORCH_CHECK(t.batch.has_value() == s.batch.has_value(),
               fmt::format("memory must be {} as tgt is, but got a {}-D tensor",
                           t.batch ? "batched (3-D)" : "unbatched (2-D)", memory.dim()));
-  TORCH_CHECK(t.batch == s.batch,
-              fmt::format("memory must have tgt's batch size {}, but got {}", t.batch.value_or(0),
-                          s.batch.value_or(0)));
+  TORCH_CHECK(t.batch == s.batch, fmt::format("memory must have tgt's batch size {}, but got {}",
+                                              t.batch.value_or(0), s.batch.value_or(0)));
   detail::check_attention_mask(tgt_mask, "tgt_mask", t, t.length, nhead);
   detail::check_attention_mask(memory_mask, "memory_mask", t, s.length, nhead);
   detail::check_padding_mask(tgt_key_padding_mask, "tgt_key_padding_mask", t);

@@ -1,12 +1,12 @@
+#include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
 #include "mha/functional.h"
 #include "mha/transformer.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-
-#include <ATen/autocast_mode.h>
-#include <c10/util/Exception.h>
-#include <fmt/format.h>
 
 namespace mha {
 
@@ -112,8 +112,8 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
   const auto dtype = src.scalar_type();
   const std::optional<c10::ScalarType> mask_dtype =
       mask.defined() ? std::optional<c10::ScalarType>(mask.scalar_type()) : std::nullopt;
-  const Tensor kpm = functional::canonical_mask(
-      src_key_padding_mask, "src_key_padding_mask", mask_dtype, "mask", dtype);
+  const Tensor kpm = functional::canonical_mask(src_key_padding_mask, "src_key_padding_mask",
+                                                mask_dtype, "mask", dtype);
   const Tensor attn_mask = functional::canonical_mask(mask, "mask", std::nullopt, "", dtype, false);
 
   Tensor output = src;

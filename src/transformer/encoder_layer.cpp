@@ -31,16 +31,15 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src,
                                             const Tensor& src_key_padding_mask,
                                             bool is_causal) {
   if (!src.is_nested()) {  // nested inputs come from TransformerEncoder, checked there
-    const auto shape =
-        detail::check_sequence(src, "src", options.d_model(), options.batch_first());
+    const auto shape = detail::check_sequence(src, "src", options.d_model(), options.batch_first());
     detail::check_attention_mask(src_mask, "src_mask", shape, shape.length, options.nhead());
     detail::check_padding_mask(src_key_padding_mask, "src_key_padding_mask", shape);
   }
   const auto dtype = src.scalar_type();
   const std::optional<c10::ScalarType> mask_dtype =
       src_mask.defined() ? std::optional<c10::ScalarType>(src_mask.scalar_type()) : std::nullopt;
-  const Tensor kpm = functional::canonical_mask(
-      src_key_padding_mask, "src_key_padding_mask", mask_dtype, "src_mask", dtype);
+  const Tensor kpm = functional::canonical_mask(src_key_padding_mask, "src_key_padding_mask",
+                                                mask_dtype, "src_mask", dtype);
   const Tensor mask =
       functional::canonical_mask(src_mask, "src_mask", std::nullopt, "", dtype, false);
 

@@ -1,10 +1,10 @@
 #include "transformer/encoder_layer_fast_path.h"
 
-#include "fast_path.h"
-#include "transformer/layer_parts.h"
-
 #include <ATen/autocast_mode.h>
 #include <c10/core/DeviceType.h>
+
+#include "fast_path.h"
+#include "transformer/layer_parts.h"
 
 namespace mha {
 namespace detail {
@@ -32,7 +32,7 @@ std::vector<Tensor> fast_path_tensor_args(const TransformerEncoderLayerImpl& lay
 bool fast_path_device(const Tensor& t) {
   const auto type = t.device().type();
   return type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA ||
-      type == c10::DeviceType::XPU || type == c10::DeviceType::PrivateUse1;
+         type == c10::DeviceType::XPU || type == c10::DeviceType::PrivateUse1;
 }
 
 bool grad_blocks_fast_path(const std::vector<Tensor>& tensor_args) {

@@ -4,12 +4,12 @@
 // (`torch._transformer_encoder_layer_fwd`), its conditions in Python's order
 // and wording, and the conditions `TransformerEncoder` shares with it.
 
-#include "mha/transformer_layers.h"
-
 #include <torch/types.h>
 
 #include <string>
 #include <vector>
+
+#include "mha/transformer_layers.h"
 
 namespace mha {
 namespace detail {

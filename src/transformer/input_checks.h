@@ -34,9 +34,7 @@ void check_attention_mask(const torch::Tensor& mask,
                           int64_t nhead);
 
 /// Checks a key padding mask of `keys`: (N, S), or (S) unbatched. Undefined passes.
-void check_padding_mask(const torch::Tensor& mask,
-                        const char* name,
-                        const SequenceShape& keys);
+void check_padding_mask(const torch::Tensor& mask, const char* name, const SequenceShape& keys);
 
 }  // namespace detail
 }  // namespace mha

@@ -27,7 +27,8 @@ CpuGeneratorStateGuard::~CpuGeneratorStateGuard() {
 MultiheadAttention make_attention(const TransformerLayerOptions& options) {
   TORCH_CHECK(options.nhead() > 0 && options.d_model() % options.nhead() == 0,
               fmt::format("nhead must be positive and divide d_model, but got d_model={}, "
-                          "nhead={}", options.d_model(), options.nhead()));
+                          "nhead={}",
+                          options.d_model(), options.nhead()));
   return MultiheadAttention(MultiheadAttentionOptions(options.d_model(), options.nhead())
                                 .dropout(options.dropout())
                                 .bias(options.bias())
@@ -51,9 +52,12 @@ int activation_relu_or_gelu(const TransformerActivation& activation) {
 
 torch::Tensor apply_activation(const TransformerActivation& activation, const torch::Tensor& x) {
   switch (activation_relu_or_gelu(activation)) {
-    case 1: return at::relu(x);
-    case 2: return at::gelu(x);
-    default: return std::get<std::function<torch::Tensor(const torch::Tensor&)>>(activation)(x);
+    case 1:
+      return at::relu(x);
+    case 2:
+      return at::gelu(x);
+    default:
+      return std::get<std::function<torch::Tensor(const torch::Tensor&)>>(activation)(x);
   }
 }
 

@@ -3,11 +3,11 @@
 // Private: what the encoder and decoder layers share: building their
 // submodules as Python does, the activation, and printing the options.
 
-#include "mha/transformer_layers.h"
-
 #include <torch/types.h>
 
 #include <ostream>
+
+#include "mha/transformer_layers.h"
 
 namespace mha {
 namespace detail {

@@ -1,10 +1,10 @@
 #include "mha/transformer.h"
 
-#include "shape_format.h"
-#include "transformer/layer_parts.h"
-
 #include <fmt/format.h>
 #include <torch/nn/init.h>
+
+#include "shape_format.h"
+#include "transformer/layer_parts.h"
 
 namespace mha {
 
@@ -53,9 +53,9 @@ void TransformerImpl::reset() {
   } else {
     TransformerEncoderLayer layer(layer_options(options));
     LayerNorm norm = final_norm(options);
-    encoder = torch::nn::AnyModule(TransformerEncoder(
-        TransformerEncoderOptions(layer, options.num_encoder_layers())
-            .norm(torch::nn::AnyModule(norm))));
+    encoder = torch::nn::AnyModule(
+        TransformerEncoder(TransformerEncoderOptions(layer, options.num_encoder_layers())
+                               .norm(torch::nn::AnyModule(norm))));
   }
   register_module("encoder", encoder.ptr());
   if (!options.custom_decoder().is_empty()) {
@@ -64,9 +64,9 @@ void TransformerImpl::reset() {
   } else {
     TransformerDecoderLayer layer(layer_options(options));
     LayerNorm norm = final_norm(options);
-    decoder = torch::nn::AnyModule(TransformerDecoder(
-        TransformerDecoderOptions(layer, options.num_decoder_layers())
-            .norm(torch::nn::AnyModule(norm))));
+    decoder = torch::nn::AnyModule(
+        TransformerDecoder(TransformerDecoderOptions(layer, options.num_decoder_layers())
+                               .norm(torch::nn::AnyModule(norm))));
   }
   register_module("decoder", decoder.ptr());
   reset_parameters();
@@ -104,8 +104,7 @@ Tensor TransformerImpl::forward(const Tensor& src,
                           "(src: {}, tgt: {})",
                           options.d_model(), src.size(-1), tgt.size(-1)));
   // memory: shaped as src
-  const Tensor memory =
-      encoder.forward<Tensor>(src, src_mask, src_key_padding_mask, src_is_causal);
+  const Tensor memory = encoder.forward<Tensor>(src, src_mask, src_key_padding_mask, src_is_causal);
   return decoder.forward<Tensor>(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                                  memory_key_padding_mask, tgt_is_causal, memory_is_causal);
 }
