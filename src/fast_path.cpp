@@ -77,26 +77,11 @@ std::tuple<Tensor, Tensor> python_native(const MultiheadAttentionImpl& m,
   const Tensor kpm = canonical_key_padding_mask(key_padding_mask, attn_mask, dtype);
   const Tensor mask =
       functional::canonical_mask(attn_mask, "attn_mask", std::nullopt, "", dtype, false);
-  const int64_t num_heads = m.options.num_heads();
-  const int64_t bsz = query.size(0), seq_len = query.size(1);
-  std::optional<Tensor> merged;
-  std::optional<int64_t> mask_type;
-  if (kpm.defined()) {
-    merged = kpm;  // (N, L)
-    mask_type = 1;
-  }
-  if (mask.defined()) {
-    mask_type = 2;
-    merged = mask.dim() == 3
-        ? mask.view({bsz, -1, seq_len, seq_len})
-        : mask.view({1, 1, seq_len, seq_len}).expand({bsz, num_heads, -1, -1});  // (N, H, L, L)
-    if (kpm.defined()) {
-      merged = *merged + kpm.view({bsz, 1, 1, seq_len}).expand({-1, num_heads, -1, -1});
-    }
-  }
+  const auto [merged, mask_type] = merge_masks(mask, kpm, query, m.options.num_heads());
   return at::_native_multi_head_attention(
-      query, query, query, m.options.embed_dim(), num_heads, m.in_proj_weight, m.in_proj_bias,
-      m.out_proj->weight, m.out_proj->bias, merged, need_weights, average_attn_weights, mask_type);
+      query, query, query, m.options.embed_dim(), m.options.num_heads(), m.in_proj_weight,
+      m.in_proj_bias, m.out_proj->weight, m.out_proj->bias, merged, need_weights,
+      average_attn_weights, mask_type);
 }
 
 /// The bool masks (true = masked out) merged into one bool mask broadcastable
@@ -276,6 +261,30 @@ std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
 }
 
 }  // namespace
+
+std::pair<std::optional<Tensor>, std::optional<int64_t>> merge_masks(const Tensor& attn_mask,
+                                                                     const Tensor& key_padding_mask,
+                                                                     const Tensor& query,
+                                                                     int64_t num_heads) {
+  std::optional<Tensor> merged;
+  std::optional<int64_t> mask_type;
+  if (key_padding_mask.defined()) {
+    merged = key_padding_mask;  // (N, S)
+    mask_type = 1;
+  }
+  if (attn_mask.defined()) {  // then query is not nested: (N, L, E)
+    const int64_t bsz = query.size(0), seq_len = query.size(1);
+    mask_type = 2;
+    merged = attn_mask.dim() == 3
+        ? attn_mask.view({bsz, -1, seq_len, seq_len})
+        : attn_mask.view({1, 1, seq_len, seq_len}).expand({bsz, num_heads, -1, -1});  // (N, H, L, L)
+    if (key_padding_mask.defined()) {
+      merged = *merged +
+          key_padding_mask.view({bsz, 1, 1, seq_len}).expand({-1, num_heads, -1, -1});
+    }
+  }
+  return {merged, mask_type};
+}
 
 std::string why_not_fast_path(const MultiheadAttentionImpl& m,
                               const Tensor& query,

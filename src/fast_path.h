@@ -15,8 +15,10 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace mha {
 namespace detail {
@@ -33,6 +35,17 @@ std::string why_not_fast_path(
     const torch::Tensor& value,
     const torch::Tensor& key_padding_mask,
     const torch::Tensor& attn_mask);
+
+/// Python's `MultiheadAttention.merge_masks` on canonical (float) masks, as
+/// Python's fast paths (this one and `TransformerEncoderLayer`'s) call it:
+/// `key_padding_mask` (N, S) alone is type 1; any `attn_mask` ((L, L) or
+/// (N * H, L, L)) is expanded to (N, H, L, L), plus the padding mask, type 2.
+/// `query` is (N, L, E). Returns (merged mask, mask type), both empty without masks.
+std::pair<std::optional<torch::Tensor>, std::optional<int64_t>> merge_masks(
+    const torch::Tensor& attn_mask,
+    const torch::Tensor& key_padding_mask,
+    const torch::Tensor& query,
+    int64_t num_heads);
 
 /// How a call on Python's native fast path is computed.
 enum class FastPathKernel {

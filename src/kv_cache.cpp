@@ -167,7 +167,7 @@ void KVCache::reorder(const Tensor& index) {
       fmt::format(
           "expected index to be a non-empty 1-D int64 tensor, but got {} of shape {}",
           c10::toString(index.scalar_type()),
-          detail::shape_str(index.sizes())));
+          detail::torch_size(index.sizes())));
   TORCH_CHECK(
       index.device() == state_->keys.device(),
       fmt::format(

@@ -5,3 +5,4 @@
 #include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
+#include <mha/transformer.h>

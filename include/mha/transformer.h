@@ -1,0 +1,233 @@
+#pragma once
+
+#include <mha/transformer_layers.h>
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+namespace mha {
+
+/// Python's `_generate_square_subsequent_mask`: (sz, sz), -inf above the
+/// diagonal and 0 elsewhere, of `options`' dtype and device.
+torch::Tensor generate_square_subsequent_mask(int64_t sz, const torch::TensorOptions& options = {});
+
+/// Python's `_detect_is_causal_mask`: `is_causal` when given; otherwise, with a
+/// mask, whether it equals (by broadcasting) the causal mask of `size` (or of
+/// the mask's size(-2)) element for element; false without a mask.
+bool detect_is_causal_mask(const torch::Tensor& mask,
+                           std::optional<bool> is_causal = std::nullopt,
+                           std::optional<int64_t> size = std::nullopt);
+
+/// Options of `mha::TransformerEncoder`, as Python's constructor arguments.
+struct TransformerEncoderOptions {
+  /// The layer deep-copied `num_layers` times (Python's `_get_clones`).
+  TransformerEncoderOptions(TransformerEncoderLayer encoder_layer, int64_t num_layers);
+
+  /// The layer whose deep copies make the stack.
+  TORCH_ARG(TransformerEncoderLayer, encoder_layer);
+  /// Number of layers.
+  TORCH_ARG(int64_t, num_layers);
+  /// Optional final norm (empty = none), e.g. `mha::LayerNorm`; registered as `norm`.
+  TORCH_ARG(torch::nn::AnyModule, norm);
+  /// Convert padded batches to nested tensors on Python's fast path.
+  TORCH_ARG(bool, enable_nested_tensor) = true;
+  /// Check that the padding mask is left aligned before converting.
+  TORCH_ARG(bool, mask_check) = true;
+};
+
+/// Python's `torch.nn.TransformerEncoder`: `layers.0.*` ... and `norm.*`, the
+/// nested-tensor fast path where Python takes it (padded positions come out
+/// as zeros, then through the final norm), and causal-mask detection.
+///
+/// Example:
+/// ```
+/// mha::TransformerEncoder encoder(mha::TransformerEncoderOptions(
+///     mha::TransformerEncoderLayer(mha::TransformerEncoderLayerOptions(16, 4)), 2));
+/// auto y = encoder(torch::randn({5, 2, 16}));
+/// ```
+class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImpl> {
+ public:
+  /// Clones the layer `num_layers` times; warns as Python does when
+  /// `enable_nested_tensor` is set but the layer cannot use nested tensors.
+  explicit TransformerEncoderImpl(TransformerEncoderOptions options);
+
+  /// Python's `TransformerEncoder.forward`: src as the layer's, `mask` (L, L)
+  /// or (N * nhead, L, L), `src_key_padding_mask` (N, L); `is_causal` unset
+  /// means detect it from `mask`. Returns the output, shaped as src.
+  torch::Tensor forward(const torch::Tensor& src,
+                        const torch::Tensor& mask = {},
+                        const torch::Tensor& src_key_padding_mask = {},
+                        std::optional<bool> is_causal = std::nullopt);
+
+  /// Registers `layers` (fresh clones of the options' layer) and `norm`.
+  void reset() override;
+  /// Prints `mha::TransformerEncoder(num_layers=2)`.
+  void pretty_print(std::ostream& stream) const override;
+
+  /// The options this module was constructed with.
+  TransformerEncoderOptions options;
+  /// The layers, `TransformerEncoderLayer`s.
+  torch::nn::ModuleList layers{nullptr};
+  /// The final norm, or empty.
+  torch::nn::AnyModule norm;
+  /// Python's `use_nested_tensor`: `enable_nested_tensor` and the layer allows it.
+  bool use_nested_tensor = false;
+
+ private:
+  std::string why_not_nested(const torch::Tensor& src,
+                             const torch::Tensor& mask,
+                             const torch::Tensor& src_key_padding_mask) const;
+};
+
+/// A `ModuleHolder` for `TransformerEncoderImpl`.
+TORCH_MODULE(TransformerEncoder);
+
+/// Options of `mha::TransformerDecoder`, as Python's constructor arguments.
+struct TransformerDecoderOptions {
+  /// The layer deep-copied `num_layers` times (Python's `_get_clones`).
+  TransformerDecoderOptions(TransformerDecoderLayer decoder_layer, int64_t num_layers);
+
+  /// The layer whose deep copies make the stack.
+  TORCH_ARG(TransformerDecoderLayer, decoder_layer);
+  /// Number of layers.
+  TORCH_ARG(int64_t, num_layers);
+  /// Optional final norm (empty = none); registered as `norm`.
+  TORCH_ARG(torch::nn::AnyModule, norm);
+};
+
+/// Python's `torch.nn.TransformerDecoder`: `layers.0.*` ... and `norm.*`.
+class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImpl> {
+ public:
+  /// Clones the layer `num_layers` times.
+  explicit TransformerDecoderImpl(TransformerDecoderOptions options);
+
+  /// Python's `TransformerDecoder.forward`: shapes as the layer's;
+  /// `tgt_is_causal` unset means detect it from `tgt_mask`.
+  torch::Tensor forward(const torch::Tensor& tgt,
+                        const torch::Tensor& memory,
+                        const torch::Tensor& tgt_mask = {},
+                        const torch::Tensor& memory_mask = {},
+                        const torch::Tensor& tgt_key_padding_mask = {},
+                        const torch::Tensor& memory_key_padding_mask = {},
+                        std::optional<bool> tgt_is_causal = std::nullopt,
+                        bool memory_is_causal = false);
+
+  /// Registers `layers` (fresh clones of the options' layer) and `norm`.
+  void reset() override;
+  /// Prints `mha::TransformerDecoder(num_layers=2)`.
+  void pretty_print(std::ostream& stream) const override;
+
+  /// The options this module was constructed with.
+  TransformerDecoderOptions options;
+  /// The layers, `TransformerDecoderLayer`s.
+  torch::nn::ModuleList layers{nullptr};
+  /// The final norm, or empty.
+  torch::nn::AnyModule norm;
+};
+
+/// A `ModuleHolder` for `TransformerDecoderImpl`.
+TORCH_MODULE(TransformerDecoder);
+
+/// Options of `mha::Transformer`, with the names and defaults of Python's
+/// `torch.nn.Transformer` keyword arguments.
+struct TransformerOptions {
+  /// Python's defaults: d_model 512, nhead 8, 6 + 6 layers.
+  TransformerOptions() = default;
+  /// The model width and number of heads.
+  TransformerOptions(int64_t d_model, int64_t nhead);
+  /// Also the number of encoder and decoder layers.
+  TransformerOptions(int64_t d_model,
+                     int64_t nhead,
+                     int64_t num_encoder_layers,
+                     int64_t num_decoder_layers);
+
+  /// Model width E.
+  TORCH_ARG(int64_t, d_model) = 512;
+  /// Number of attention heads.
+  TORCH_ARG(int64_t, nhead) = 8;
+  /// Encoder layers (unless `custom_encoder`).
+  TORCH_ARG(int64_t, num_encoder_layers) = 6;
+  /// Decoder layers (unless `custom_decoder`).
+  TORCH_ARG(int64_t, num_decoder_layers) = 6;
+  /// Hidden width of the feed-forward networks.
+  TORCH_ARG(int64_t, dim_feedforward) = 2048;
+  /// Dropout probability, training only.
+  TORCH_ARG(double, dropout) = 0.1;
+  /// Feed-forward activation.
+  TORCH_ARG(TransformerActivation, activation) = torch::kReLU;
+  /// Used instead of the built encoder; its forward must take
+  /// (Tensor src, Tensor mask, Tensor src_key_padding_mask, std::optional<bool> is_causal).
+  TORCH_ARG(torch::nn::AnyModule, custom_encoder);
+  /// Used instead of the built decoder; its forward must take
+  /// `TransformerDecoderImpl::forward`'s arguments.
+  TORCH_ARG(torch::nn::AnyModule, custom_decoder);
+  /// The LayerNorms' eps.
+  TORCH_ARG(double, layer_norm_eps) = 1e-5;
+  /// Batched inputs and outputs are (N, L, E) instead of (L, N, E).
+  TORCH_ARG(bool, batch_first) = false;
+  /// Pre-norm layers.
+  TORCH_ARG(bool, norm_first) = false;
+  /// Biases in the Linear and LayerNorm layers.
+  TORCH_ARG(bool, bias) = true;
+};
+
+/// Python's `torch.nn.Transformer`: `encoder.*` (with its final `norm`) and
+/// `decoder.*`, every parameter with dim > 1 re-initialised by
+/// `xavier_uniform_` as Python's `_reset_parameters` does.
+///
+/// Example:
+/// ```
+/// mha::Transformer model(mha::TransformerOptions(16, 4, 2, 2).dim_feedforward(32));
+/// auto tgt_mask = mha::generate_square_subsequent_mask(5);
+/// auto y = model(torch::randn({7, 2, 16}), torch::randn({5, 2, 16}), torch::Tensor(), tgt_mask);
+/// ```
+class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
+ public:
+  /// Builds the encoder and decoder (or takes the custom ones) and re-initialises.
+  explicit TransformerImpl(TransformerOptions options = {});
+
+  /// Python's `Transformer.forward`: src (S, N, E), tgt (T, N, E) (batch first
+  /// or unbatched likewise); masks as the encoder's and decoder's.
+  torch::Tensor forward(const torch::Tensor& src,
+                        const torch::Tensor& tgt,
+                        const torch::Tensor& src_mask = {},
+                        const torch::Tensor& tgt_mask = {},
+                        const torch::Tensor& memory_mask = {},
+                        const torch::Tensor& src_key_padding_mask = {},
+                        const torch::Tensor& tgt_key_padding_mask = {},
+                        const torch::Tensor& memory_key_padding_mask = {},
+                        std::optional<bool> src_is_causal = std::nullopt,
+                        std::optional<bool> tgt_is_causal = std::nullopt,
+                        bool memory_is_causal = false);
+
+  /// Registers `encoder` and `decoder` and calls `reset_parameters`.
+  void reset() override;
+  /// Python's `_reset_parameters`: `xavier_uniform_` on every parameter with dim > 1.
+  void reset_parameters();
+  /// Prints `mha::Transformer(d_model=16, nhead=4, ...)`.
+  void pretty_print(std::ostream& stream) const override;
+
+  /// Python's `Transformer.generate_square_subsequent_mask`.
+  static torch::Tensor generate_square_subsequent_mask(int64_t sz,
+                                                       const torch::TensorOptions& options = {});
+
+  /// The options this module was constructed with.
+  TransformerOptions options;
+  /// The encoder: a `TransformerEncoder` or `custom_encoder`.
+  torch::nn::AnyModule encoder;
+  /// The decoder: a `TransformerDecoder` or `custom_decoder`.
+  torch::nn::AnyModule decoder;
+};
+
+/// A `ModuleHolder` for `TransformerImpl`.
+TORCH_MODULE(Transformer);
+
+}  // namespace mha

@@ -1,0 +1,114 @@
+#include <fmt/format.h>
+
+#include "mha/transformer_layers.h"
+#include "transformer/input_checks.h"
+#include "transformer/layer_parts.h"
+
+namespace mha {
+
+using torch::Tensor;
+
+TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(TransformerDecoderLayerOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void TransformerDecoderLayerImpl::reset() {
+  // Python's order of construction: the same seeded init and state_dict() keys.
+  const int64_t d_model = options.d_model(), ff = options.dim_feedforward();
+  self_attn = register_module("self_attn", detail::make_attention(options));
+  multihead_attn = register_module("multihead_attn", detail::make_attention(options));
+  linear1 = register_module("linear1", detail::make_linear(d_model, ff, options.bias()));
+  dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
+  linear2 = register_module("linear2", detail::make_linear(ff, d_model, options.bias()));
+  norm1 = register_module("norm1", detail::make_norm(options));
+  norm2 = register_module("norm2", detail::make_norm(options));
+  norm3 = register_module("norm3", detail::make_norm(options));
+  dropout1 = register_module("dropout1", torch::nn::Dropout(options.dropout()));
+  dropout2 = register_module("dropout2", torch::nn::Dropout(options.dropout()));
+  dropout3 = register_module("dropout3", torch::nn::Dropout(options.dropout()));
+}
+
+namespace {
+
+/// The decoder layer's argument checks, with the layer's argument names.
+void check_decoder_inputs(const TransformerDecoderLayerOptions& options,
+                          const Tensor& tgt,
+                          const Tensor& memory,
+                          const Tensor& tgt_mask,
+                          const Tensor& memory_mask,
+                          const Tensor& tgt_key_padding_mask,
+                          const Tensor& memory_key_padding_mask) {
+  const int64_t d_model = options.d_model(), nhead = options.nhead();
+  const auto t = detail::check_sequence(tgt, "tgt", d_model, options.batch_first());
+  const auto s = detail::check_sequence(memory, "memory", d_model, options.batch_first());
+  TORCH_CHECK(t.batch.has_value() == s.batch.has_value(),
+              fmt::format("memory must be {} as tgt is, but got a {}-D tensor",
+                          t.batch ? "batched (3-D)" : "unbatched (2-D)", memory.dim()));
+  TORCH_CHECK(t.batch == s.batch, fmt::format("memory must have tgt's batch size {}, but got {}",
+                                              t.batch.value_or(0), s.batch.value_or(0)));
+  detail::check_attention_mask(tgt_mask, "tgt_mask", t, t.length, nhead);
+  detail::check_attention_mask(memory_mask, "memory_mask", t, s.length, nhead);
+  detail::check_padding_mask(tgt_key_padding_mask, "tgt_key_padding_mask", t);
+  detail::check_padding_mask(memory_key_padding_mask, "memory_key_padding_mask", s);
+}
+
+}  // namespace
+
+Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt,
+                                            const Tensor& memory,
+                                            const Tensor& tgt_mask,
+                                            const Tensor& memory_mask,
+                                            const Tensor& tgt_key_padding_mask,
+                                            const Tensor& memory_key_padding_mask,
+                                            bool tgt_is_causal,
+                                            bool memory_is_causal) {
+  check_decoder_inputs(options, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                       memory_key_padding_mask);
+  // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as tgt throughout
+  Tensor x = tgt;
+  if (options.norm_first()) {
+    x = x + sa_block(norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal);
+    x = x + mha_block(norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal);
+    x = x + ff_block(norm3(x));
+  } else {
+    x = norm1(x + sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal));
+    x = norm2(x + mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal));
+    x = norm3(x + ff_block(x));
+  }
+  return x;
+}
+
+Tensor TransformerDecoderLayerImpl::sa_block(const Tensor& x,
+                                             const Tensor& attn_mask,
+                                             const Tensor& key_padding_mask,
+                                             bool is_causal) {
+  // x (T, N, E) or (N, T, E) -> same
+  const Tensor out = std::get<0>(self_attn(x, x, x, key_padding_mask, /*need_weights=*/false,
+                                           attn_mask, /*average_attn_weights=*/true, is_causal));
+  return dropout1(out);
+}
+
+Tensor TransformerDecoderLayerImpl::mha_block(const Tensor& x,
+                                              const Tensor& memory,
+                                              const Tensor& attn_mask,
+                                              const Tensor& key_padding_mask,
+                                              bool is_causal) {
+  // x (T, N, E), memory (S, N, E) -> (T, N, E) (batch first likewise)
+  const Tensor out =
+      std::get<0>(multihead_attn(x, memory, memory, key_padding_mask, /*need_weights=*/false,
+                                 attn_mask, /*average_attn_weights=*/true, is_causal));
+  return dropout2(out);
+}
+
+Tensor TransformerDecoderLayerImpl::ff_block(const Tensor& x) {
+  // (..., E) -> (..., dim_feedforward) -> (..., E)
+  const Tensor hidden = dropout(detail::apply_activation(options.activation(), linear1(x)));
+  return dropout3(linear2(hidden));
+}
+
+void TransformerDecoderLayerImpl::pretty_print(std::ostream& stream) const {
+  detail::print_layer_options(stream, "mha::TransformerDecoderLayer", options);
+}
+
+}  // namespace mha

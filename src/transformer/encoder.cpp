@@ -1,0 +1,145 @@
+#include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include "mha/functional.h"
+#include "mha/transformer.h"
+#include "transformer/encoder_layer_fast_path.h"
+#include "transformer/input_checks.h"
+#include "transformer/layer_parts.h"
+
+namespace mha {
+
+using torch::Tensor;
+
+namespace {
+
+/// Python's reason, found in `TransformerEncoder.__init__`, why the layer
+/// cannot take nested tensors; empty if it can.
+std::string why_not_nested_layer(const TransformerEncoderLayerImpl& layer) {
+  const auto& attn = *layer.self_attn;
+  if (layer.options.norm_first()) return "encoder_layer.norm_first was True";
+  if (!attn.options.batch_first()) {
+    return "encoder_layer.self_attn.batch_first was not True(use batch_first for better "
+           "inference performance)";
+  }
+  if (!attn.in_proj_weight.defined()) {
+    return "encoder_layer.self_attn._qkv_same_embed_dim was not True";
+  }
+  if (!attn.in_proj_bias.defined()) return "encoder_layer.self_attn was passed bias=False";
+  if (detail::activation_relu_or_gelu(layer.options.activation()) == 0) {
+    return "encoder_layer.activation_relu_or_gelu was not True";
+  }
+  if (layer.norm1->options.eps() != layer.norm2->options.eps()) {
+    return "encoder_layer.norm1.eps was not equal to encoder_layer.norm2.eps";
+  }
+  if (attn.options.num_heads() % 2 == 1) return "encoder_layer.self_attn.num_heads is odd";
+  return "";
+}
+
+/// Python's `_get_seq_len`: L of a batched or unbatched src.
+int64_t seq_len_of(const Tensor& src, bool batch_first) {
+  return src.dim() == 2 ? src.size(0) : src.size(batch_first ? 1 : 0);
+}
+
+}  // namespace
+
+TransformerEncoderOptions::TransformerEncoderOptions(TransformerEncoderLayer encoder_layer,
+                                                     int64_t num_layers)
+    : encoder_layer_(std::move(encoder_layer)), num_layers_(num_layers) {}
+
+TransformerEncoderImpl::TransformerEncoderImpl(TransformerEncoderOptions options_)
+    : options(std::move(options_)) {
+  reset();
+  const std::string why_not = why_not_nested_layer(*options.encoder_layer());
+  use_nested_tensor = options.enable_nested_tensor() && why_not.empty();
+  if (options.enable_nested_tensor() && !why_not.empty()) {
+    TORCH_WARN("enable_nested_tensor is True, but self.use_nested_tensor is False because ",
+               why_not);
+  }
+}
+
+void TransformerEncoderImpl::reset() {
+  TORCH_CHECK(options.num_layers() >= 0,
+              fmt::format("num_layers must be non-negative, but got {}", options.num_layers()));
+  layers = register_module("layers", torch::nn::ModuleList());
+  const detail::CpuGeneratorStateGuard keep_generator;
+  for (int64_t i = 0; i < options.num_layers(); ++i) {
+    layers->push_back(options.encoder_layer()->clone());  // deep copies, as `_get_clones`
+  }
+  if (!options.norm().is_empty()) {
+    norm = options.norm().clone();
+    register_module("norm", norm.ptr());
+  }
+}
+
+std::string TransformerEncoderImpl::why_not_nested(const Tensor& src,
+                                                   const Tensor& mask,
+                                                   const Tensor& src_key_padding_mask) const {
+  if (!get_fastpath_enabled()) return "torch.backends.mha.get_fastpath_enabled() was not True";
+  if (!use_nested_tensor) return "self.use_nested_tensor (set in init) was not True";
+  const auto& first = *layers->ptr<TransformerEncoderLayerImpl>(0);
+  if (first.is_training()) return "self.layers[0] was in training mode";
+  if (src.dim() != 3) return "input not batched; expected src.dim() of 3";
+  if (!src_key_padding_mask.defined()) return "src_key_padding_mask was None";
+  if (options.mask_check() &&
+      !at::_nested_tensor_from_mask_left_aligned(src, src_key_padding_mask.logical_not())) {
+    return "mask_check enabled, and src and src_key_padding_mask was not left aligned";
+  }
+  if (src.is_nested()) return "NestedTensor input is not supported";
+  if (mask.defined()) return "src_key_padding_mask and mask were both supplied";
+  if (at::autocast::is_autocast_enabled(at::kCUDA)) return "autocast is enabled";
+  if (!detail::fast_path_device(src)) return "src device is neither one of cpu, cuda, xpu";
+  if (detail::grad_blocks_fast_path(detail::fast_path_tensor_args(first, src))) {
+    return "grad is enabled and at least one of query or the input/output projection weights "
+           "or biases requires_grad";
+  }
+  return "";
+}
+
+Tensor TransformerEncoderImpl::forward(const Tensor& src,
+                                       const Tensor& mask,
+                                       const Tensor& src_key_padding_mask,
+                                       std::optional<bool> is_causal) {
+  TORCH_CHECK(layers->size() > 0, "TransformerEncoder has no layers (num_layers=0)");
+  const auto& layer_options = options.encoder_layer()->options;
+  const bool batch_first = layer_options.batch_first();
+  if (!src.is_nested()) {
+    const auto shape = detail::check_sequence(src, "src", layer_options.d_model(), batch_first);
+    detail::check_attention_mask(mask, "mask", shape, shape.length, layer_options.nhead());
+    detail::check_padding_mask(src_key_padding_mask, "src_key_padding_mask", shape);
+  }
+  const auto dtype = src.scalar_type();
+  const std::optional<c10::ScalarType> mask_dtype =
+      mask.defined() ? std::optional<c10::ScalarType>(mask.scalar_type()) : std::nullopt;
+  const Tensor kpm = functional::canonical_mask(src_key_padding_mask, "src_key_padding_mask",
+                                                mask_dtype, "mask", dtype);
+  const Tensor attn_mask = functional::canonical_mask(mask, "mask", std::nullopt, "", dtype, false);
+
+  Tensor output = src;
+  Tensor kpm_for_layers = kpm;
+  const bool convert_to_nested = why_not_nested(src, attn_mask, kpm).empty();
+  if (convert_to_nested) {
+    // (N, L, E) padded -> nested of N sequences of their unpadded lengths
+    output = at::_nested_tensor_from_mask(output, kpm.logical_not(), /*mask_check=*/false);
+    kpm_for_layers = Tensor();
+  }
+  const bool causal = detect_is_causal_mask(attn_mask, is_causal, seq_len_of(src, batch_first));
+  for (const auto& layer : *layers) {
+    output = layer->as<TransformerEncoderLayerImpl>()->forward(output, attn_mask, kpm_for_layers,
+                                                               causal);
+  }
+  if (convert_to_nested) {
+    output = output.to_padded_tensor(0.0, src.sizes());  // padded positions: zeros, (N, L, E)
+  }
+  if (!norm.is_empty()) {
+    output = norm.forward(output);
+  }
+  return output;
+}
+
+void TransformerEncoderImpl::pretty_print(std::ostream& stream) const {
+  stream << "mha::TransformerEncoder(num_layers=" << options.num_layers() << ")";
+}
+
+}  // namespace mha

@@ -1,0 +1,81 @@
+#include "mha/functional.h"
+#include "mha/transformer_layers.h"
+#include "transformer/encoder_layer_fast_path.h"
+#include "transformer/input_checks.h"
+#include "transformer/layer_parts.h"
+
+namespace mha {
+
+using torch::Tensor;
+
+TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(TransformerEncoderLayerOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void TransformerEncoderLayerImpl::reset() {
+  // Python's order of construction: the same seeded init and state_dict() keys.
+  const int64_t d_model = options.d_model(), ff = options.dim_feedforward();
+  self_attn = register_module("self_attn", detail::make_attention(options));
+  linear1 = register_module("linear1", detail::make_linear(d_model, ff, options.bias()));
+  dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
+  linear2 = register_module("linear2", detail::make_linear(ff, d_model, options.bias()));
+  norm1 = register_module("norm1", detail::make_norm(options));
+  norm2 = register_module("norm2", detail::make_norm(options));
+  dropout1 = register_module("dropout1", torch::nn::Dropout(options.dropout()));
+  dropout2 = register_module("dropout2", torch::nn::Dropout(options.dropout()));
+}
+
+Tensor TransformerEncoderLayerImpl::forward(const Tensor& src,
+                                            const Tensor& src_mask,
+                                            const Tensor& src_key_padding_mask,
+                                            bool is_causal) {
+  if (!src.is_nested()) {  // nested inputs come from TransformerEncoder, checked there
+    const auto shape = detail::check_sequence(src, "src", options.d_model(), options.batch_first());
+    detail::check_attention_mask(src_mask, "src_mask", shape, shape.length, options.nhead());
+    detail::check_padding_mask(src_key_padding_mask, "src_key_padding_mask", shape);
+  }
+  const auto dtype = src.scalar_type();
+  const std::optional<c10::ScalarType> mask_dtype =
+      src_mask.defined() ? std::optional<c10::ScalarType>(src_mask.scalar_type()) : std::nullopt;
+  const Tensor kpm = functional::canonical_mask(src_key_padding_mask, "src_key_padding_mask",
+                                                mask_dtype, "src_mask", dtype);
+  const Tensor mask =
+      functional::canonical_mask(src_mask, "src_mask", std::nullopt, "", dtype, false);
+
+  if (detail::why_not_layer_fast_path(*this, src, mask, kpm).empty()) {
+    return detail::layer_fast_path(*this, src, mask, kpm);
+  }
+  // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as src throughout
+  Tensor x = src;
+  if (options.norm_first()) {
+    x = x + sa_block(norm1(x), mask, kpm, is_causal);
+    x = x + ff_block(norm2(x));
+  } else {
+    x = norm1(x + sa_block(x, mask, kpm, is_causal));
+    x = norm2(x + ff_block(x));
+  }
+  return x;
+}
+
+Tensor TransformerEncoderLayerImpl::sa_block(const Tensor& x,
+                                             const Tensor& attn_mask,
+                                             const Tensor& key_padding_mask,
+                                             bool is_causal) {
+  // x (L, N, E) or (N, L, E) -> same
+  const Tensor out = std::get<0>(self_attn(x, x, x, key_padding_mask, /*need_weights=*/false,
+                                           attn_mask, /*average_attn_weights=*/true, is_causal));
+  return dropout1(out);
+}
+
+Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
+  // (..., E) -> (..., dim_feedforward) -> (..., E)
+  const Tensor hidden = dropout(detail::apply_activation(options.activation(), linear1(x)));
+  return dropout2(linear2(hidden));
+}
+
+void TransformerEncoderLayerImpl::pretty_print(std::ostream& stream) const {
+  detail::print_layer_options(stream, "mha::TransformerEncoderLayer", options);
+}
+
+}  // namespace mha

@@ -1,0 +1,77 @@
+#include "transformer/layer_parts.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include <mutex>
+
+namespace mha {
+
+TransformerLayerOptions::TransformerLayerOptions(int64_t d_model, int64_t nhead)
+    : d_model_(d_model), nhead_(nhead) {}
+
+namespace detail {
+
+CpuGeneratorStateGuard::CpuGeneratorStateGuard() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  state_ = generator.get_state();
+}
+
+CpuGeneratorStateGuard::~CpuGeneratorStateGuard() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state_);
+}
+
+MultiheadAttention make_attention(const TransformerLayerOptions& options) {
+  TORCH_CHECK(options.nhead() > 0 && options.d_model() % options.nhead() == 0,
+              fmt::format("nhead must be positive and divide d_model, but got d_model={}, "
+                          "nhead={}",
+                          options.d_model(), options.nhead()));
+  return MultiheadAttention(MultiheadAttentionOptions(options.d_model(), options.nhead())
+                                .dropout(options.dropout())
+                                .bias(options.bias())
+                                .batch_first(options.batch_first()));
+}
+
+torch::nn::Linear make_linear(int64_t in_features, int64_t out_features, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in_features, out_features).bias(bias));
+}
+
+LayerNorm make_norm(const TransformerLayerOptions& options) {
+  return LayerNorm(
+      LayerNormOptions({options.d_model()}).eps(options.layer_norm_eps()).bias(options.bias()));
+}
+
+int activation_relu_or_gelu(const TransformerActivation& activation) {
+  if (std::holds_alternative<torch::enumtype::kReLU>(activation)) return 1;
+  if (std::holds_alternative<torch::enumtype::kGELU>(activation)) return 2;
+  return 0;
+}
+
+torch::Tensor apply_activation(const TransformerActivation& activation, const torch::Tensor& x) {
+  switch (activation_relu_or_gelu(activation)) {
+    case 1:
+      return at::relu(x);
+    case 2:
+      return at::gelu(x);
+    default:
+      return std::get<std::function<torch::Tensor(const torch::Tensor&)>>(activation)(x);
+  }
+}
+
+void print_layer_options(std::ostream& stream,
+                         const char* name,
+                         const TransformerLayerOptions& options) {
+  static const char* const kActivations[] = {"<function>", "relu", "gelu"};
+  stream << fmt::format(
+      "{}(d_model={}, nhead={}, dim_feedforward={}, dropout={}, activation={}, "
+      "layer_norm_eps={}, batch_first={}, norm_first={}, bias={})",
+      name, options.d_model(), options.nhead(), options.dim_feedforward(), options.dropout(),
+      kActivations[activation_relu_or_gelu(options.activation())], options.layer_norm_eps(),
+      options.batch_first(), options.norm_first(), options.bias());
+}
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,54 @@
+#pragma once
+
+// Private: what the encoder and decoder layers share: building their
+// submodules as Python does, the activation, and printing the options.
+
+#include <torch/types.h>
+
+#include <ostream>
+
+#include "mha/transformer_layers.h"
+
+namespace mha {
+namespace detail {
+
+/// Keeps ATen's default CPU generator state across a scope. `clone()` re-runs
+/// the cloned module's `reset()`, which draws initial values before the
+/// original's are copied in; Python's `copy.deepcopy` draws nothing, so the
+/// stacks clone under this guard and later seeded inits stay Python's.
+class CpuGeneratorStateGuard {
+ public:
+  CpuGeneratorStateGuard();
+  ~CpuGeneratorStateGuard();
+  CpuGeneratorStateGuard(const CpuGeneratorStateGuard&) = delete;
+  CpuGeneratorStateGuard& operator=(const CpuGeneratorStateGuard&) = delete;
+
+ private:
+  torch::Tensor state_;
+};
+
+/// Python's `MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+/// batch_first=batch_first)` of a transformer layer.
+MultiheadAttention make_attention(const TransformerLayerOptions& options);
+
+/// Python's `Linear(in_features, out_features, bias=bias)` (LibTorch's Linear
+/// has Python's init).
+torch::nn::Linear make_linear(int64_t in_features, int64_t out_features, bool bias);
+
+/// Python's `LayerNorm(d_model, eps=layer_norm_eps, bias=bias)`.
+LayerNorm make_norm(const TransformerLayerOptions& options);
+
+/// Python's `activation_relu_or_gelu`: 1 for `kReLU`, 2 for `kGELU`, 0 for a function.
+int activation_relu_or_gelu(const TransformerActivation& activation);
+
+/// The activation applied to x (any shape): `F.relu`, `F.gelu` or the function.
+torch::Tensor apply_activation(const TransformerActivation& activation, const torch::Tensor& x);
+
+/// Writes `name(d_model=.., nhead=.., dim_feedforward=.., dropout=.., activation=..,
+/// layer_norm_eps=.., batch_first=.., norm_first=.., bias=..)`.
+void print_layer_options(std::ostream& stream,
+                         const char* name,
+                         const TransformerLayerOptions& options);
+
+}  // namespace detail
+}  // namespace mha

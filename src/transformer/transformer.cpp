@@ -1,0 +1,125 @@
+#include "mha/transformer.h"
+
+#include <fmt/format.h>
+#include <torch/nn/init.h>
+
+#include "shape_format.h"
+#include "transformer/layer_parts.h"
+
+namespace mha {
+
+using torch::Tensor;
+
+TransformerOptions::TransformerOptions(int64_t d_model, int64_t nhead)
+    : d_model_(d_model), nhead_(nhead) {}
+
+TransformerOptions::TransformerOptions(int64_t d_model,
+                                       int64_t nhead,
+                                       int64_t num_encoder_layers,
+                                       int64_t num_decoder_layers)
+    : d_model_(d_model),
+      nhead_(nhead),
+      num_encoder_layers_(num_encoder_layers),
+      num_decoder_layers_(num_decoder_layers) {}
+
+TransformerImpl::TransformerImpl(TransformerOptions options_) : options(std::move(options_)) {
+  reset();
+}
+
+namespace {
+
+TransformerLayerOptions layer_options(const TransformerOptions& o) {
+  return TransformerLayerOptions(o.d_model(), o.nhead())
+      .dim_feedforward(o.dim_feedforward())
+      .dropout(o.dropout())
+      .activation(o.activation())
+      .layer_norm_eps(o.layer_norm_eps())
+      .batch_first(o.batch_first())
+      .norm_first(o.norm_first())
+      .bias(o.bias());
+}
+
+LayerNorm final_norm(const TransformerOptions& o) {
+  return LayerNorm(LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps()).bias(o.bias()));
+}
+
+}  // namespace
+
+void TransformerImpl::reset() {
+  // Python's order: encoder layer, encoder norm, (clones), decoder layer, decoder norm.
+  if (!options.custom_encoder().is_empty()) {
+    const detail::CpuGeneratorStateGuard keep_generator;  // Python uses it as is
+    encoder = options.custom_encoder().clone();
+  } else {
+    TransformerEncoderLayer layer(layer_options(options));
+    LayerNorm norm = final_norm(options);
+    encoder = torch::nn::AnyModule(
+        TransformerEncoder(TransformerEncoderOptions(layer, options.num_encoder_layers())
+                               .norm(torch::nn::AnyModule(norm))));
+  }
+  register_module("encoder", encoder.ptr());
+  if (!options.custom_decoder().is_empty()) {
+    const detail::CpuGeneratorStateGuard keep_generator;  // Python uses it as is
+    decoder = options.custom_decoder().clone();
+  } else {
+    TransformerDecoderLayer layer(layer_options(options));
+    LayerNorm norm = final_norm(options);
+    decoder = torch::nn::AnyModule(
+        TransformerDecoder(TransformerDecoderOptions(layer, options.num_decoder_layers())
+                               .norm(torch::nn::AnyModule(norm))));
+  }
+  register_module("decoder", decoder.ptr());
+  reset_parameters();
+}
+
+void TransformerImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters()) {
+    if (p.dim() > 1) torch::nn::init::xavier_uniform_(p);
+  }
+}
+
+Tensor TransformerImpl::forward(const Tensor& src,
+                                const Tensor& tgt,
+                                const Tensor& src_mask,
+                                const Tensor& tgt_mask,
+                                const Tensor& memory_mask,
+                                const Tensor& src_key_padding_mask,
+                                const Tensor& tgt_key_padding_mask,
+                                const Tensor& memory_key_padding_mask,
+                                std::optional<bool> src_is_causal,
+                                std::optional<bool> tgt_is_causal,
+                                bool memory_is_causal) {
+  TORCH_CHECK(src.defined() && tgt.defined(), "src and tgt must be defined tensors");
+  const int64_t batch_dim = options.batch_first() ? 0 : 1;
+  if (src.dim() == 3) {  // batched
+    TORCH_CHECK(tgt.dim() > batch_dim && src.size(batch_dim) == tgt.size(batch_dim),
+                fmt::format("the batch number of src and tgt must be equal, but got src of "
+                            "shape {} and tgt of shape {} (batch_first={})",
+                            detail::torch_size(src.sizes()), detail::torch_size(tgt.sizes()),
+                            options.batch_first()));
+  }
+  TORCH_CHECK(src.size(-1) == options.d_model() && tgt.size(-1) == options.d_model(),
+              fmt::format("the feature number of src and tgt must be equal to d_model={} "
+                          "(src: {}, tgt: {})",
+                          options.d_model(), src.size(-1), tgt.size(-1)));
+  // memory: shaped as src
+  const Tensor memory = encoder.forward<Tensor>(src, src_mask, src_key_padding_mask, src_is_causal);
+  return decoder.forward<Tensor>(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                 memory_key_padding_mask, tgt_is_causal, memory_is_causal);
+}
+
+Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz,
+                                                        const torch::TensorOptions& options) {
+  return mha::generate_square_subsequent_mask(sz, options);
+}
+
+void TransformerImpl::pretty_print(std::ostream& stream) const {
+  stream << fmt::format(
+      "mha::Transformer(d_model={}, nhead={}, num_encoder_layers={}, num_decoder_layers={}, "
+      "batch_first={}, norm_first={}, bias={})",
+      options.d_model(), options.nhead(), options.num_encoder_layers(),
+      options.num_decoder_layers(), options.batch_first(), options.norm_first(), options.bias());
+}
+
+}  // namespace mha
