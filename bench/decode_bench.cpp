@@ -16,14 +16,11 @@
 // each and the median of the per-round ratios, which a busy machine disturbs
 // less than separate timings.
 
-#include "kv_cache_state.h"
-
-#include <mha/kv_cache.h>
-#include <mha/multihead_attention.h>
-
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <mha/kv_cache.h>
+#include <mha/multihead_attention.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -33,6 +30,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "kv_cache_state.h"
 
 namespace {
 
@@ -45,9 +44,9 @@ bool any_error = false;
 struct Decoder {
   mha::MultiheadAttention attn{mha::MultiheadAttentionOptions(kEmbed, kHeads).batch_first(true)};
   mha::KVCache cache = mha::KVCache::self_attention();
-  Tensor prefix;                // (N, T, E)
-  Tensor token;                 // (N, 1, E)
-  Tensor floor_k, floor_v;      // (N, H, T + 1, hd), the floor's preallocated cache
+  Tensor prefix;            // (N, T, E)
+  Tensor token;             // (N, 1, E)
+  Tensor floor_k, floor_v;  // (N, H, T + 1, hd), the floor's preallocated cache
 
   Decoder(int64_t n, int64_t t) {
     torch::manual_seed(0);
@@ -99,8 +98,8 @@ void run(benchmark::State& state, const std::string& impl, int64_t n, int64_t t,
   // cached and floor against each other.
   const Tensor expected = n * t <= 8192 ? d.recompute() : impl == "floor" ? d.cached() : d.floor();
   if (!torch::allclose(step(), expected, 1e-4, 1e-5)) {
-    std::fprintf(stderr, "decode_bench: %s N=%ld T=%ld differs from its reference\n",
-                 impl.c_str(), static_cast<long>(n), static_cast<long>(t));
+    std::fprintf(stderr, "decode_bench: %s N=%ld T=%ld differs from its reference\n", impl.c_str(),
+                 static_cast<long>(n), static_cast<long>(t));
     any_error = true;
   }
   for (auto _ : state) {
@@ -116,7 +115,8 @@ void register_all() {
         if (impl == "recompute" && n * t > 8192) continue;  // seconds per call
         for (const int threads : {1, 2}) {
           const std::string name = "decode/" + impl + "/N:" + std::to_string(n) +
-              "/T:" + std::to_string(t) + "/threads:" + std::to_string(threads);
+                                   "/T:" + std::to_string(t) +
+                                   "/threads:" + std::to_string(threads);
           auto* b = benchmark::RegisterBenchmark(
               name.c_str(), [=](benchmark::State& s) { run(s, impl, n, t, threads); });
           b->Unit(benchmark::kMicrosecond)->UseRealTime();

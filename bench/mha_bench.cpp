@@ -27,36 +27,35 @@
 // from the Kineto profiler, for docs/benchmarks.md), --mha_profile_train=N,L,nw,threads
 // (the same for forward + backward).
 
-#include "counting_allocator.h"
-#include "tolerances.h"
-#include "fast_path.h"
-
-#include <mha/multihead_attention.h>
-
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
-#include <nlohmann/json.hpp>
+#include <mha/multihead_attention.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/headeronly/version.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "counting_allocator.h"
+#include "fast_path.h"
+#include "tolerances.h"
 
 namespace {
 
@@ -87,14 +86,21 @@ const Grid& grid() {
     const auto j = nlohmann::json::parse(file);
     auto shapes = [&](const char* key) {
       std::vector<Shape> out;
-      for (const auto& s : j.at(key)) out.push_back({s.at(0).get<int64_t>(), s.at(1).get<int64_t>()});
+      for (const auto& s : j.at(key))
+        out.push_back({s.at(0).get<int64_t>(), s.at(1).get<int64_t>()});
       return out;
     };
     const auto& f = j.at("flops");
-    return Grid{j.at("embed_dim").get<int64_t>(), j.at("num_heads").get<int64_t>(),
-                j.at("gemm_size").get<int64_t>(), shapes("infer_shapes"), shapes("train_shapes"),
-                shapes("crossover_shapes"), shapes("weights_shapes"), f.at("projection").get<double>(),
-                f.at("core").get<double>(), f.at("causal_core_factor").get<double>(),
+    return Grid{j.at("embed_dim").get<int64_t>(),
+                j.at("num_heads").get<int64_t>(),
+                j.at("gemm_size").get<int64_t>(),
+                shapes("infer_shapes"),
+                shapes("train_shapes"),
+                shapes("crossover_shapes"),
+                shapes("weights_shapes"),
+                f.at("projection").get<double>(),
+                f.at("core").get<double>(),
+                f.at("causal_core_factor").get<double>(),
                 f.at("train_factor").get<double>()};
   }();
   return g;
@@ -105,8 +111,8 @@ struct Flags {
   std::set<std::string> shapes;  // "NxL"; empty = all
   std::vector<int> threads = {1, 2};
   std::set<std::string> families = {"infer", "train", "crossover", "weights", "gemm"};
-  int64_t min_length = 0;  // fused-path threshold override for exploration; 0 = default
-  std::string profile;     // "N,L,nw,kpm,causal,threads": print op profiles, run nothing else
+  int64_t min_length = 0;     // fused-path threshold override for exploration; 0 = default
+  std::string profile;        // "N,L,nw,kpm,causal,threads": print op profiles, run nothing else
   std::string profile_train;  // "N,L,nw,threads": the same for forward + backward
 };
 
@@ -132,13 +138,9 @@ double attention_flops(Shape s, bool causal) {
 }
 
 /// FLOPs of one training step (forward + backward).
-double train_flops(Shape s) {
-  return grid().train_factor * attention_flops(s, /*causal=*/false);
-}
+double train_flops(Shape s) { return grid().train_factor * attention_flops(s, /*causal=*/false); }
 
-std::string shape_key(Shape s) {
-  return std::to_string(s.batch) + "x" + std::to_string(s.seq_len);
-}
+std::string shape_key(Shape s) { return std::to_string(s.batch) + "x" + std::to_string(s.seq_len); }
 
 std::string flag_str(const char* name, bool value) {
   return std::string("/") + name + ":" + (value ? "1" : "0");
@@ -160,12 +162,12 @@ struct Setup {
   Shape shape;
   mha::MultiheadAttention ours{nullptr};
   torch::nn::MultiheadAttention libtorch{nullptr};
-  Tensor x;              // (N, L, E), batch-first: ours, floor, Python
-  Tensor x_seq;          // (L, N, E), sequence-first copy: LibTorch
-  Tensor kpm;            // (N, L) bool, true = padding
-  Tensor causal;         // (L, L) bool, true = masked (MHA's convention)
-  Tensor causal_float;   // (L, L) float, -inf above the diagonal (LibTorch needs float)
-  Tensor cotangent;      // (N, L, E), for the backward pass
+  Tensor x;             // (N, L, E), batch-first: ours, floor, Python
+  Tensor x_seq;         // (L, N, E), sequence-first copy: LibTorch
+  Tensor kpm;           // (N, L) bool, true = padding
+  Tensor causal;        // (L, L) bool, true = masked (MHA's convention)
+  Tensor causal_float;  // (L, L) float, -inf above the diagonal (LibTorch needs float)
+  Tensor cotangent;     // (N, L, E), for the backward pass
 };
 
 std::shared_ptr<Setup> make_setup(Shape s) {
@@ -235,8 +237,8 @@ Tensor run_ours(Setup& s, const InferConfig& c) {
     return run_fast_path(s, c, ours_kernel(c));
   }
   return std::get<0>(s.ours->forward(s.x, s.x, s.x, c.kpm ? s.kpm : Tensor(), c.need_weights,
-                                      c.causal ? s.causal : Tensor(),
-                                      /*average_attn_weights=*/true, /*is_causal=*/c.causal));
+                                     c.causal ? s.causal : Tensor(),
+                                     /*average_attn_weights=*/true, /*is_causal=*/c.causal));
 }
 
 /// Python's computation for the same call: the native op with Python's merged
@@ -246,14 +248,12 @@ Tensor run_python_path(Setup& s, const InferConfig& c) {
 }
 
 /// Whether ours runs the native op (bitwise equal to Python) for this config.
-bool ours_is_native(const InferConfig& c) {
-  return ours_kernel(c) == FastPathKernel::kNative;
-}
+bool ours_is_native(const InferConfig& c) { return ours_kernel(c) == FastPathKernel::kNative; }
 
 Tensor run_libtorch(Setup& s, const InferConfig& c) {
   // LibTorch adds a bool attn_mask numerically, so it gets the float causal mask.
   return std::get<0>(s.libtorch->forward(s.x_seq, s.x_seq, s.x_seq, c.kpm ? s.kpm : Tensor(),
-                                          c.need_weights, c.causal ? s.causal_float : Tensor()));
+                                         c.need_weights, c.causal ? s.causal_float : Tensor()));
 }
 
 /// The floor: the fewest ATen calls that compute the same thing.
@@ -271,8 +271,9 @@ Tensor run_floor(Setup& s, const InferConfig& c) {
     std::optional<Tensor> mask;
     bool is_causal = false;
     if (c.kpm && c.causal) {
-      mask = at::zeros({n, 1, l, l}).masked_fill_(
-          at::logical_or(s.causal.view({1, 1, l, l}), s.kpm.view({n, 1, 1, l})), -kInf);
+      mask = at::zeros({n, 1, l, l})
+                 .masked_fill_(
+                     at::logical_or(s.causal.view({1, 1, l, l}), s.kpm.view({n, 1, 1, l})), -kInf);
     } else if (c.kpm) {
       mask = at::zeros({n, 1, 1, l}).masked_fill_(s.kpm.view({n, 1, 1, l}), -kInf);
     } else if (c.causal) {
@@ -285,8 +286,8 @@ Tensor run_floor(Setup& s, const InferConfig& c) {
   std::optional<Tensor> mask;
   std::optional<int64_t> mask_type;
   if (c.kpm && c.causal) {
-    mask = at::logical_or(s.causal.view({1, 1, l, l}), s.kpm.view({n, 1, 1, l}))
-               .expand({n, h, l, l});
+    mask =
+        at::logical_or(s.causal.view({1, 1, l, l}), s.kpm.view({n, 1, 1, l})).expand({n, h, l, l});
     mask_type = 2;
   } else if (c.kpm) {
     mask = s.kpm;
@@ -296,8 +297,8 @@ Tensor run_floor(Setup& s, const InferConfig& c) {
     mask_type = 0;
   }
   return std::get<0>(at::_native_multi_head_attention(
-      s.x, s.x, s.x, e, h, m.in_proj_weight, m.in_proj_bias, m.out_proj->weight,
-      m.out_proj->bias, mask, /*need_weights=*/true, /*average_attn_weights=*/true, mask_type));
+      s.x, s.x, s.x, e, h, m.in_proj_weight, m.in_proj_bias, m.out_proj->weight, m.out_proj->bias,
+      mask, /*need_weights=*/true, /*average_attn_weights=*/true, mask_type));
 }
 
 using InferFn = Tensor (*)(Setup&, const InferConfig&);
@@ -315,7 +316,7 @@ Tensor batch_first(const std::string& impl, const Tensor& out) {
 
 std::string config_key(const InferConfig& c) {
   return shape_key(c.shape) + flag_str("nw", c.need_weights) + flag_str("kpm", c.kpm) +
-      flag_str("causal", c.causal);
+         flag_str("causal", c.causal);
 }
 
 /// Ours' output per config (thread count aside), computed once for the checks.
@@ -364,7 +365,9 @@ void set_budget(benchmark::internal::Benchmark* b, double flops) {
   }
 }
 
-void infer_benchmark(benchmark::State& state, const std::string& name, const std::string& impl,
+void infer_benchmark(benchmark::State& state,
+                     const std::string& name,
+                     const std::string& impl,
                      InferConfig c) {
   at::set_num_threads(c.threads);
   c10::InferenceMode inference_mode;
@@ -392,9 +395,12 @@ void infer_benchmark(benchmark::State& state, const std::string& name, const std
       }
       const Tensor& python = run.first;
       mem.second = run.second;
-      error = ours_is_native(c)
-          ? (at::equal(out, python) ? "" : "ours (native path) not bitwise equal to Python's path")
-          : compare(out, python, "ours (fused or head-by-head kernel) differs from Python's path");
+      error =
+          ours_is_native(c)
+              ? (at::equal(out, python) ? ""
+                                        : "ours (native path) not bitwise equal to Python's path")
+              : compare(out, python,
+                        "ours (fused or head-by-head kernel) differs from Python's path");
     } else {
       error = compare(batch_first(impl, out), ours_output(s, c), impl + " differs from ours");
     }
@@ -447,8 +453,12 @@ std::function<void()> make_train_step(Setup& s, const std::string& impl, bool ne
 }
 
 /// Forward + backward (`make_train_step`), timed.
-void train_benchmark(benchmark::State& state, const std::string& name, const std::string& impl,
-                     Shape shape, bool need_weights, int threads) {
+void train_benchmark(benchmark::State& state,
+                     const std::string& name,
+                     const std::string& impl,
+                     Shape shape,
+                     bool need_weights,
+                     int threads) {
   at::set_num_threads(threads);
   auto setup = get_setup(shape);
   Setup& s = *setup;
@@ -562,9 +572,9 @@ void register_all() {
               }
               const InferConfig c{shape, nw, kpm, causal, t};
               for (const auto& impl : impls) {
-                const std::string name = "infer/" + impl + shape_str(shape) +
-                    flag_str("nw", nw) + flag_str("kpm", kpm) + flag_str("causal", causal) +
-                    "/threads:" + std::to_string(t);
+                const std::string name = "infer/" + impl + shape_str(shape) + flag_str("nw", nw) +
+                                         flag_str("kpm", kpm) + flag_str("causal", causal) +
+                                         "/threads:" + std::to_string(t);
                 auto* b = benchmark::RegisterBenchmark(
                     name.c_str(),
                     [name, impl, c](benchmark::State& st) { infer_benchmark(st, name, impl, c); });
@@ -585,7 +595,7 @@ void register_all() {
             if (impl == "floor" && nw) continue;  // no composite floor returns weights
             if (flags.smoke && nw) continue;
             const std::string name = "train/" + impl + shape_str(shape) + flag_str("nw", nw) +
-                "/threads:" + std::to_string(t);
+                                     "/threads:" + std::to_string(t);
             auto* b = benchmark::RegisterBenchmark(
                 name.c_str(), [name, impl, shape, nw, t](benchmark::State& st) {
                   train_benchmark(st, name, impl, shape, nw, t);
@@ -607,14 +617,14 @@ void register_all() {
               if (flags.smoke && (kpm || !causal || !average)) continue;
               for (bool by_head : {false, true}) {
                 const InferConfig c{shape, /*need_weights=*/true, kpm, causal, t};
-                const std::string name = std::string("weights/") +
-                    (by_head ? "byhead" : "native") + shape_str(shape) + flag_str("kpm", kpm) +
-                    flag_str("causal", causal) + flag_str("avg", average) + "/threads:" +
-                    std::to_string(t);
-                auto* b = benchmark::RegisterBenchmark(
-                    name.c_str(), [by_head, average, c](benchmark::State& st) {
-                      weights_benchmark(st, by_head, average, c);
-                    });
+                const std::string name = std::string("weights/") + (by_head ? "byhead" : "native") +
+                                         shape_str(shape) + flag_str("kpm", kpm) +
+                                         flag_str("causal", causal) + flag_str("avg", average) +
+                                         "/threads:" + std::to_string(t);
+                auto* b = benchmark::RegisterBenchmark(name.c_str(),
+                                                       [by_head, average, c](benchmark::State& st) {
+                                                         weights_benchmark(st, by_head, average, c);
+                                                       });
                 set_budget(b, attention_flops(shape, causal) * 1.5);
               }
             }
@@ -633,9 +643,9 @@ void register_all() {
             if (flags.smoke && (kpm || causal)) continue;
             for (bool fused : {false, true}) {
               const InferConfig c{shape, /*need_weights=*/false, kpm, causal, t};
-              const std::string name = std::string("crossover/") +
-                  (fused ? "fused" : "native") + shape_str(shape) + flag_str("kpm", kpm) +
-                  flag_str("causal", causal) + "/threads:" + std::to_string(t);
+              const std::string name = std::string("crossover/") + (fused ? "fused" : "native") +
+                                       shape_str(shape) + flag_str("kpm", kpm) +
+                                       flag_str("causal", causal) + "/threads:" + std::to_string(t);
               auto* b = benchmark::RegisterBenchmark(
                   name.c_str(),
                   [fused, c](benchmark::State& st) { crossover_benchmark(st, fused, c); });
@@ -646,7 +656,6 @@ void register_all() {
       }
     }
   }
-
 }
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -790,8 +799,8 @@ int run_profiles(const std::string& spec) {
     std::fprintf(stderr, "--mha_profile wants N,L,nw,kpm,causal,threads, got '%s'\n", spec.c_str());
     return 2;
   }
-  const InferConfig c{{std::stoll(v[0]), std::stoll(v[1])}, v[2] == "1", v[3] == "1", v[4] == "1",
-                      std::stoi(v[5])};
+  const InferConfig c{
+      {std::stoll(v[0]), std::stoll(v[1])}, v[2] == "1", v[3] == "1", v[4] == "1", std::stoi(v[5])};
   at::set_num_threads(c.threads);
   c10::InferenceMode inference_mode;
   auto setup = get_setup(c.shape);
@@ -799,11 +808,12 @@ int run_profiles(const std::string& spec) {
   const double seconds = attention_flops(c.shape, c.causal) / 4e10;
   const int iterations = std::max(1, std::min(50, static_cast<int>(1.0 / seconds)));
   std::printf("profile: N=%ld L=%ld need_weights=%d kpm=%d causal=%d threads=%d, %d calls each\n",
-              static_cast<long>(c.shape.batch), static_cast<long>(c.shape.seq_len),
-              c.need_weights, c.kpm, c.causal, c.threads, iterations);
+              static_cast<long>(c.shape.batch), static_cast<long>(c.shape.seq_len), c.need_weights,
+              c.kpm, c.causal, c.threads, iterations);
   print_profile("ours", [&] { run_ours(s, c); }, iterations);
-  print_profile("Python's path (the ATen ops of nn.MultiheadAttention)",
-                [&] { run_python_path(s, c); }, iterations);
+  print_profile(
+      "Python's path (the ATen ops of nn.MultiheadAttention)", [&] { run_python_path(s, c); },
+      iterations);
   print_profile("LibTorch", [&] { run_libtorch(s, c); }, iterations);
   print_profile("floor", [&] { run_floor(s, c); }, iterations);
   return 0;
@@ -823,15 +833,15 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("embed_dim", std::to_string(grid().embed_dim));
   benchmark::AddCustomContext("num_heads", std::to_string(grid().num_heads));
   benchmark::AddCustomContext(
-      "fused_min_length", std::to_string(flags.min_length > 0 ? flags.min_length
-                                                              : mha::detail::kFusedMinLength));
-  benchmark::AddCustomContext("by_head_min_length",
-                              std::to_string(mha::detail::kByHeadMinLength));
+      "fused_min_length",
+      std::to_string(flags.min_length > 0 ? flags.min_length : mha::detail::kFusedMinLength));
+  benchmark::AddCustomContext("by_head_min_length", std::to_string(mha::detail::kByHeadMinLength));
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   if (any_error) {
-    std::fprintf(stderr, "mha_bench: some outputs differ beyond tolerance (see the errors above)\n");
+    std::fprintf(stderr,
+                 "mha_bench: some outputs differ beyond tolerance (see the errors above)\n");
     return 1;
   }
   return 0;

@@ -1,9 +1,5 @@
 #include "fast_path.h"
 
-#include "mha/functional.h"
-
-#include "masks.h"
-
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
@@ -13,6 +9,9 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+
+#include "masks.h"
+#include "mha/functional.h"
 
 namespace mha {
 namespace detail {
@@ -24,8 +23,8 @@ namespace {
 /// The device and grad conditions that end Python's `why_not_fast_path`.
 std::string why_not_devices_or_grad(const MultiheadAttentionImpl& m, const Tensor& query) {
   bool needs_grad = false;
-  for (const Tensor* t : {&query, &m.in_proj_weight, &m.in_proj_bias, &m.out_proj->weight,
-                          &m.out_proj->bias}) {
+  for (const Tensor* t :
+       {&query, &m.in_proj_weight, &m.in_proj_bias, &m.out_proj->weight, &m.out_proj->bias}) {
     if (!t->defined()) continue;
     const auto type = t->device().type();
     if (type != c10::DeviceType::CPU && type != c10::DeviceType::CUDA &&
@@ -78,10 +77,10 @@ std::tuple<Tensor, Tensor> python_native(const MultiheadAttentionImpl& m,
   const Tensor mask =
       functional::canonical_mask(attn_mask, "attn_mask", std::nullopt, "", dtype, false);
   const auto [merged, mask_type] = merge_masks(mask, kpm, query, m.options.num_heads());
-  return at::_native_multi_head_attention(
-      query, query, query, m.options.embed_dim(), m.options.num_heads(), m.in_proj_weight,
-      m.in_proj_bias, m.out_proj->weight, m.out_proj->bias, merged, need_weights,
-      average_attn_weights, mask_type);
+  return at::_native_multi_head_attention(query, query, query, m.options.embed_dim(),
+                                          m.options.num_heads(), m.in_proj_weight, m.in_proj_bias,
+                                          m.out_proj->weight, m.out_proj->bias, merged,
+                                          need_weights, average_attn_weights, mask_type);
 }
 
 /// The bool masks (true = masked out) merged into one bool mask broadcastable
@@ -230,21 +229,22 @@ std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
                    .masked_fill_(masked, -std::numeric_limits<double>::infinity());
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, bsz * seq_len));
+  const int64_t block =
+      std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, bsz * seq_len));
   Tensor attended = at::empty({bsz, seq_len, num_heads, head_dim}, query.options());
   Tensor weights = average_attn_weights
-      ? at::empty({bsz, seq_len, seq_len}, query.options())
-      : at::empty({bsz, num_heads, seq_len, seq_len}, query.options());
+                       ? at::empty({bsz, seq_len, seq_len}, query.options())
+                       : at::empty({bsz, num_heads, seq_len, seq_len}, query.options());
   for (int64_t h = 0; h < num_heads; ++h) {
     const Tensor head_mask =
         additive.defined() ? additive.select(1, additive.size(1) == 1 ? 0 : h) : Tensor();
     for (int64_t r0 = 0; r0 < seq_len; r0 += block) {
       const int64_t r1 = std::min(seq_len, r0 + block);
-      const Tensor p = attend_rows(qkv.select(2, 0).select(2, h), qkv.select(2, 1).select(2, h),
-                                   qkv.select(2, 2).select(2, h), head_mask, scale, h, r0, r1,
-                                   attended);
-      Tensor into = average_attn_weights ? weights.slice(1, r0, r1)
-                                         : weights.select(1, h).slice(1, r0, r1);
+      const Tensor p =
+          attend_rows(qkv.select(2, 0).select(2, h), qkv.select(2, 1).select(2, h),
+                      qkv.select(2, 2).select(2, h), head_mask, scale, h, r0, r1, attended);
+      Tensor into =
+          average_attn_weights ? weights.slice(1, r0, r1) : weights.select(1, h).slice(1, r0, r1);
       if (average_attn_weights && h > 0) {
         into.add_(p);  // the heads summed in order, as the mean over dim 1 sums them
       } else {
@@ -275,12 +275,12 @@ std::pair<std::optional<Tensor>, std::optional<int64_t>> merge_masks(const Tenso
   if (attn_mask.defined()) {  // then query is not nested: (N, L, E)
     const int64_t bsz = query.size(0), seq_len = query.size(1);
     mask_type = 2;
-    merged = attn_mask.dim() == 3
-        ? attn_mask.view({bsz, -1, seq_len, seq_len})
-        : attn_mask.view({1, 1, seq_len, seq_len}).expand({bsz, num_heads, -1, -1});  // (N, H, L, L)
+    merged = attn_mask.dim() == 3 ? attn_mask.view({bsz, -1, seq_len, seq_len})
+                                  : attn_mask.view({1, 1, seq_len, seq_len})
+                                        .expand({bsz, num_heads, -1, -1});  // (N, H, L, L)
     if (key_padding_mask.defined()) {
-      merged = *merged +
-          key_padding_mask.view({bsz, 1, 1, seq_len}).expand({-1, num_heads, -1, -1});
+      merged =
+          *merged + key_padding_mask.view({bsz, 1, 1, seq_len}).expand({-1, num_heads, -1, -1});
     }
   }
   return {merged, mask_type};

@@ -10,8 +10,6 @@
 // passes its own choice to compare them. docs/benchmarks.md has the
 // measurements behind the rule.
 
-#include "mha/multihead_attention.h"
-
 #include <torch/types.h>
 
 #include <cstdint>
@@ -19,6 +17,8 @@
 #include <string>
 #include <tuple>
 #include <utility>
+
+#include "mha/multihead_attention.h"
 
 namespace mha {
 namespace detail {
@@ -28,13 +28,12 @@ namespace detail {
 /// order and wording. Masks are judged as given: a float mask blocks the fast
 /// path (as in Python), and so does any other non-bool dtype, which the slow
 /// path then rejects with Python's error.
-std::string why_not_fast_path(
-    const MultiheadAttentionImpl& module,
-    const torch::Tensor& query,
-    const torch::Tensor& key,
-    const torch::Tensor& value,
-    const torch::Tensor& key_padding_mask,
-    const torch::Tensor& attn_mask);
+std::string why_not_fast_path(const MultiheadAttentionImpl& module,
+                              const torch::Tensor& query,
+                              const torch::Tensor& key,
+                              const torch::Tensor& value,
+                              const torch::Tensor& key_padding_mask,
+                              const torch::Tensor& attn_mask);
 
 /// Python's `MultiheadAttention.merge_masks` on canonical (float) masks, as
 /// Python's fast paths (this one and `TransformerEncoderLayer`'s) call it:
@@ -91,15 +90,14 @@ FastPathKernel choose_fast_path_kernel(int64_t seq_len, bool need_weights);
 /// Returns (output (N, L, E), weights or undefined). Fully masked rows give
 /// NaN, as the native op does. With `is_causal` and no key padding mask the
 /// fused kernel trusts `attn_mask` to be the causal mask.
-std::tuple<torch::Tensor, torch::Tensor> fast_path_forward(
-    FastPathKernel kernel,
-    const MultiheadAttentionImpl& module,
-    const torch::Tensor& query,
-    const torch::Tensor& key_padding_mask,
-    bool need_weights,
-    const torch::Tensor& attn_mask,
-    bool average_attn_weights,
-    bool is_causal);
+std::tuple<torch::Tensor, torch::Tensor> fast_path_forward(FastPathKernel kernel,
+                                                           const MultiheadAttentionImpl& module,
+                                                           const torch::Tensor& query,
+                                                           const torch::Tensor& key_padding_mask,
+                                                           bool need_weights,
+                                                           const torch::Tensor& attn_mask,
+                                                           bool average_attn_weights,
+                                                           bool is_causal);
 
 }  // namespace detail
 }  // namespace mha

@@ -3,15 +3,6 @@
 // attention reads the cached keys and values through views (no per-step cat),
 // with the causal mask aligned to the bottom right. See docs/decoding.md.
 
-#include "mha/multihead_attention.h"
-
-#include "mha/functional.h"
-#include "mha/kv_cache.h"
-
-#include "input_checks.h"
-#include "kv_cache_state.h"
-#include "shape_format.h"
-
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -19,6 +10,13 @@
 
 #include <cmath>
 #include <limits>
+
+#include "input_checks.h"
+#include "kv_cache_state.h"
+#include "mha/functional.h"
+#include "mha/kv_cache.h"
+#include "mha/multihead_attention.h"
+#include "shape_format.h"
 
 namespace mha {
 
@@ -38,31 +36,26 @@ struct CallShape {
 
 /// Training mode, the cache's kind against the key/value given, and the module
 /// and dtype/device the cache was filled with.
-void check_cache_use(
-    const MultiheadAttentionImpl& m,
-    const detail::KVCacheState& cache,
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value) {
+void check_cache_use(const MultiheadAttentionImpl& m,
+                     const detail::KVCacheState& cache,
+                     const Tensor& query,
+                     const Tensor& key,
+                     const Tensor& value) {
   TORCH_CHECK(
       !m.is_training(),
       "forward_cached is for inference, but the module is in training mode; call module->eval()");
-  TORCH_CHECK(
-      query.defined(), "expected query to be a defined tensor, but got an undefined one");
+  TORCH_CHECK(query.defined(), "expected query to be a defined tensor, but got an undefined one");
   TORCH_CHECK(
       key.defined() == value.defined(),
       fmt::format(
           "expected key and value both defined or both undefined, but got key {} and value {}",
-          key.defined() ? "defined" : "undefined",
-          value.defined() ? "defined" : "undefined"));
-  TORCH_CHECK(
-      cache.owner == nullptr || cache.owner == &m,
-      "the cache was filled by another module; use one KVCache per module (or clear() it)");
+          key.defined() ? "defined" : "undefined", value.defined() ? "defined" : "undefined"));
+  TORCH_CHECK(cache.owner == nullptr || cache.owner == &m,
+              "the cache was filled by another module; use one KVCache per module (or clear() it)");
   if (!cache.is_static) {
-    TORCH_CHECK(
-        key.defined(),
-        "expected key and value (the new positions) for a self-attention cache, but got "
-        "undefined ones");
+    TORCH_CHECK(key.defined(),
+                "expected key and value (the new positions) for a self-attention cache, but got "
+                "undefined ones");
   } else if (cache.filled) {
     TORCH_CHECK(
         !key.defined(),
@@ -81,27 +74,24 @@ void check_cache_use(
         fmt::format(
             "expected the cache's dtype {} to be the module's {}; the module was converted after "
             "filling the cache (clear() it)",
-            c10::toString(cache.keys.scalar_type()),
-            c10::toString(param.scalar_type())));
+            c10::toString(cache.keys.scalar_type()), c10::toString(param.scalar_type())));
     TORCH_CHECK(
         cache.keys.device() == param.device(),
         fmt::format(
             "expected the cache's device {} to be the module's {}; the module was moved after "
             "filling the cache (clear() it)",
-            cache.keys.device().str(),
-            param.device().str()));
+            cache.keys.device().str(), param.device().str()));
   }
 }
 
 /// dtype, device and feature size of query/key/value (as `forward` checks
 /// them), the masks' device and dtype.
-void check_tensors(
-    const MultiheadAttentionImpl& m,
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask) {
+void check_tensors(const MultiheadAttentionImpl& m,
+                   const Tensor& query,
+                   const Tensor& key,
+                   const Tensor& value,
+                   const Tensor& key_padding_mask,
+                   const Tensor& attn_mask) {
   const Tensor& param = m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
   detail::check_dtypes_and_devices(param, query, key, value, key_padding_mask, attn_mask);
   detail::check_feature_sizes(m.options, query, key, value);
@@ -111,19 +101,17 @@ void check_tensors(
     TORCH_CHECK_TYPE(
         !mask.defined() || mask.scalar_type() == at::kBool ||
             mask.scalar_type() == query.scalar_type(),
-        fmt::format(
-            "expected {} to be bool or of the query's dtype {}, but got {}", name,
-            c10::toString(query.scalar_type()), c10::toString(mask.scalar_type())));
+        fmt::format("expected {} to be bool or of the query's dtype {}, but got {}", name,
+                    c10::toString(query.scalar_type()), c10::toString(mask.scalar_type())));
   }
 }
 
 /// Batch and sequence sizes of the call against each other, the cache and its capacity.
-CallShape check_sizes(
-    const MultiheadAttentionImpl& m,
-    const detail::KVCacheState& cache,
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value) {
+CallShape check_sizes(const MultiheadAttentionImpl& m,
+                      const detail::KVCacheState& cache,
+                      const Tensor& query,
+                      const Tensor& key,
+                      const Tensor& value) {
   CallShape s;
   s.batched = query.dim() == 3;
   s.batch_first = !s.batched || m.options.batch_first();
@@ -141,18 +129,15 @@ CallShape check_sizes(
               "expected key and value batch size {} (the query's), but got key {} and value {}",
               s.bsz, key.size(batch_dim), value.size(batch_dim)));
     }
-    TORCH_CHECK(
-        value.size(s.batched ? seq_dim : 0) == src_len,
-        fmt::format(
-            "expected value sequence length {} (the key's), but got {}", src_len,
-            value.size(s.batched ? seq_dim : 0)));
+    TORCH_CHECK(value.size(s.batched ? seq_dim : 0) == src_len,
+                fmt::format("expected value sequence length {} (the key's), but got {}", src_len,
+                            value.size(s.batched ? seq_dim : 0)));
   }
   const bool holds_batch = cache.length > 0 || cache.filled;
   TORCH_CHECK(
       !holds_batch || cache.keys.size(0) == s.bsz,
-      fmt::format(
-          "expected query batch size {} (the cache's; reorder() changes it), but got {}",
-          cache.keys.size(0), s.bsz));
+      fmt::format("expected query batch size {} (the cache's; reorder() changes it), but got {}",
+                  cache.keys.size(0), s.bsz));
   if (cache.is_static) {
     s.total_len = cache.filled ? cache.length : src_len;
     return s;
@@ -161,26 +146,25 @@ CallShape check_sizes(
       src_len == s.tgt_len,
       fmt::format(
           "expected key sequence length {} (the query's: a self-attention cache appends one key "
-          "per new query), but got {}", s.tgt_len, src_len));
+          "per new query), but got {}",
+          s.tgt_len, src_len));
   s.total_len = cache.length + s.tgt_len;
   TORCH_CHECK(
       cache.max_len == 0 || s.total_len <= cache.max_len,
-      fmt::format(
-          "the cache is full: it holds {} of max_len {} positions, and query adds {}",
-          cache.length, cache.max_len, s.tgt_len));
+      fmt::format("the cache is full: it holds {} of max_len {} positions, and query adds {}",
+                  cache.length, cache.max_len, s.tgt_len));
   return s;
 }
 
 /// The additive float mask for SDPA, (1 or N, 1 or H, L_new, total + extra),
 /// or undefined when nothing is masked. Self-attention: new query i sees key j
 /// iff j <= t0 + i (bottom-right causal); the extra columns are always visible.
-Tensor attention_mask(
-    const MultiheadAttentionImpl& m,
-    bool is_static,
-    const CallShape& s,
-    int64_t extra,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask) {
+Tensor attention_mask(const MultiheadAttentionImpl& m,
+                      bool is_static,
+                      const CallShape& s,
+                      int64_t extra,
+                      const Tensor& key_padding_mask,
+                      const Tensor& attn_mask) {
   const Tensor& param = m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
   const auto dtype = param.scalar_type();
   const int64_t num_heads = m.options.num_heads();
@@ -221,12 +205,11 @@ Tensor to_heads(const Tensor& x, bool batch_first, int64_t num_heads) {
 }
 
 /// Input projections in (N, H, L, head_dim): q always, k and v when key is defined.
-std::tuple<Tensor, Tensor, Tensor> project(
-    const MultiheadAttentionImpl& m,
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    bool batch_first) {
+std::tuple<Tensor, Tensor, Tensor> project(const MultiheadAttentionImpl& m,
+                                           const Tensor& query,
+                                           const Tensor& key,
+                                           const Tensor& value,
+                                           bool batch_first) {
   const int64_t num_heads = m.options.num_heads();
   auto heads = [&](const Tensor& x) { return to_heads(x, batch_first, num_heads); };
   if (m.in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
@@ -253,16 +236,11 @@ std::tuple<Tensor, Tensor, Tensor> project(
 /// weights, `forward`'s unfused softmax(q k^T / sqrt(hd) + mask) v.
 /// Returns (N, H, L, hd) and the weights (N, H, L, S) or undefined.
 std::tuple<Tensor, Tensor> attend(
-    const Tensor& q,
-    const Tensor& k,
-    const Tensor& v,
-    const Tensor& mask,
-    bool need_weights) {
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool need_weights) {
   if (!need_weights) {
-    return {
-        at::scaled_dot_product_attention(
-            q, k, v, mask.defined() ? std::optional<Tensor>(mask) : std::nullopt),
-        Tensor()};
+    return {at::scaled_dot_product_attention(
+                q, k, v, mask.defined() ? std::optional<Tensor>(mask) : std::nullopt),
+            Tensor()};
   }
   const Tensor q_scaled = q * std::sqrt(1.0 / static_cast<double>(q.size(-1)));
   Tensor weights = at::matmul(q_scaled, k.transpose(-2, -1));  // (N, H, L, S)
@@ -275,25 +253,22 @@ std::tuple<Tensor, Tensor> attend(
 
 /// Every check of a forward_cached call, before anything changes; returns its
 /// sizes and the SDPA mask (see `attention_mask`).
-std::pair<CallShape, Tensor> check_call(
-    const MultiheadAttentionImpl& m,
-    const detail::KVCacheState& cache,
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask,
-    int64_t extra) {
+std::pair<CallShape, Tensor> check_call(const MultiheadAttentionImpl& m,
+                                        const detail::KVCacheState& cache,
+                                        const Tensor& query,
+                                        const Tensor& key,
+                                        const Tensor& value,
+                                        const Tensor& key_padding_mask,
+                                        const Tensor& attn_mask,
+                                        int64_t extra) {
   check_cache_use(m, cache, query, key, value);
   // Ranks; attn_mask is checked below against the cached length.
-  detail::mha_shape_check(
-      query, key.defined() ? key : query, value.defined() ? value : query, key_padding_mask,
-      Tensor(), m.options.num_heads());
+  detail::mha_shape_check(query, key.defined() ? key : query, value.defined() ? value : query,
+                          key_padding_mask, Tensor(), m.options.num_heads());
   check_tensors(m, query, key, value, key_padding_mask, attn_mask);
   const CallShape s = check_sizes(m, cache, query, key, value);
   if (attn_mask.defined()) {
-    detail::check_attn_mask_shape(
-        attn_mask, s.tgt_len, s.total_len, s.bsz * m.options.num_heads());
+    detail::check_attn_mask_shape(attn_mask, s.tgt_len, s.total_len, s.bsz * m.options.num_heads());
   }
   // Unbatched key_padding_mask (S) -> (1, S).
   const Tensor kpm =
@@ -306,21 +281,20 @@ std::pair<CallShape, Tensor> check_call(
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(
-    const Tensor& query_in,
-    const Tensor& key_in,
-    const Tensor& value_in,
-    KVCache& kv_cache,
-    const Tensor& key_padding_mask,
-    bool need_weights,
-    const Tensor& attn_mask,
-    bool average_attn_weights) {
+std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& query_in,
+                                                                  const Tensor& key_in,
+                                                                  const Tensor& value_in,
+                                                                  KVCache& kv_cache,
+                                                                  const Tensor& key_padding_mask,
+                                                                  bool need_weights,
+                                                                  const Tensor& attn_mask,
+                                                                  bool average_attn_weights) {
   detail::KVCacheState& cache = detail::kv_cache_state(kv_cache);
   const int64_t extra = (bias_k.defined() ? 1 : 0) + (options.add_zero_attn() ? 1 : 0);
   CallShape s;
   Tensor mask;
-  std::tie(s, mask) = check_call(
-      *this, cache, query_in, key_in, value_in, key_padding_mask, attn_mask, extra);
+  std::tie(s, mask) =
+      check_call(*this, cache, query_in, key_in, value_in, key_padding_mask, attn_mask, extra);
 
   // Everything is validated: from here on the cache changes.
   torch::NoGradGuard no_grad;
@@ -334,8 +308,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(
   if (k.defined()) {
     const Tensor& param = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
     const auto buffer_options = at::TensorOptions(param.scalar_type()).device(param.device());
-    detail::reserve(
-        cache, s.bsz, options.num_heads(), q.size(-1), extra, buffer_options, s.total_len);
+    detail::reserve(cache, s.bsz, options.num_heads(), q.size(-1), extra, buffer_options,
+                    s.total_len);
     detail::append(cache, k, v, bias_k, bias_v, options.add_zero_attn());
     cache.owner = this;
     cache.filled = cache.is_static;

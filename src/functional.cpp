@@ -3,16 +3,16 @@
 
 #include "mha/functional.h"
 
-#include "input_checks.h"
-#include "masks.h"
-#include "shape_format.h"
-
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
 #include <cmath>
 #include <optional>
+
+#include "input_checks.h"
+#include "masks.h"
+#include "shape_format.h"
 
 namespace mha {
 namespace functional {
@@ -41,29 +41,24 @@ MultiheadAttentionForwardFuncOptions::MultiheadAttentionForwardFuncOptions(
       out_proj_weight_(std::move(out_proj_weight)),
       out_proj_bias_(std::move(out_proj_bias)) {}
 
-Tensor canonical_mask(
-    const Tensor& mask,
-    const std::string& mask_name,
-    std::optional<c10::ScalarType> other_type,
-    const std::string& other_name,
-    c10::ScalarType target_type,
-    bool check_other) {
+Tensor canonical_mask(const Tensor& mask,
+                      const std::string& mask_name,
+                      std::optional<c10::ScalarType> other_type,
+                      const std::string& other_name,
+                      c10::ScalarType target_type,
+                      bool check_other) {
   if (!mask.defined()) {
     return mask;
   }
   const bool is_float = at::isFloatingType(mask.scalar_type());
-  TORCH_CHECK_TYPE(
-      mask.scalar_type() == at::kBool || is_float,
-      fmt::format(
-          "only bool and floating types of {} are supported, but got {}",
-          mask_name,
-          c10::toString(mask.scalar_type())));
+  TORCH_CHECK_TYPE(mask.scalar_type() == at::kBool || is_float,
+                   fmt::format("only bool and floating types of {} are supported, but got {}",
+                               mask_name, c10::toString(mask.scalar_type())));
   // Once per process, as Python's default warning filter shows it once per call site.
   if (check_other && other_type && mask.scalar_type() != *other_type) {
     TORCH_WARN_ONCE(fmt::format(
         "Support for mismatched {} and {} is deprecated. Use same type for both instead.",
-        mask_name,
-        other_name));
+        mask_name, other_name));
   }
   if (is_float) {
     return mask;
@@ -83,10 +78,10 @@ Tensor canonical_key_padding_mask(const Tensor& key_padding_mask,
                                   const Tensor& attn_mask,
                                   c10::ScalarType target_type) {
   const auto attn_mask_dtype = attn_mask.defined()
-      ? std::optional<c10::ScalarType>(attn_mask.scalar_type())
-      : std::nullopt;  // Python's F._none_or_dtype
-  return functional::canonical_mask(
-      key_padding_mask, "key_padding_mask", attn_mask_dtype, "attn_mask", target_type);
+                                   ? std::optional<c10::ScalarType>(attn_mask.scalar_type())
+                                   : std::nullopt;  // Python's F._none_or_dtype
+  return functional::canonical_mask(key_padding_mask, "key_padding_mask", attn_mask_dtype,
+                                    "attn_mask", target_type);
 }
 
 }  // namespace detail
@@ -98,19 +93,11 @@ namespace {
 /// Python's `_in_projection_packed`: one GEMM for self-attention, two when
 /// key is value, three otherwise. Returns q (L, N, E), k and v (S, N, E).
 std::tuple<Tensor, Tensor, Tensor> in_projection_packed(
-    const Tensor& q,
-    const Tensor& k,
-    const Tensor& v,
-    const Tensor& w,
-    const Tensor& b) {
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w, const Tensor& b) {
   const int64_t E = q.size(-1);
   // (..., 3E) -> (3, ..., E): each of q, k, v contiguous
   auto split_packed = [E](const Tensor& proj, int64_t parts) {
-    return proj.unflatten(-1, {parts, E})
-        .unsqueeze(0)
-        .transpose(0, -2)
-        .squeeze(-2)
-        .contiguous();
+    return proj.unflatten(-1, {parts, E}).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous();
   };
   if (k.is_same(v)) {
     if (q.is_same(k)) {
@@ -124,7 +111,7 @@ std::tuple<Tensor, Tensor, Tensor> in_projection_packed(
       b_q = b_parts[0];
       b_kv = b_parts[1];
     }
-    Tensor q_proj = at::linear(q, w_parts[0], b_q);                       // (L, N, E)
+    Tensor q_proj = at::linear(q, w_parts[0], b_q);                           // (L, N, E)
     const Tensor kv_proj = split_packed(at::linear(k, w_parts[1], b_kv), 2);  // (2, S, N, E)
     return {q_proj, kv_proj[0], kv_proj[1]};
   }
@@ -136,36 +123,26 @@ std::tuple<Tensor, Tensor, Tensor> in_projection_packed(
     b_k = b_chunks[1];
     b_v = b_chunks[2];
   }
-  return {
-      at::linear(q, w_chunks[0], b_q),
-      at::linear(k, w_chunks[1], b_k),
-      at::linear(v, w_chunks[2], b_v)};
+  return {at::linear(q, w_chunks[0], b_q), at::linear(k, w_chunks[1], b_k),
+          at::linear(v, w_chunks[2], b_v)};
 }
 
-void check_weight_shape(
-    const Tensor& weight,
-    std::vector<int64_t> expected,
-    const char* what) {
-  TORCH_CHECK(
-      weight.sizes() == c10::IntArrayRef(expected),
-      fmt::format(
-          "expecting {} shape of {}, but got {}",
-          what,
-          detail::python_tuple(expected),
-          detail::torch_size(weight.sizes())));
+void check_weight_shape(const Tensor& weight, std::vector<int64_t> expected, const char* what) {
+  TORCH_CHECK(weight.sizes() == c10::IntArrayRef(expected),
+              fmt::format("expecting {} shape of {}, but got {}", what,
+                          detail::python_tuple(expected), detail::torch_size(weight.sizes())));
 }
 
 /// Python's `_in_projection`: separate weights for q, k and v (kdim/vdim).
-std::tuple<Tensor, Tensor, Tensor> in_projection(
-    const Tensor& q,
-    const Tensor& k,
-    const Tensor& v,
-    const Tensor& w_q,
-    const Tensor& w_k,
-    const Tensor& w_v,
-    const Tensor& b_q,
-    const Tensor& b_k,
-    const Tensor& b_v) {
+std::tuple<Tensor, Tensor, Tensor> in_projection(const Tensor& q,
+                                                 const Tensor& k,
+                                                 const Tensor& v,
+                                                 const Tensor& w_q,
+                                                 const Tensor& w_k,
+                                                 const Tensor& w_v,
+                                                 const Tensor& b_q,
+                                                 const Tensor& b_k,
+                                                 const Tensor& b_v) {
   const int64_t Eq = q.size(-1), Ek = k.size(-1), Ev = v.size(-1);
   check_weight_shape(w_q, {Eq, Eq}, "query weights");
   check_weight_shape(w_k, {Eq, Ek}, "key weights");
@@ -183,12 +160,10 @@ Tensor pad_one_key(const Tensor& mask) {
 
 /// Replaces `static_k`/`static_v` after checking Python's conditions.
 Tensor check_static(const Tensor& t, int64_t bsz_heads, int64_t head_dim, const char* name) {
-  TORCH_CHECK(
-      t.size(0) == bsz_heads,
-      fmt::format("expecting {}.size(0) of {}, but got {}", name, bsz_heads, t.size(0)));
-  TORCH_CHECK(
-      t.size(2) == head_dim,
-      fmt::format("expecting {}.size(2) of {}, but got {}", name, head_dim, t.size(2)));
+  TORCH_CHECK(t.size(0) == bsz_heads,
+              fmt::format("expecting {}.size(0) of {}, but got {}", name, bsz_heads, t.size(0)));
+  TORCH_CHECK(t.size(2) == head_dim,
+              fmt::format("expecting {}.size(2) of {}, but got {}", name, head_dim, t.size(2)));
   return t;
 }
 
@@ -205,12 +180,11 @@ struct Masks {
 Masks canonical_masks(const MultiheadAttentionForwardFuncOptions& o,
                       const Tensor& key_padding_mask,
                       c10::ScalarType dtype) {
-  Masks m{detail::canonical_key_padding_mask(key_padding_mask, o.attn_mask(), dtype),
-          o.attn_mask(), o.is_causal()};
-  TORCH_CHECK(
-      !(m.is_causal && !m.attn_mask.defined()),
-      "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
-      "method `generate_square_subsequent_mask` to create this mask.");
+  Masks m{detail::canonical_key_padding_mask(key_padding_mask, o.attn_mask(), dtype), o.attn_mask(),
+          o.is_causal()};
+  TORCH_CHECK(!(m.is_causal && !m.attn_mask.defined()),
+              "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+              "method `generate_square_subsequent_mask` to create this mask.");
   if (m.is_causal && !m.key_padding_mask.defined() && !o.need_weights()) {
     m.attn_mask = Tensor();  // SDPA's own causal mode replaces the explicit mask
   } else {
@@ -228,11 +202,10 @@ std::tuple<Tensor, Tensor, Tensor> project_inputs(const Tensor& query,
                                                   const Tensor& value,
                                                   const MultiheadAttentionForwardFuncOptions& o) {
   if (o.use_separate_proj_weight()) {
-    TORCH_CHECK(
-        key.sizes().slice(0, 2) == value.sizes().slice(0, 2),
-        fmt::format("key's sequence and batch dims {} do not match value's {}",
-                    detail::torch_size(key.sizes().slice(0, 2)),
-                    detail::torch_size(value.sizes().slice(0, 2))));
+    TORCH_CHECK(key.sizes().slice(0, 2) == value.sizes().slice(0, 2),
+                fmt::format("key's sequence and batch dims {} do not match value's {}",
+                            detail::torch_size(key.sizes().slice(0, 2)),
+                            detail::torch_size(value.sizes().slice(0, 2))));
   } else {
     TORCH_CHECK(key.sizes() == value.sizes(),
                 fmt::format("key shape {} does not match value shape {}",
@@ -243,9 +216,12 @@ std::tuple<Tensor, Tensor, Tensor> project_inputs(const Tensor& query,
                 "use_separate_proj_weight is False but in_proj_weight is None");
     return in_projection_packed(query, key, value, o.in_proj_weight(), o.in_proj_bias());
   }
-  TORCH_CHECK(o.q_proj_weight().defined(), "use_separate_proj_weight is True but q_proj_weight is None");
-  TORCH_CHECK(o.k_proj_weight().defined(), "use_separate_proj_weight is True but k_proj_weight is None");
-  TORCH_CHECK(o.v_proj_weight().defined(), "use_separate_proj_weight is True but v_proj_weight is None");
+  TORCH_CHECK(o.q_proj_weight().defined(),
+              "use_separate_proj_weight is True but q_proj_weight is None");
+  TORCH_CHECK(o.k_proj_weight().defined(),
+              "use_separate_proj_weight is True but k_proj_weight is None");
+  TORCH_CHECK(o.v_proj_weight().defined(),
+              "use_separate_proj_weight is True but v_proj_weight is None");
   Tensor b_q, b_k, b_v;
   if (o.in_proj_bias().defined()) {
     const auto b = o.in_proj_bias().chunk(3);
@@ -253,16 +229,16 @@ std::tuple<Tensor, Tensor, Tensor> project_inputs(const Tensor& query,
     b_k = b[1];
     b_v = b[2];
   }
-  return in_projection(query, key, value, o.q_proj_weight(), o.k_proj_weight(),
-                       o.v_proj_weight(), b_q, b_k, b_v);
+  return in_projection(query, key, value, o.q_proj_weight(), o.k_proj_weight(), o.v_proj_weight(),
+                       b_q, b_k, b_v);
 }
 
 /// Projected q, k, v with the heads folded into the batch, and the one
 /// additive mask that attention adds to the scores.
 struct Heads {
-  Tensor q;          // (N * H, L, hd)
-  Tensor k, v;       // (N * H, S', hd), S' with the bias and zero rows
-  Tensor attn_mask;  // (1, L, S') or (N * H, L, S') additive, or undefined
+  Tensor q;                       // (N * H, L, hd)
+  Tensor k, v;                    // (N * H, S', hd), S' with the bias and zero rows
+  Tensor attn_mask;               // (1, L, S') or (N * H, L, S') additive, or undefined
   int64_t tgt_len, bsz, src_len;  // L, N, S'
 };
 
@@ -270,8 +246,8 @@ struct Heads {
 /// rows (masks padded with a 0 column), heads folded into the batch (or
 /// `static_k`/`static_v`), the `add_zero_attn` row, and the key padding mask
 /// (N, S') merged additively as (N * H, 1, S').
-Heads fold_heads(Tensor q, Tensor k, Tensor v, Masks masks,
-                 const MultiheadAttentionForwardFuncOptions& o) {
+Heads fold_heads(
+    Tensor q, Tensor k, Tensor v, Masks masks, const MultiheadAttentionForwardFuncOptions& o) {
   const int64_t num_heads = o.num_heads();
   const int64_t tgt_len = q.size(0), bsz = q.size(1), head_dim = q.size(2) / num_heads;
   Tensor attn_mask = masks.attn_mask, key_padding_mask = masks.key_padding_mask;
@@ -336,13 +312,13 @@ std::tuple<Tensor, Tensor> attend_with_weights(const Heads& h,
   if (dropout_p > 0.0) {
     weights = at::dropout(weights, dropout_p, /*train=*/true);
   }
-  Tensor out = at::bmm(weights, h.v);                                      // (N * H, L, hd)
-  out = out.transpose(0, 1).reshape({h.tgt_len * h.bsz, embed_dim});       // (L * N, E)
+  Tensor out = at::bmm(weights, h.v);                                 // (N * H, L, hd)
+  out = out.transpose(0, 1).reshape({h.tgt_len * h.bsz, embed_dim});  // (L * N, E)
   out = at::linear(out, o.out_proj_weight(), o.out_proj_bias());
-  out = out.view({h.tgt_len, h.bsz, out.size(1)});                         // (L, N, E)
-  weights = weights.view({h.bsz, o.num_heads(), h.tgt_len, h.src_len});    // (N, H, L, S)
+  out = out.view({h.tgt_len, h.bsz, out.size(1)});                       // (L, N, E)
+  weights = weights.view({h.bsz, o.num_heads(), h.tgt_len, h.src_len});  // (N, H, L, S)
   if (o.average_attn_weights()) {
-    weights = weights.mean(/*dim=*/1);                                     // (N, L, S)
+    weights = weights.mean(/*dim=*/1);  // (N, L, S)
   }
   return {out, weights};
 }
@@ -357,8 +333,8 @@ Tensor attend_sdpa(const Heads& h,
   std::optional<Tensor> attn_mask;
   if (h.attn_mask.defined()) {
     attn_mask = (h.attn_mask.size(0) == 1 && h.attn_mask.dim() == 3)
-        ? h.attn_mask.unsqueeze(0)
-        : h.attn_mask.reshape({h.bsz, num_heads, -1, h.src_len});
+                    ? h.attn_mask.unsqueeze(0)
+                    : h.attn_mask.reshape({h.bsz, num_heads, -1, h.src_len});
   }
   const Tensor q = h.q.view({h.bsz, num_heads, h.tgt_len, head_dim});
   const Tensor k = h.k.view({h.bsz, num_heads, h.src_len, head_dim});
@@ -366,7 +342,7 @@ Tensor attend_sdpa(const Heads& h,
   Tensor out = at::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal);
   out = out.permute({2, 0, 1, 3}).reshape({h.bsz * h.tgt_len, num_heads * head_dim});  // (L * N, E)
   out = at::linear(out, o.out_proj_weight(), o.out_proj_bias());
-  return out.view({h.tgt_len, h.bsz, out.size(1)});                                   // (L, N, E)
+  return out.view({h.tgt_len, h.bsz, out.size(1)});  // (L, N, E)
 }
 
 }  // namespace
@@ -377,8 +353,8 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     const Tensor& value_in,
     const MultiheadAttentionForwardFuncOptions& o) {
   const int64_t num_heads = o.num_heads();
-  const bool is_batched = detail::mha_shape_check(
-      query_in, key_in, value_in, o.key_padding_mask(), o.attn_mask(), num_heads);
+  const bool is_batched = detail::mha_shape_check(query_in, key_in, value_in, o.key_padding_mask(),
+                                                  o.attn_mask(), num_heads);
 
   // Unbatched input gets a batch dimension of 1. Like Python, each unsqueeze is a
   // new tensor, so self-attention identity is not kept (three projections).
@@ -396,9 +372,8 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
 
   const int64_t embed_dim = query.size(2);
   detail::check_embed_dim(embed_dim, o.embed_dim_to_check());
-  TORCH_CHECK(
-      embed_dim % num_heads == 0,
-      fmt::format("embed_dim {} not divisible by num_heads {}", embed_dim, num_heads));
+  TORCH_CHECK(embed_dim % num_heads == 0,
+              fmt::format("embed_dim {} not divisible by num_heads {}", embed_dim, num_heads));
 
   auto [q, k, v] = project_inputs(query, key, value, o);
   const Heads heads = fold_heads(q, k, v, masks, o);

@@ -1,12 +1,12 @@
 #include "input_checks.h"
 
-#include "shape_format.h"
-
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
 #include <utility>
 #include <vector>
+
+#include "shape_format.h"
 
 namespace mha {
 namespace detail {
@@ -20,8 +20,8 @@ void check_dtypes_and_devices(const Tensor& parameter,
                               const Tensor& key_padding_mask,
                               const Tensor& attn_mask) {
   for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{query, "query"},
-                                 std::pair<const Tensor&, const char*>{key, "key"},
-                                 std::pair<const Tensor&, const char*>{value, "value"}}) {
+                                std::pair<const Tensor&, const char*>{key, "key"},
+                                std::pair<const Tensor&, const char*>{value, "value"}}) {
     if (!t.defined()) continue;  // a filled static cache's key and value
     TORCH_CHECK_TYPE(
         t.scalar_type() == parameter.scalar_type(),
@@ -37,10 +37,9 @@ void check_dtypes_and_devices(const Tensor& parameter,
   for (const auto& [mask, name] :
        {std::pair<const Tensor&, const char*>{key_padding_mask, "key_padding_mask"},
         std::pair<const Tensor&, const char*>{attn_mask, "attn_mask"}}) {
-    TORCH_CHECK(
-        !mask.defined() || mask.device() == query.device(),
-        fmt::format("expected {} on the query's device {}, but got {}", name,
-                    query.device().str(), mask.device().str()));
+    TORCH_CHECK(!mask.defined() || mask.device() == query.device(),
+                fmt::format("expected {} on the query's device {}, but got {}", name,
+                            query.device().str(), mask.device().str()));
   }
 }
 
@@ -59,21 +58,18 @@ void check_feature_sizes(const MultiheadAttentionOptions& options,
       fmt::format("expected value feature size (vdim) {}, but got {}", vdim, value.size(-1)));
 }
 
-bool mha_shape_check(
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    const Tensor& key_padding_mask,
-    const Tensor& attn_mask,
-    int64_t num_heads) {
+bool mha_shape_check(const Tensor& query,
+                     const Tensor& key,
+                     const Tensor& value,
+                     const Tensor& key_padding_mask,
+                     const Tensor& attn_mask,
+                     int64_t num_heads) {
   if (query.dim() == 3) {
     TORCH_CHECK(
         key.dim() == 3 && value.dim() == 3,
-        fmt::format(
-            "For batched (3-D) `query`, expected `key` and `value` to be 3-D but found "
-            "{}-D and {}-D tensors respectively",
-            key.dim(),
-            value.dim()));
+        fmt::format("For batched (3-D) `query`, expected `key` and `value` to be 3-D but found "
+                    "{}-D and {}-D tensors respectively",
+                    key.dim(), value.dim()));
     TORCH_CHECK(
         !key_padding_mask.defined() || key_padding_mask.dim() == 2,
         fmt::format(
@@ -82,10 +78,9 @@ bool mha_shape_check(
             key_padding_mask.dim()));
     TORCH_CHECK(
         !attn_mask.defined() || attn_mask.dim() == 2 || attn_mask.dim() == 3,
-        fmt::format(
-            "For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
-            "found {}-D tensor instead",
-            attn_mask.dim()));
+        fmt::format("For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
+                    "found {}-D tensor instead",
+                    attn_mask.dim()));
     return true;
   }
   TORCH_CHECK(
@@ -95,11 +90,9 @@ bool mha_shape_check(
           query.dim()));
   TORCH_CHECK(
       key.dim() == 2 && value.dim() == 2,
-      fmt::format(
-          "For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
-          "{}-D and {}-D tensors respectively",
-          key.dim(),
-          value.dim()));
+      fmt::format("For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
+                  "{}-D and {}-D tensors respectively",
+                  key.dim(), value.dim()));
   TORCH_CHECK(
       !key_padding_mask.defined() || key_padding_mask.dim() == 1,
       fmt::format(
@@ -115,57 +108,40 @@ bool mha_shape_check(
             attn_mask.dim()));
     if (attn_mask.dim() == 3) {
       const std::vector<int64_t> expected{num_heads, query.size(0), key.size(0)};
-      TORCH_CHECK(
-          attn_mask.sizes() == c10::IntArrayRef(expected),
-          fmt::format(
-              "Expected `attn_mask` shape to be {} but got {}",
-              python_tuple(expected),
-              torch_size(attn_mask.sizes())));
+      TORCH_CHECK(attn_mask.sizes() == c10::IntArrayRef(expected),
+                  fmt::format("Expected `attn_mask` shape to be {} but got {}",
+                              python_tuple(expected), torch_size(attn_mask.sizes())));
     }
   }
   return false;
 }
 
-void check_attn_mask_shape(
-    const Tensor& attn_mask,
-    int64_t tgt_len,
-    int64_t src_len,
-    int64_t bsz_times_heads) {
+void check_attn_mask_shape(const Tensor& attn_mask,
+                           int64_t tgt_len,
+                           int64_t src_len,
+                           int64_t bsz_times_heads) {
   if (attn_mask.dim() == 2) {
     const std::vector<int64_t> correct{tgt_len, src_len};
-    TORCH_CHECK(
-        attn_mask.sizes() == c10::IntArrayRef(correct),
-        fmt::format(
-            "The shape of the 2D attn_mask is {}, but should be {}.",
-            torch_size(attn_mask.sizes()),
-            python_tuple(correct)));
+    TORCH_CHECK(attn_mask.sizes() == c10::IntArrayRef(correct),
+                fmt::format("The shape of the 2D attn_mask is {}, but should be {}.",
+                            torch_size(attn_mask.sizes()), python_tuple(correct)));
   } else if (attn_mask.dim() == 3) {
     const std::vector<int64_t> correct{bsz_times_heads, tgt_len, src_len};
-    TORCH_CHECK(
-        attn_mask.sizes() == c10::IntArrayRef(correct),
-        fmt::format(
-            "The shape of the 3D attn_mask is {}, but should be {}.",
-            torch_size(attn_mask.sizes()),
-            python_tuple(correct)));
+    TORCH_CHECK(attn_mask.sizes() == c10::IntArrayRef(correct),
+                fmt::format("The shape of the 3D attn_mask is {}, but should be {}.",
+                            torch_size(attn_mask.sizes()), python_tuple(correct)));
   } else {
     TORCH_CHECK(false, fmt::format("attn_mask's dimension {} is not supported", attn_mask.dim()));
   }
 }
 
-void check_key_padding_mask_shape(
-    const Tensor& key_padding_mask,
-    int64_t src_len,
-    int64_t bsz) {
-  TORCH_CHECK(
-      key_padding_mask.size(0) == bsz,
-      fmt::format(
-          "Expected key_padded_mask.shape[0] to be {}, but got {}", bsz, key_padding_mask.size(0)));
-  TORCH_CHECK(
-      key_padding_mask.size(1) == src_len,
-      fmt::format(
-          "Expected key_padded_mask.shape[1] to be {}, but got {}",
-          src_len,
-          key_padding_mask.size(1)));
+void check_key_padding_mask_shape(const Tensor& key_padding_mask, int64_t src_len, int64_t bsz) {
+  TORCH_CHECK(key_padding_mask.size(0) == bsz,
+              fmt::format("Expected key_padded_mask.shape[0] to be {}, but got {}", bsz,
+                          key_padding_mask.size(0)));
+  TORCH_CHECK(key_padding_mask.size(1) == src_len,
+              fmt::format("Expected key_padded_mask.shape[1] to be {}, but got {}", src_len,
+                          key_padding_mask.size(1)));
 }
 
 void check_embed_dim(int64_t actual, int64_t expected) {
@@ -175,8 +151,8 @@ void check_embed_dim(int64_t actual, int64_t expected) {
 
 void check_defined(const Tensor& query, const Tensor& key, const Tensor& value) {
   for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{query, "query"},
-                                 std::pair<const Tensor&, const char*>{key, "key"},
-                                 std::pair<const Tensor&, const char*>{value, "value"}}) {
+                                std::pair<const Tensor&, const char*>{key, "key"},
+                                std::pair<const Tensor&, const char*>{value, "value"}}) {
     TORCH_CHECK(t.defined(),
                 fmt::format("expected {} to be a defined tensor, but got an undefined one", name));
   }
@@ -216,8 +192,8 @@ void check_module_inputs(const MultiheadAttentionOptions& options,
   }
   if (key_padding_mask.defined()) {
     // Unbatched (S) is checked as Python does, after its unsqueeze to (1, S).
-    check_key_padding_mask_shape(
-        is_batched ? key_padding_mask : key_padding_mask.unsqueeze(0), src_len, bsz);
+    check_key_padding_mask_shape(is_batched ? key_padding_mask : key_padding_mask.unsqueeze(0),
+                                 src_len, bsz);
   }
 }
 

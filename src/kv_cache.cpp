@@ -1,8 +1,5 @@
 #include "mha/kv_cache.h"
 
-#include "kv_cache_state.h"
-#include "shape_format.h"
-
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -10,15 +7,16 @@
 
 #include <algorithm>
 
+#include "kv_cache_state.h"
+#include "shape_format.h"
+
 namespace mha {
 
 using torch::Tensor;
 
 namespace detail {
 
-KVCacheState& kv_cache_state(KVCache& cache) {
-  return *cache.state_;
-}
+KVCacheState& kv_cache_state(KVCache& cache) { return *cache.state_; }
 
 namespace {
 
@@ -26,15 +24,14 @@ namespace {
 constexpr int64_t kMinGrowingCapacity = 16;
 
 /// (N, H, capacity + extra, head_dim) buffers holding the first `keep` positions of `state`.
-void reallocate(
-    KVCacheState& state,
-    int64_t bsz,
-    int64_t num_heads,
-    int64_t head_dim,
-    int64_t extra,
-    const torch::TensorOptions& options,
-    int64_t capacity,
-    int64_t keep) {
+void reallocate(KVCacheState& state,
+                int64_t bsz,
+                int64_t num_heads,
+                int64_t head_dim,
+                int64_t extra,
+                const torch::TensorOptions& options,
+                int64_t capacity,
+                int64_t keep) {
   const std::vector<int64_t> shape{bsz, num_heads, capacity + extra, head_dim};
   Tensor keys = at::empty(shape, options);
   Tensor values = at::empty(shape, options);
@@ -50,22 +47,22 @@ void reallocate(
 
 }  // namespace
 
-void reserve(
-    KVCacheState& state,
-    int64_t bsz,
-    int64_t num_heads,
-    int64_t head_dim,
-    int64_t extra,
-    const torch::TensorOptions& options,
-    int64_t new_length) {
+void reserve(KVCacheState& state,
+             int64_t bsz,
+             int64_t num_heads,
+             int64_t head_dim,
+             int64_t extra,
+             const torch::TensorOptions& options,
+             int64_t new_length) {
   c10::InferenceMode inference;
   const bool reusable = state.keys.defined() && state.keys.size(0) == bsz &&
-      state.keys.size(1) == num_heads && state.keys.size(3) == head_dim && state.extra == extra &&
-      state.keys.dtype() == options.dtype() && state.keys.device() == options.device();
+                        state.keys.size(1) == num_heads && state.keys.size(3) == head_dim &&
+                        state.extra == extra && state.keys.dtype() == options.dtype() &&
+                        state.keys.device() == options.device();
   if (!reusable) {
     // Only an empty cache gets here (forward_cached rejects a filled cache of another shape).
     const int64_t capacity = state.max_len > 0 ? state.max_len
-        : state.is_static                      ? new_length
+                             : state.is_static ? new_length
                                                : std::max(new_length, kMinGrowingCapacity);
     reallocate(state, bsz, num_heads, head_dim, extra, options, capacity, /*keep=*/0);
   } else if (new_length > state.capacity) {
@@ -75,13 +72,12 @@ void reserve(
   }
 }
 
-void append(
-    KVCacheState& state,
-    const Tensor& k,
-    const Tensor& v,
-    const Tensor& bias_k,
-    const Tensor& bias_v,
-    bool zero_attn) {
+void append(KVCacheState& state,
+            const Tensor& k,
+            const Tensor& v,
+            const Tensor& bias_k,
+            const Tensor& bias_v,
+            bool zero_attn) {
   c10::InferenceMode inference;
   const int64_t new_len = k.size(2);
   state.keys.narrow(2, state.length, new_len).copy_(k);
@@ -114,9 +110,8 @@ KVCache& KVCache::operator=(KVCache&&) noexcept = default;
 KVCache::~KVCache() = default;
 
 KVCache KVCache::self_attention(int64_t max_len) {
-  TORCH_CHECK_VALUE(
-      max_len >= 0,
-      fmt::format("expected max_len >= 0 (0: grow as needed), but got {}", max_len));
+  TORCH_CHECK_VALUE(max_len >= 0,
+                    fmt::format("expected max_len >= 0 (0: grow as needed), but got {}", max_len));
   auto state = std::make_unique<detail::KVCacheState>();
   state->max_len = max_len;
   return KVCache(std::move(state));
@@ -128,21 +123,13 @@ KVCache KVCache::static_kv() {
   return KVCache(std::move(state));
 }
 
-bool KVCache::is_static() const {
-  return state_->is_static;
-}
+bool KVCache::is_static() const { return state_->is_static; }
 
-int64_t KVCache::length() const {
-  return state_->length;
-}
+int64_t KVCache::length() const { return state_->length; }
 
-int64_t KVCache::capacity() const {
-  return state_->capacity;
-}
+int64_t KVCache::capacity() const { return state_->capacity; }
 
-int64_t KVCache::batch_size() const {
-  return state_->keys.defined() ? state_->keys.size(0) : 0;
-}
+int64_t KVCache::batch_size() const { return state_->keys.defined() ? state_->keys.size(0) : 0; }
 
 int64_t KVCache::memory_bytes() const {
   if (!state_->keys.defined()) {
@@ -164,25 +151,18 @@ void KVCache::reorder(const Tensor& index) {
   TORCH_CHECK(index.defined(), "expected index to be a defined tensor, but got an undefined one");
   TORCH_CHECK_TYPE(
       index.scalar_type() == at::kLong && index.dim() == 1 && index.numel() > 0,
-      fmt::format(
-          "expected index to be a non-empty 1-D int64 tensor, but got {} of shape {}",
-          c10::toString(index.scalar_type()),
-          detail::torch_size(index.sizes())));
-  TORCH_CHECK(
-      index.device() == state_->keys.device(),
-      fmt::format(
-          "expected index on the cache's device {}, but got {}",
-          state_->keys.device().str(),
-          index.device().str()));
+      fmt::format("expected index to be a non-empty 1-D int64 tensor, but got {} of shape {}",
+                  c10::toString(index.scalar_type()), detail::torch_size(index.sizes())));
+  TORCH_CHECK(index.device() == state_->keys.device(),
+              fmt::format("expected index on the cache's device {}, but got {}",
+                          state_->keys.device().str(), index.device().str()));
   const int64_t bsz = state_->keys.size(0);
   const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
   TORCH_CHECK_INDEX(
       lo >= 0 && hi < bsz,
       fmt::format(
           "expected index entries in [0, {}) (the cache's batch size), but got values in [{}, {}]",
-          bsz,
-          lo,
-          hi));
+          bsz, lo, hi));
   c10::InferenceMode inference;
   // (N, H, capacity + extra, hd) -> (N', H, capacity + extra, hd)
   state_->keys = state_->keys.index_select(0, index);

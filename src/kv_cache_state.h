@@ -5,12 +5,12 @@
 // c10::InferenceMode: the buffers are inference tensors (allocated inside it),
 // which may only be written inside it, whatever mode the caller is in.
 
-#include "mha/kv_cache.h"
-
 #include <torch/types.h>
 
 #include <cstdint>
 #include <utility>
+
+#include "mha/kv_cache.h"
 
 namespace mha {
 namespace detail {
@@ -23,33 +23,31 @@ struct KVCacheState {
   int64_t extra = 0;     ///< bias_k/bias_v row and zero row, stored after the keys
   bool filled = false;   ///< static: the memory has been projected
   const MultiheadAttentionImpl* owner = nullptr;  ///< the module that filled it
-  torch::Tensor keys;    ///< (N, H, capacity + extra, head_dim)
-  torch::Tensor values;  ///< (N, H, capacity + extra, head_dim)
+  torch::Tensor keys;                             ///< (N, H, capacity + extra, head_dim)
+  torch::Tensor values;                           ///< (N, H, capacity + extra, head_dim)
 };
 
 /// Makes room for `new_length` key positions of batch `bsz`, heads of
 /// `head_dim` features and `extra` rows, with `options`' dtype and device:
 /// allocates on first use (or when the batch or dtype changed on an empty
 /// cache), grows by doubling when `max_len == 0`. Keeps the cached positions.
-void reserve(
-    KVCacheState& state,
-    int64_t bsz,
-    int64_t num_heads,
-    int64_t head_dim,
-    int64_t extra,
-    const torch::TensorOptions& options,
-    int64_t new_length);
+void reserve(KVCacheState& state,
+             int64_t bsz,
+             int64_t num_heads,
+             int64_t head_dim,
+             int64_t extra,
+             const torch::TensorOptions& options,
+             int64_t new_length);
 
 /// Writes `k`, `v` (N, H, L, head_dim) at positions [length, length + L), then
 /// the extra rows (`bias_k`/`bias_v` (1, 1, E) if defined, a zero row if
 /// `zero_attn`) right after them, and advances `length` by L. `reserve` first.
-void append(
-    KVCacheState& state,
-    const torch::Tensor& k,
-    const torch::Tensor& v,
-    const torch::Tensor& bias_k,
-    const torch::Tensor& bias_v,
-    bool zero_attn);
+void append(KVCacheState& state,
+            const torch::Tensor& k,
+            const torch::Tensor& v,
+            const torch::Tensor& bias_k,
+            const torch::Tensor& bias_v,
+            bool zero_attn);
 
 /// The cached keys and values with their extra rows, (N, H, length + extra,
 /// head_dim) views of the buffers (no copy).

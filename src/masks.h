@@ -12,10 +12,9 @@ namespace detail {
 /// _none_or_dtype(attn_mask), "attn_mask", target_type)`: bool becomes
 /// additive (`true` -> -inf) of `target_type`, float stays, other dtypes are
 /// rejected, and a dtype other than `attn_mask`'s warns (once per process).
-torch::Tensor canonical_key_padding_mask(
-    const torch::Tensor& key_padding_mask,
-    const torch::Tensor& attn_mask,
-    c10::ScalarType target_type);
+torch::Tensor canonical_key_padding_mask(const torch::Tensor& key_padding_mask,
+                                         const torch::Tensor& attn_mask,
+                                         c10::ScalarType target_type);
 
 }  // namespace detail
 }  // namespace mha

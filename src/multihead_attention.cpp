@@ -1,11 +1,5 @@
 #include "mha/multihead_attention.h"
 
-#include "mha/functional.h"
-
-#include "fast_path.h"
-#include "input_checks.h"
-#include "masks.h"
-
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -14,6 +8,11 @@
 #include <atomic>
 #include <string>
 #include <utility>
+
+#include "fast_path.h"
+#include "input_checks.h"
+#include "masks.h"
+#include "mha/functional.h"
 
 namespace mha {
 
@@ -37,7 +36,7 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
 bool MultiheadAttentionImpl::qkv_same_embed_dim() const {
   const int64_t embed_dim = options.embed_dim();
   return options.kdim().value_or(embed_dim) == embed_dim &&
-      options.vdim().value_or(embed_dim) == embed_dim;
+         options.vdim().value_or(embed_dim) == embed_dim;
 }
 
 void MultiheadAttentionImpl::reset() {
@@ -48,18 +47,14 @@ void MultiheadAttentionImpl::reset() {
       fmt::format(
           "embed_dim and num_heads must be greater than 0, got embed_dim={} and num_heads={} "
           "instead",
-          embed_dim,
-          num_heads));
+          embed_dim, num_heads));
   TORCH_CHECK_VALUE(
       embed_dim % num_heads == 0,
-      fmt::format(
-          "embed_dim must be divisible by num_heads, got embed_dim={} and num_heads={}",
-          embed_dim,
-          num_heads));
+      fmt::format("embed_dim must be divisible by num_heads, got embed_dim={} and num_heads={}",
+                  embed_dim, num_heads));
   TORCH_CHECK_VALUE(
       options.dropout() >= 0.0 && options.dropout() <= 1.0,
-      fmt::format(
-          "dropout probability has to be between 0 and 1, but got {}", options.dropout()));
+      fmt::format("dropout probability has to be between 0 and 1, but got {}", options.dropout()));
   const int64_t kdim = options.kdim().value_or(embed_dim);
   const int64_t vdim = options.vdim().value_or(embed_dim);
   TORCH_CHECK_VALUE(
@@ -78,9 +73,8 @@ void MultiheadAttentionImpl::reset() {
     k_proj_weight = register_parameter("k_proj_weight", {}, /*requires_grad=*/false);
     v_proj_weight = register_parameter("v_proj_weight", {}, /*requires_grad=*/false);
   }
-  in_proj_bias = options.bias()
-      ? register_parameter("in_proj_bias", torch::empty({3 * embed_dim}))
-      : register_parameter("in_proj_bias", {}, /*requires_grad=*/false);
+  in_proj_bias = options.bias() ? register_parameter("in_proj_bias", torch::empty({3 * embed_dim}))
+                                : register_parameter("in_proj_bias", {}, /*requires_grad=*/false);
   // Constructing the Linear draws its default init, as in Python's __init__.
   out_proj = register_module(
       "out_proj",
@@ -117,8 +111,8 @@ void MultiheadAttentionImpl::reset_parameters() {
 }
 
 void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
-  std::string text = fmt::format(
-      "mha::MultiheadAttention(embed_dim={}, num_heads={}", options.embed_dim(), options.num_heads());
+  std::string text = fmt::format("mha::MultiheadAttention(embed_dim={}, num_heads={}",
+                                 options.embed_dim(), options.num_heads());
   if (options.dropout() != 0.0) text += fmt::format(", dropout={}", options.dropout());
   if (!options.bias()) text += ", bias=false";
   if (options.add_bias_kv()) text += ", add_bias_kv=true";
@@ -129,15 +123,14 @@ void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
   stream << text << ")";
 }
 
-std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    const Tensor& key_padding_mask,
-    bool need_weights,
-    const Tensor& attn_mask,
-    bool average_attn_weights,
-    bool is_causal) {
+std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query,
+                                                           const Tensor& key,
+                                                           const Tensor& value,
+                                                           const Tensor& key_padding_mask,
+                                                           bool need_weights,
+                                                           const Tensor& attn_mask,
+                                                           bool average_attn_weights,
+                                                           bool is_causal) {
   detail::check_defined(query, key, value);
   // Where Python calls its native fused op (silently not without biases), so
   // do we, with the masks as given: bool or none there.
@@ -150,12 +143,12 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
   const bool attn_mask_dropped =
       !fast_path && is_causal && !need_weights && !key_padding_mask.defined();
   const Tensor& first_weight = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
-  detail::check_module_inputs(options, first_weight, query, key, value, key_padding_mask,
-                              attn_mask, /*check_attn_mask_shape=*/!attn_mask_dropped);
+  detail::check_module_inputs(options, first_weight, query, key, value, key_padding_mask, attn_mask,
+                              /*check_attn_mask_shape=*/!attn_mask_dropped);
   if (fast_path) {
-    return detail::fast_path_forward(
-        detail::choose_fast_path_kernel(query.size(1), need_weights), *this, query, key_padding_mask,
-        need_weights, attn_mask, average_attn_weights, is_causal);
+    return detail::fast_path_forward(detail::choose_fast_path_kernel(query.size(1), need_weights),
+                                     *this, query, key_padding_mask, need_weights, attn_mask,
+                                     average_attn_weights, is_causal);
   }
 
   // Both masks become additive floats of the query's dtype (Python's order):
@@ -163,8 +156,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
   const bool is_batched = query.dim() == 3;
   const Tensor kpm =
       detail::canonical_key_padding_mask(key_padding_mask, attn_mask, query.scalar_type());
-  const Tensor mask = F::canonical_mask(
-      attn_mask, "attn_mask", std::nullopt, "", query.scalar_type(), /*check_other=*/false);
+  const Tensor mask = F::canonical_mask(attn_mask, "attn_mask", std::nullopt, "",
+                                        query.scalar_type(), /*check_other=*/false);
 
   TORCH_CHECK(
       !(query.is_nested() || key.is_nested() || value.is_nested()),
@@ -204,12 +197,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
   return {out, weights};
 }
 
-void set_fastpath_enabled(bool enabled) {
-  fastpath_enabled.store(enabled);
-}
+void set_fastpath_enabled(bool enabled) { fastpath_enabled.store(enabled); }
 
-bool get_fastpath_enabled() {
-  return fastpath_enabled.load();
-}
+bool get_fastpath_enabled() { return fastpath_enabled.load(); }
 
 }  // namespace mha

@@ -10,20 +10,18 @@
 // the message must also start with the file's path), and `mha-parity`'s
 // arguments (a separate process: exit status 2 and the message on stderr).
 
-#include "module_state.h"
-#include "support.h"
-#include "weights_files.h"
-
+#include <ATen/CPUGeneratorImpl.h>
 #include <mha/functional.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
-
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <functional>
+
+#include "module_state.h"
+#include "support.h"
+#include "weights_files.h"
 
 namespace {
 
@@ -64,7 +62,9 @@ struct Row {
   std::vector<std::string> cli{};
 };
 
-Row construction(std::string name, MultiheadAttentionOptions options, std::vector<std::string> message) {
+Row construction(std::string name,
+                 MultiheadAttentionOptions options,
+                 std::vector<std::string> message) {
   return Row{std::move(name), std::move(message), Kind::kValueError, std::move(options), {}};
 }
 
@@ -92,7 +92,8 @@ Row loader(std::string name,
 }
 
 Row parity_cli(std::string name, std::vector<std::string> args, std::vector<std::string> message) {
-  Row row{std::move(name), std::move(message), Kind::kExitStatus2, MultiheadAttentionOptions(8, 2), {}};
+  Row row{
+      std::move(name), std::move(message), Kind::kExitStatus2, MultiheadAttentionOptions(8, 2), {}};
   row.cli = std::move(args);
   return row;
 }
@@ -128,19 +129,26 @@ F::MultiheadAttentionForwardFuncOptions functional_options(MultiheadAttention& m
 
 /// Construction: invalid options (ValueError, nothing drawn from the generator).
 std::vector<Row> construction_rows() {
-  return {
-      construction("EmbedDimZero", opts(0, 2), {"embed_dim and num_heads must be greater than 0", "embed_dim=0"}),
-      construction("EmbedDimNegative", opts(-8, 2), {"greater than 0", "embed_dim=-8"}),
-      construction("NumHeadsZero", opts(8, 0), {"greater than 0", "num_heads=0"}),
-      construction("NumHeadsNegative", opts(8, -1), {"greater than 0", "embed_dim=8 and num_heads=-1"}),
-      construction("EmbedDimNotDivisible", opts(10, 3), {"embed_dim must be divisible by num_heads", "embed_dim=10", "num_heads=3"}),
-      construction("HeadsAboveEmbedDim", opts(2, 4), {"divisible by num_heads", "embed_dim=2", "num_heads=4"}),
-      construction("DropoutAboveOne", opts(8, 2).dropout(1.5), {"dropout probability has to be between 0 and 1, but got 1.5"}),
-      construction("DropoutNegative", opts(8, 2).dropout(-0.25), {"dropout probability", "between 0 and 1", "-0.25"}),
-      construction("DropoutNaN", opts(8, 2).dropout(std::nan("")), {"dropout probability", "between 0 and 1", "nan"}),
-      construction("KdimZero", opts(8, 2).kdim(0), {"kdim and vdim must be greater than 0", "kdim=0", "vdim=8"}),
-      construction("VdimNegative", opts(8, 2).kdim(4).vdim(-3), {"greater than 0", "kdim=4", "vdim=-3"})
-  };
+  return {construction("EmbedDimZero", opts(0, 2),
+                       {"embed_dim and num_heads must be greater than 0", "embed_dim=0"}),
+          construction("EmbedDimNegative", opts(-8, 2), {"greater than 0", "embed_dim=-8"}),
+          construction("NumHeadsZero", opts(8, 0), {"greater than 0", "num_heads=0"}),
+          construction("NumHeadsNegative", opts(8, -1),
+                       {"greater than 0", "embed_dim=8 and num_heads=-1"}),
+          construction("EmbedDimNotDivisible", opts(10, 3),
+                       {"embed_dim must be divisible by num_heads", "embed_dim=10", "num_heads=3"}),
+          construction("HeadsAboveEmbedDim", opts(2, 4),
+                       {"divisible by num_heads", "embed_dim=2", "num_heads=4"}),
+          construction("DropoutAboveOne", opts(8, 2).dropout(1.5),
+                       {"dropout probability has to be between 0 and 1, but got 1.5"}),
+          construction("DropoutNegative", opts(8, 2).dropout(-0.25),
+                       {"dropout probability", "between 0 and 1", "-0.25"}),
+          construction("DropoutNaN", opts(8, 2).dropout(std::nan("")),
+                       {"dropout probability", "between 0 and 1", "nan"}),
+          construction("KdimZero", opts(8, 2).kdim(0),
+                       {"kdim and vdim must be greater than 0", "kdim=0", "vdim=8"}),
+          construction("VdimNegative", opts(8, 2).kdim(4).vdim(-3),
+                       {"greater than 0", "kdim=4", "vdim=-3"})};
 }
 
 /// forward: query, key and value.
@@ -160,45 +168,71 @@ std::vector<Row> input_rows() {
               {"query should be unbatched 2D or batched 3D", "1-D query"}),
       forward("QueryScalar", [](M& m, const I& x) { m(torch::tensor(1.0f), x.k, x.v); },
               {"query should be unbatched 2D or batched 3D", "0-D query"}),
-      forward("BatchedQueryUnbatchedKey", [](M& m, const I& x) { m(x.q, torch::randn({6, 8}), x.v); },
-              {"For batched (3-D) `query`, expected `key` and `value` to be 3-D but found 2-D and 3-D tensors respectively"}),
-      forward("BatchedQueryUnbatchedValue", [](M& m, const I& x) { m(x.q, x.k, torch::randn({6, 8})); },
+      forward("BatchedQueryUnbatchedKey",
+              [](M& m, const I& x) { m(x.q, torch::randn({6, 8}), x.v); },
+              {"For batched (3-D) `query`, expected `key` and `value` to be 3-D but found 2-D and "
+               "3-D tensors respectively"}),
+      forward("BatchedQueryUnbatchedValue",
+              [](M& m, const I& x) { m(x.q, x.k, torch::randn({6, 8})); },
               {"expected `key` and `value` to be 3-D but found 3-D and 2-D"}),
-      forward("UnbatchedQueryBatchedValue", [](M& m, const I& x) { m(torch::randn({4, 8}), torch::randn({6, 8}), x.v); },
-              {"For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found 2-D and 3-D tensors respectively"}),
+      forward("UnbatchedQueryBatchedValue",
+              [](M& m, const I& x) { m(torch::randn({4, 8}), torch::randn({6, 8}), x.v); },
+              {"For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found 2-D "
+               "and 3-D tensors respectively"}),
       forward("QueryFeatureSize", [](M& m, const I& x) { m(torch::randn({4, 3, 6}), x.k, x.v); },
               {"was expecting embedding dimension of 8, but got 6"}),
       forward("KeyFeatureSize", [](M& m, const I& x) { m(x.q, torch::randn({6, 3, 5}), x.v); },
               {"expected key feature size (kdim) 8, but got 5"}),
       forward("ValueFeatureSize", [](M& m, const I& x) { m(x.q, x.k, torch::randn({6, 3, 7})); },
               {"expected value feature size (vdim) 8, but got 7"}),
-      forward("KeyFeatureSizeWithKdim", [](M& m, const I& x) { m(x.q, x.k, torch::randn({6, 3, 7})); },
-              {"expected key feature size (kdim) 5, but got 8"}, Kind::kError, opts(8, 2).kdim(5).vdim(7)),
-      forward("ValueFeatureSizeWithVdim", [](M& m, const I& x) { m(x.q, torch::randn({6, 3, 5}), x.v); },
-              {"expected value feature size (vdim) 7, but got 8"}, Kind::kError, opts(8, 2).kdim(5).vdim(7)),
-      forward("KeyBatchSize", [](M& m, const I& x) { m(x.q, torch::randn({6, 2, 8}), torch::randn({6, 2, 8})); },
+      forward(
+          "KeyFeatureSizeWithKdim", [](M& m, const I& x) { m(x.q, x.k, torch::randn({6, 3, 7})); },
+          {"expected key feature size (kdim) 5, but got 8"}, Kind::kError,
+          opts(8, 2).kdim(5).vdim(7)),
+      forward(
+          "ValueFeatureSizeWithVdim",
+          [](M& m, const I& x) { m(x.q, torch::randn({6, 3, 5}), x.v); },
+          {"expected value feature size (vdim) 7, but got 8"}, Kind::kError,
+          opts(8, 2).kdim(5).vdim(7)),
+      forward("KeyBatchSize",
+              [](M& m, const I& x) { m(x.q, torch::randn({6, 2, 8}), torch::randn({6, 2, 8})); },
               {"expected key and value batch size 3 (the query's), but got key 2 and value 2"}),
       forward("ValueBatchSize", [](M& m, const I& x) { m(x.q, x.k, torch::randn({6, 4, 8})); },
               {"expected key and value batch size 3 (the query's), but got key 3 and value 4"}),
-      forward("BatchFirstKeyBatchSize", [](M& m, const I&) { m(torch::randn({3, 4, 8}), torch::randn({2, 6, 8}), torch::randn({2, 6, 8})); },
-              {"batch size 3 (the query's), but got key 2 and value 2"}, Kind::kError, opts(8, 2).batch_first(true)),
+      forward(
+          "BatchFirstKeyBatchSize",
+          [](M& m, const I&) {
+            m(torch::randn({3, 4, 8}), torch::randn({2, 6, 8}), torch::randn({2, 6, 8}));
+          },
+          {"batch size 3 (the query's), but got key 2 and value 2"}, Kind::kError,
+          opts(8, 2).batch_first(true)),
       forward("ValueSequenceLength", [](M& m, const I& x) { m(x.q, x.k, torch::randn({5, 3, 8})); },
               {"expected value sequence length 6 (the key's), but got 5"}),
-      forward("UnbatchedValueSequenceLength", [](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({7, 8})); },
+      forward("UnbatchedValueSequenceLength",
+              [](M& m, const I&) {
+                m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({7, 8}));
+              },
               {"expected value sequence length 6 (the key's), but got 7"}),
-      forward("QueryDtypeDouble", [](M& m, const I& x) { m(x.q.to(torch::kFloat64), x.k, x.v); },
-              {"expected query to have the parameters' dtype Float, but got Double"}, Kind::kTypeError),
-      forward("KeyDtypeHalf", [](M& m, const I& x) { m(x.q, x.k.to(torch::kFloat16), x.v); },
-              {"expected key to have the parameters' dtype Float, but got Half"}, Kind::kTypeError),
-      forward("ValueDtypeLong", [](M& m, const I& x) { m(x.q, x.k, x.v.to(torch::kInt64)); },
-              {"expected value to have the parameters' dtype Float, but got Long"}, Kind::kTypeError),
-      forward("QueryFloatOnDoubleModule", [](M& m, const I& x) { m->to(torch::kFloat64); m(x.q, x.k, x.v); },
-              {"expected query to have the parameters' dtype Double, but got Float"}, Kind::kTypeError),
+      forward(
+          "QueryDtypeDouble", [](M& m, const I& x) { m(x.q.to(torch::kFloat64), x.k, x.v); },
+          {"expected query to have the parameters' dtype Float, but got Double"}, Kind::kTypeError),
+      forward(
+          "KeyDtypeHalf", [](M& m, const I& x) { m(x.q, x.k.to(torch::kFloat16), x.v); },
+          {"expected key to have the parameters' dtype Float, but got Half"}, Kind::kTypeError),
+      forward(
+          "ValueDtypeLong", [](M& m, const I& x) { m(x.q, x.k, x.v.to(torch::kInt64)); },
+          {"expected value to have the parameters' dtype Float, but got Long"}, Kind::kTypeError),
+      forward(
+          "QueryFloatOnDoubleModule",
+          [](M& m, const I& x) {
+            m->to(torch::kFloat64);
+            m(x.q, x.k, x.v);
+          },
+          {"expected query to have the parameters' dtype Double, but got Float"}, Kind::kTypeError),
       forward("QueryOnMeta", [](M& m, const I& x) { m(on_meta({4, 3, 8}), x.k, x.v); },
               {"expected query on the parameters' device cpu, but got meta"}),
       forward("ValueOnMeta", [](M& m, const I& x) { m(x.q, x.k, on_meta({6, 3, 8})); },
-              {"expected value on the parameters' device cpu, but got meta"})
-  };
+              {"expected value on the parameters' device cpu, but got meta"})};
 }
 
 /// forward: key_padding_mask.
@@ -206,27 +240,44 @@ std::vector<Row> key_padding_mask_rows() {
   using M = MultiheadAttention;
   using I = Inputs;
   return {
-      forward("KeyPaddingMaskLong", [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kInt64)); },
-              {"only bool and floating types of key_padding_mask are supported, but got Long"}, Kind::kTypeError),
-      forward("KeyPaddingMaskByte", [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kUInt8)); },
-              {"only bool and floating types of key_padding_mask are supported, but got Byte"}, Kind::kTypeError),
+      forward(
+          "KeyPaddingMaskLong",
+          [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kInt64)); },
+          {"only bool and floating types of key_padding_mask are supported, but got Long"},
+          Kind::kTypeError),
+      forward(
+          "KeyPaddingMaskByte",
+          [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kUInt8)); },
+          {"only bool and floating types of key_padding_mask are supported, but got Byte"},
+          Kind::kTypeError),
       forward("KeyPaddingMaskRank1", [](M& m, const I& x) { m(x.q, x.k, x.v, bools({6})); },
-              {"For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but found 1-D tensor instead"}),
+              {"For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
+               "found 1-D tensor instead"}),
       forward("KeyPaddingMaskRank3", [](M& m, const I& x) { m(x.q, x.k, x.v, bools({3, 1, 6})); },
               {"expected `key_padding_mask` to be `None` or 2-D but found 3-D"}),
       forward("KeyPaddingMaskLength", [](M& m, const I& x) { m(x.q, x.k, x.v, bools({3, 5})); },
               {"Expected key_padded_mask.shape[1] to be 6, but got 5"}),
       forward("KeyPaddingMaskBatch", [](M& m, const I& x) { m(x.q, x.k, x.v, bools({2, 6})); },
               {"Expected key_padded_mask.shape[0] to be 3, but got 2"}),
-      forward("KeyPaddingMaskOnMeta", [](M& m, const I& x) { m(x.q, x.k, x.v, on_meta({3, 6}, torch::kBool)); },
+      forward("KeyPaddingMaskOnMeta",
+              [](M& m, const I& x) { m(x.q, x.k, x.v, on_meta({3, 6}, torch::kBool)); },
               {"expected key_padding_mask on the query's device cpu, but got meta"}),
-      forward("UnbatchedKeyPaddingMaskRank2", [](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), bools({1, 6})); },
-              {"For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but found 2-D tensor instead"}),
-      forward("UnbatchedKeyPaddingMaskLength", [](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), bools({5})); },
+      forward("UnbatchedKeyPaddingMaskRank2",
+              [](M& m, const I&) {
+                m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), bools({1, 6}));
+              },
+              {"For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but "
+               "found 2-D tensor instead"}),
+      forward("UnbatchedKeyPaddingMaskLength",
+              [](M& m, const I&) {
+                m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), bools({5}));
+              },
               {"Expected key_padded_mask.shape[1] to be 6, but got 5"}),
-      forward("KeyPaddingMaskDoubleWithWeights", [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kFloat64)); },
-              {"attention mask", "key_padding_mask", "query's dtype Float", "but got Double"}, Kind::kTypeError)
-  };
+      forward(
+          "KeyPaddingMaskDoubleWithWeights",
+          [](M& m, const I& x) { m(x.q, x.k, x.v, torch::zeros({3, 6}, torch::kFloat64)); },
+          {"attention mask", "key_padding_mask", "query's dtype Float", "but got Double"},
+          Kind::kTypeError)};
 }
 
 /// forward: attn_mask and is_causal.
@@ -235,33 +286,68 @@ std::vector<Row> attn_mask_rows() {
   using I = Inputs;
   const Tensor none;
   return {
-      forward("AttnMaskByte", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, torch::zeros({4, 6}, torch::kUInt8)); },
-              {"only bool and floating types of attn_mask are supported, but got Byte"}, Kind::kTypeError),
-      forward("AttnMaskInt", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, torch::zeros({4, 6}, torch::kInt32)); },
-              {"only bool and floating types of attn_mask are supported, but got Int"}, Kind::kTypeError),
-      forward("AttnMask2dShape", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 6})); },
+      forward(
+          "AttnMaskByte",
+          [=](M& m, const I& x) {
+            m(x.q, x.k, x.v, none, true, torch::zeros({4, 6}, torch::kUInt8));
+          },
+          {"only bool and floating types of attn_mask are supported, but got Byte"},
+          Kind::kTypeError),
+      forward(
+          "AttnMaskInt",
+          [=](M& m, const I& x) {
+            m(x.q, x.k, x.v, none, false, torch::zeros({4, 6}, torch::kInt32));
+          },
+          {"only bool and floating types of attn_mask are supported, but got Int"},
+          Kind::kTypeError),
+      forward("AttnMask2dShape",
+              [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 6})); },
               {"The shape of the 2D attn_mask is torch.Size([3, 6]), but should be (4, 6)."}),
-      forward("AttnMask2dSourceLength", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, bools({4, 7})); },
+      forward("AttnMask2dSourceLength",
+              [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, bools({4, 7})); },
               {"The shape of the 2D attn_mask is torch.Size([4, 7]), but should be (4, 6)."}),
-      forward("AttnMask3dShape", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 4, 6})); },
+      forward("AttnMask3dShape",
+              [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 4, 6})); },
               {"The shape of the 3D attn_mask is torch.Size([3, 4, 6]), but should be (6, 4, 6)."}),
-      forward("AttnMaskRank4", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 2, 4, 6})); },
-              {"For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found 4-D tensor instead"}),
+      forward("AttnMaskRank4",
+              [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({3, 2, 4, 6})); },
+              {"For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
+               "4-D tensor instead"}),
       forward("AttnMaskRank1", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, bools({6})); },
               {"expected `attn_mask` to be `None`, 2-D or 3-D but found 1-D"}),
-      forward("UnbatchedAttnMask3dShape", [=](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), none, true, bools({3, 4, 6})); },
+      forward("UnbatchedAttnMask3dShape",
+              [=](M& m, const I&) {
+                m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), none, true,
+                  bools({3, 4, 6}));
+              },
               {"Expected `attn_mask` shape to be (2, 4, 6) but got torch.Size([3, 4, 6])"}),
-      forward("UnbatchedAttnMaskRank4", [=](M& m, const I&) { m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), none, true, bools({1, 2, 4, 6})); },
-              {"For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found 4-D tensor instead"}),
-      forward("AttnMaskOnMeta", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, on_meta({4, 6}, torch::kBool)); },
-              {"expected attn_mask on the query's device cpu, but got meta"}),
-      forward("AttnMaskDoubleWithWeights", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, torch::zeros({4, 6}, torch::kFloat64)); },
-              {"attn_mask", "query's dtype Float", "but got Double"}, Kind::kTypeError),
-      forward("AttnMaskDoubleWithoutWeights", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, torch::zeros({4, 6}, torch::kFloat64)); },
-              {"Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: double and  query.dtype: float"}),
-      forward("IsCausalWithoutAttnMask", [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, none, true, /*is_causal=*/true); },
-              {"Need attn_mask if specifying the is_causal hint."})
-  };
+      forward("UnbatchedAttnMaskRank4",
+              [=](M& m, const I&) {
+                m(torch::randn({4, 8}), torch::randn({6, 8}), torch::randn({6, 8}), none, true,
+                  bools({1, 2, 4, 6}));
+              },
+              {"For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
+               "found 4-D tensor instead"}),
+      forward(
+          "AttnMaskOnMeta",
+          [=](M& m, const I& x) { m(x.q, x.k, x.v, none, true, on_meta({4, 6}, torch::kBool)); },
+          {"expected attn_mask on the query's device cpu, but got meta"}),
+      forward(
+          "AttnMaskDoubleWithWeights",
+          [=](M& m, const I& x) {
+            m(x.q, x.k, x.v, none, true, torch::zeros({4, 6}, torch::kFloat64));
+          },
+          {"attn_mask", "query's dtype Float", "but got Double"}, Kind::kTypeError),
+      forward("AttnMaskDoubleWithoutWeights",
+              [=](M& m, const I& x) {
+                m(x.q, x.k, x.v, none, false, torch::zeros({4, 6}, torch::kFloat64));
+              },
+              {"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+               "attn_mask.dtype: double and  query.dtype: float"}),
+      forward(
+          "IsCausalWithoutAttnMask",
+          [=](M& m, const I& x) { m(x.q, x.k, x.v, none, false, none, true, /*is_causal=*/true); },
+          {"Need attn_mask if specifying the is_causal hint."})};
 }
 
 /// The functional form.
@@ -269,227 +355,403 @@ std::vector<Row> functional_rows() {
   using M = MultiheadAttention;
   using I = Inputs;
   return {
-      forward("FunctionalEmbedDimToCheck", [](M& m, const I& x) {
-                F::multi_head_attention_forward(x.q, x.k, x.v, functional_options(m).embed_dim_to_check(16)); },
+      forward("FunctionalEmbedDimToCheck",
+              [](M& m, const I& x) {
+                F::multi_head_attention_forward(x.q, x.k, x.v,
+                                                functional_options(m).embed_dim_to_check(16));
+              },
               {"was expecting embedding dimension of 16, but got 8"}),
-      forward("FunctionalKeyValueShape", [](M& m, const I& x) {
-                F::multi_head_attention_forward(x.q, x.k, torch::randn({5, 3, 8}), functional_options(m)); },
+      forward("FunctionalKeyValueShape",
+              [](M& m, const I& x) {
+                F::multi_head_attention_forward(x.q, x.k, torch::randn({5, 3, 8}),
+                                                functional_options(m));
+              },
               {"key shape torch.Size([6, 3, 8]) does not match value shape torch.Size([5, 3, 8])"}),
-      forward("FunctionalStaticKBatchHeads", [](M& m, const I& x) {
-                F::multi_head_attention_forward(x.q, x.k, x.v, functional_options(m).static_k(torch::randn({5, 6, 4}))); },
+      forward("FunctionalStaticKBatchHeads",
+              [](M& m, const I& x) {
+                F::multi_head_attention_forward(
+                    x.q, x.k, x.v, functional_options(m).static_k(torch::randn({5, 6, 4})));
+              },
               {"expecting static_k.size(0) of 6, but got 5"}),
-      forward("FunctionalStaticVHeadDim", [](M& m, const I& x) {
-                F::multi_head_attention_forward(x.q, x.k, x.v, functional_options(m).static_v(torch::randn({6, 6, 3}))); },
+      forward("FunctionalStaticVHeadDim",
+              [](M& m, const I& x) {
+                F::multi_head_attention_forward(
+                    x.q, x.k, x.v, functional_options(m).static_v(torch::randn({6, 6, 3})));
+              },
               {"expecting static_v.size(2) of 4, but got 3"}),
-      forward("FunctionalKeyWeightShape", [](M& m, const I& x) {
-                auto o = functional_options(m).use_separate_proj_weight(true)
-                             .q_proj_weight(torch::randn({8, 8})).k_proj_weight(torch::randn({8, 5}))
+      forward("FunctionalKeyWeightShape",
+              [](M& m, const I& x) {
+                auto o = functional_options(m)
+                             .use_separate_proj_weight(true)
+                             .q_proj_weight(torch::randn({8, 8}))
+                             .k_proj_weight(torch::randn({8, 5}))
                              .v_proj_weight(torch::randn({8, 8}));
-                F::multi_head_attention_forward(x.q, x.k, x.v, o); },
-              {"expecting key weights shape of (8, 8), but got torch.Size([8, 5])"})
-  };
+                F::multi_head_attention_forward(x.q, x.k, x.v, o);
+              },
+              {"expecting key weights shape of (8, 8), but got torch.Size([8, 5])"})};
 }
 
 /// Loaders: the file is bad (the message starts with its path).
 std::vector<Row> bad_file_rows() {
   return {
-      loader("NonexistentPath", [](const std::string& dir) {
-        return in(dir, "missing.pt");
-      }, {"no such file"}),
-      loader("Directory", [](const std::string& dir) {
-        return dir;
-      }, {"is a directory"}),
-      loader("EmptyFile", [](const std::string& dir) {
-        return write_bytes(in(dir, "empty.pt"), "");
-      }, {"empty file"}),
-      loader("WrongMagic", [](const std::string& dir) {
-        return write_bytes(in(dir, "text.pt"), "hello, these are not weights\n");
-      }, {"unrecognised weights format"}),
-      loader("LegacyTorchSaveFormat", [](const std::string& dir) {
-        return write_bytes(in(dir, "legacy.pt"), std::string("\x80\x02\x8a\x0a", 4) + "rest");
-      }, {"legacy torch.save format"}),
-      loader("TruncatedTorchSave", [](const std::string& dir) {
-        const auto bytes = read_bytes(fixture("mha.pt"));
-        return write_bytes(in(dir, "truncated.pt"), bytes.substr(0, bytes.size() / 2));
-      }, {"not a readable zip archive"}),
-      loader("TruncatedTorchScript", [](const std::string& dir) {
-        const auto bytes = read_bytes(fixture("encoder_layer.torchscript.pt"));
-        return write_bytes(in(dir, "truncated_script.pt"), bytes.substr(0, bytes.size() - 30));
-      }, {"not a readable zip archive"}),
-      loader("CorruptZipCentralDirectory", [](const std::string& dir) {
-        auto bytes = read_bytes(fixture("mha.pt"));
-        const auto at = bytes.rfind("PK\x01\x02");  // the last central directory entry
-        EXPECT_NE(at, std::string::npos);
-        bytes.replace(at, 4, "XXXX");
-        return write_bytes(in(dir, "bad_central_directory.pt"), bytes);
-      }, {"not a readable zip archive"}),
-      loader("CorruptZipEntryPickle", [](const std::string& dir) {
-        auto bytes = read_bytes(fixture("mha.pt"));
-        const auto at = bytes.find("\x80\x02" "ccollections\nOrderedDict");  // data.pkl, stored
-        EXPECT_NE(at, std::string::npos);
-        bytes.replace(at + 2, 24, std::string(24, '\xff'));
-        return write_bytes(in(dir, "bad_pickle_entry.pt"), bytes);
-      }, {"data.pkl: offset 2: corrupt pickle: byte 0xff is not a pickle opcode"}),
-      loader("ZipWithoutDataPkl", [](const std::string& dir) {
-        const auto path = in(dir, "no_data_pkl.zip");
-        {
-          caffe2::serialize::PyTorchStreamWriter writer(path);
-          writer.writeRecord("other", "x", 1);
-        }
-        return path;
-      }, {"zip archive without data.pkl"}),
-      loader("PickleTruncatedBeforeStop", [](const std::string& dir) {
-        const auto pickle = tensor_pickle(4, 0, 4, 1);
-        return torch_archive(in(dir, "no_stop.pt"), pickle.substr(0, pickle.size() - 3), {{"0", std::string(16, '\0')}});
-      }, {"data.pkl: offset", "corrupt pickle: truncated: 1 bytes needed, 0 left"}),
-      loader("PickleUnknownOpcode", [](const std::string& dir) {
-        return torch_archive(in(dir, "opcode.pt"), std::string("\x80\x02}\xf0.", 5));
-      }, {"data.pkl: offset 3: corrupt pickle: byte 0xf0 is not a pickle opcode"}),
-      loader("PickleOpcodeOutsideTheWeightsOnlySubset", [](const std::string& dir) {
-        // DICT (protocol 0): valid pickle, refused by torch.load(weights_only=True) too.
-        return torch_archive(in(dir, "dict_opcode.pt"), "\x80\x02(d.");
-      }, {"data.pkl: offset 3: unsupported: pickle opcode 0x64 ('d')"}),
-      loader("PickleGlobalOutsideTheAllowList", [](const std::string& dir) {
-        return torch_archive(in(dir, "os_system.pt"), "\x80\x02" "cos\nsystem\n.");
-      }, {"data.pkl: offset 2: unsupported: global 'os.system' is not in the weights-only allow-list",
-          "nothing was imported or called"}),
-      loader("WholePickledModule", [](const std::string&) {
-        return fixture("zoo/whole_module.pt");  // torch.save(nn.Linear(2, 2))
-      }, {"data.pkl: offset", "unsupported: this is a whole pickled module (torch.save(model))",
-          "Save model.state_dict() instead", "scripts/export_weights.py"}),
-      loader("TwoPathsGiveOneName", [](const std::string&) {
-        return fixture("zoo/name_collision.pt");  // {"a": {0: t, "0": t}}
-      }, {"data.pkl: unsupported: the tensors at ['a'][0] and ['a']['0'] both get the name 'a.0'"}),
-      loader("PickleOddSetItems", [](const std::string& dir) {
-        // {MARK "k" SETITEMS}: a key without a value would make LibTorch read past its stack.
-        return torch_archive(in(dir, "odd.pt"), "\x80\x02}(" + binunicode("k") + "u.");
-      }, {"data.pkl: offset 10: corrupt pickle: SETITEMS with an odd number (1) of keys and values"}),
-      loader("PickleMemoEntryNeverStored", [](const std::string& dir) {
-        return torch_archive(in(dir, "memo.pt"), std::string("\x80\x02j\xff\xff\xff\xff.", 9));
-      }, {"data.pkl: offset 2: corrupt pickle: memo entry 4294967295 was never stored"}),
-      loader("PickleNestedTooDeep", [](const std::string& dir) {
-        // 3000 nested empty tuples: (((...ttt
-        return torch_archive(in(dir, "deep.pt"), "\x80\x02" + std::string(3000, '(') + std::string(3000, 't') + ".");
-      }, {"data.pkl: unsupported: containers nested deeper than 1000 levels"}),
-      loader("PickleStackUnderflow", [](const std::string& dir) {
-        return torch_archive(in(dir, "underflow.pt"), "\x80\x02}R.");
-      }, {"data.pkl: offset 3: corrupt pickle: stack underflow"}),
-      loader("PickleWithoutTensors", [](const std::string& dir) {
-        return torch_archive(in(dir, "list.pt"), "\x80\x02].");  // an empty list: no tensor
-      }, {"Missing key(s) in state_dict"}),
-      loader("StorageRecordShorterThanItsTensor", [](const std::string& dir) {
-        return torch_archive(in(dir, "short_storage.pt"), tensor_pickle(4, 0, 4, 1), {{"0", std::string(8, '\0')}});
-      }, {"data.pkl: offset", "corrupt pickle: storage '0' claims 4 elements of Float but its record 'data/0' holds 8 bytes"}),
-      loader("StorageRecordMissing", [](const std::string& dir) {
-        return torch_archive(in(dir, "missing_storage.pt"), tensor_pickle(4, 0, 4, 1));
-      }, {"corrupt pickle: storage '0': the archive has no record 'data/0'"}),
-      loader("TensorViewPastItsStorage", [](const std::string& dir) {
-        return torch_archive(in(dir, "view_past_end.pt"), tensor_pickle(4, 2, 4, 1), {{"0", std::string(16, '\0')}});
-      }, {kPastStorage}),
-      loader("TensorStrideReachesPastItsStorage", [](const std::string& dir) {
-        return torch_archive(in(dir, "stride_past_end.pt"), tensor_pickle(4, 0, 2, 100), {{"0", std::string(16, '\0')}});
-      }, {kPastStorage}),
-      loader("SafetensorsTruncatedSizeField", [](const std::string& dir) {
-        return write_bytes(in(dir, "tiny.safetensors"), u64(2).substr(0, 5));
-      }, {"unrecognised weights format"}),
-      loader("SafetensorsHeaderPastEndOfFile", [](const std::string& dir) {
-        return write_bytes(in(dir, "header_past_end.safetensors"), u64(1000) + "{}");
-      }, {"header of 1000 bytes ends past the end of the file"}),
-      loader("SafetensorsHugeHeaderSize", [](const std::string& dir) {
-        return write_bytes(in(dir, "huge_header.safetensors"), u64(1ull << 62) + "{}");
-      }, {"exceeds the 100000000 byte limit"}),
-      loader("SafetensorsTruncatedData", [](const std::string& dir) {
-        const auto bytes = read_bytes(fixture("mha.safetensors"));
-        return write_bytes(in(dir, "truncated.safetensors"), bytes.substr(0, bytes.size() - 4));
-      }, {"reach past the end of the data"}),
-      loader("SafetensorsInvalidJson", [](const std::string& dir) {
-        return write_bytes(in(dir, "json.safetensors"), safetensors_bytes("{\"a\": {\"dtype\": ", ""));
-      }, {"invalid safetensors header: [json.exception.parse_error"}),
-      loader("SafetensorsHeaderNotAnObjectEntry", [](const std::string& dir) {
-        return write_bytes(in(dir, "entry.safetensors"), safetensors_bytes("{\"a\": 3}", ""));
-      }, {"tensor 'a' is number, expected an object"}),
-      loader("SafetensorsDuplicateKey", [](const std::string& dir) {
-        const std::string entry = R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
-        return write_bytes(in(dir, "duplicate.safetensors"), safetensors_bytes("{\"a\":" + entry + ",\"a\":" + entry + "}", std::string(4, '\0')));
-      }, {"duplicate key 'a'"}),
-      loader("SafetensorsHostileNesting", [](const std::string& dir) {
-        return write_bytes(in(dir, "nesting.safetensors"), safetensors_bytes("{\"a\":" + std::string(100000, '[') + "}", ""));
-      }, {"nested deeper than 4 levels"}),
-      loader("SafetensorsMissingField", [](const std::string& dir) {
-        return write_bytes(in(dir, "field.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1]}})", ""));
-      }, {"tensor 'a' has no 'data_offsets'"}),
-      loader("SafetensorsNegativeShape", [](const std::string& dir) {
-        return write_bytes(in(dir, "shape.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", std::string(4, '\0')));
-      }, {"tensor 'a' shape entry is -1, expected a non-negative integer"}),
-      loader("SafetensorsShapeOverflow", [](const std::string& dir) {
-        return write_bytes(in(dir, "overflow.safetensors"), safetensors_bytes( R"({"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", std::string(8, '\0')));
-      }, {"shape [4294967296,4294967296] is too large"}),
-      loader("SafetensorsUnknownDtype", [](const std::string& dir) {
-        return write_bytes(in(dir, "dtype.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F12","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0')));
-      }, {"tensor 'a' has unknown dtype 'F12'"}),
-      loader("SafetensorsOffsetsPastEnd", [](const std::string& dir) {
-        return write_bytes(in(dir, "offsets.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(8, '\0')));
-      }, {"tensor 'a': data_offsets [4, 12] reach past the end of the data (8 bytes after the header)"}),
-      loader("SafetensorsOffsetsEndBeforeBegin", [](const std::string& dir) {
-        return write_bytes(in(dir, "reversed.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", std::string(4, '\0')));
-      }, {"data_offsets [4, 0] end before they begin"}),
-      loader("SafetensorsSizeDisagreesWithShape", [](const std::string& dir) {
-        return write_bytes(in(dir, "size.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')));
-      }, {"data_offsets [0, 8] hold 8 bytes, but shape [3] of dtype F32 needs 12"}),
-      loader("SafetensorsOverlappingRanges", [](const std::string& dir) {
-        return write_bytes(in(dir, "overlap.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)" R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(12, '\0')));
-      }, {"tensors 'a' [0, 8] and 'b' [4, 12] overlap"}),
-      loader("SafetensorsGapBetweenRanges", [](const std::string& dir) {
-        return write_bytes(in(dir, "gap.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, '\0')));
-      }, {"tensor 'a' starts at 4, leaving bytes [0, 4) unused"}),
-      loader("SafetensorsBytesAfterTheLastTensor", [](const std::string& dir) {
-        return write_bytes(in(dir, "trailing.safetensors"), safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(6, '\0')));
-      }, {"2 bytes after the last tensor's data"}),
-      loader("SafetensorsInvalidBool", [](const std::string& dir) {
-        return write_bytes(in(dir, "bool.safetensors"), safetensors_bytes(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2)));
-      }, {"tensor 'a' of dtype BOOL holds byte 7 at index 1"}),
-      loader("SafetensorsMetadataNotStrings", [](const std::string& dir) {
-        return write_bytes(in(dir, "metadata.safetensors"), safetensors_bytes(R"({"__metadata__":{"format":1}})", ""));
-      }, {"__metadata__ entry 'format' is 1, expected a string"}),
-      loader("PrefixMatchesNothing", [](const std::string&) { return fixture("encoder_layer.pt"); },
-             {"prefix 'decoder.' matches no key; the keys are"}, mha::LoadOptions().prefix("decoder")),
+      loader("NonexistentPath", [](const std::string& dir) { return in(dir, "missing.pt"); },
+             {"no such file"}),
+      loader("Directory", [](const std::string& dir) { return dir; }, {"is a directory"}),
+      loader("EmptyFile",
+             [](const std::string& dir) { return write_bytes(in(dir, "empty.pt"), ""); },
+             {"empty file"}),
+      loader("WrongMagic",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "text.pt"), "hello, these are not weights\n");
+             },
+             {"unrecognised weights format"}),
+      loader("LegacyTorchSaveFormat",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "legacy.pt"),
+                                  std::string("\x80\x02\x8a\x0a", 4) + "rest");
+             },
+             {"legacy torch.save format"}),
+      loader("TruncatedTorchSave",
+             [](const std::string& dir) {
+               const auto bytes = read_bytes(fixture("mha.pt"));
+               return write_bytes(in(dir, "truncated.pt"), bytes.substr(0, bytes.size() / 2));
+             },
+             {"not a readable zip archive"}),
+      loader("TruncatedTorchScript",
+             [](const std::string& dir) {
+               const auto bytes = read_bytes(fixture("encoder_layer.torchscript.pt"));
+               return write_bytes(in(dir, "truncated_script.pt"),
+                                  bytes.substr(0, bytes.size() - 30));
+             },
+             {"not a readable zip archive"}),
+      loader("CorruptZipCentralDirectory",
+             [](const std::string& dir) {
+               auto bytes = read_bytes(fixture("mha.pt"));
+               const auto at = bytes.rfind("PK\x01\x02");  // the last central directory entry
+               EXPECT_NE(at, std::string::npos);
+               bytes.replace(at, 4, "XXXX");
+               return write_bytes(in(dir, "bad_central_directory.pt"), bytes);
+             },
+             {"not a readable zip archive"}),
+      loader("CorruptZipEntryPickle",
+             [](const std::string& dir) {
+               auto bytes = read_bytes(fixture("mha.pt"));
+               const auto at = bytes.find(
+                   "\x80\x02"
+                   "ccollections\nOrderedDict");  // data.pkl, stored
+               EXPECT_NE(at, std::string::npos);
+               bytes.replace(at + 2, 24, std::string(24, '\xff'));
+               return write_bytes(in(dir, "bad_pickle_entry.pt"), bytes);
+             },
+             {"data.pkl: offset 2: corrupt pickle: byte 0xff is not a pickle opcode"}),
+      loader("ZipWithoutDataPkl",
+             [](const std::string& dir) {
+               const auto path = in(dir, "no_data_pkl.zip");
+               {
+                 caffe2::serialize::PyTorchStreamWriter writer(path);
+                 writer.writeRecord("other", "x", 1);
+               }
+               return path;
+             },
+             {"zip archive without data.pkl"}),
+      loader("PickleTruncatedBeforeStop",
+             [](const std::string& dir) {
+               const auto pickle = tensor_pickle(4, 0, 4, 1);
+               return torch_archive(in(dir, "no_stop.pt"), pickle.substr(0, pickle.size() - 3),
+                                    {{"0", std::string(16, '\0')}});
+             },
+             {"data.pkl: offset", "corrupt pickle: truncated: 1 bytes needed, 0 left"}),
+      loader("PickleUnknownOpcode",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "opcode.pt"), std::string("\x80\x02}\xf0.", 5));
+             },
+             {"data.pkl: offset 3: corrupt pickle: byte 0xf0 is not a pickle opcode"}),
+      loader("PickleOpcodeOutsideTheWeightsOnlySubset",
+             [](const std::string& dir) {
+               // DICT (protocol 0): valid pickle, refused by torch.load(weights_only=True) too.
+               return torch_archive(in(dir, "dict_opcode.pt"), "\x80\x02(d.");
+             },
+             {"data.pkl: offset 3: unsupported: pickle opcode 0x64 ('d')"}),
+      loader("PickleGlobalOutsideTheAllowList",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "os_system.pt"),
+                                    "\x80\x02"
+                                    "cos\nsystem\n.");
+             },
+             {"data.pkl: offset 2: unsupported: global 'os.system' is not in the weights-only "
+              "allow-list",
+              "nothing was imported or called"}),
+      loader("WholePickledModule",
+             [](const std::string&) {
+               return fixture("zoo/whole_module.pt");  // torch.save(nn.Linear(2, 2))
+             },
+             {"data.pkl: offset", "unsupported: this is a whole pickled module (torch.save(model))",
+              "Save model.state_dict() instead", "scripts/export_weights.py"}),
+      loader("TwoPathsGiveOneName",
+             [](const std::string&) {
+               return fixture("zoo/name_collision.pt");  // {"a": {0: t, "0": t}}
+             },
+             {"data.pkl: unsupported: the tensors at ['a'][0] and ['a']['0'] both get the name "
+              "'a.0'"}),
+      loader("PickleOddSetItems",
+             [](const std::string& dir) {
+               // {MARK "k" SETITEMS}: a key without a value would make LibTorch read past its
+               // stack.
+               return torch_archive(in(dir, "odd.pt"), "\x80\x02}(" + binunicode("k") + "u.");
+             },
+             {"data.pkl: offset 10: corrupt pickle: SETITEMS with an odd number (1) of keys and "
+              "values"}),
+      loader("PickleMemoEntryNeverStored",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "memo.pt"),
+                                    std::string("\x80\x02j\xff\xff\xff\xff.", 9));
+             },
+             {"data.pkl: offset 2: corrupt pickle: memo entry 4294967295 was never stored"}),
+      loader("PickleNestedTooDeep",
+             [](const std::string& dir) {
+               // 3000 nested empty tuples: (((...ttt
+               return torch_archive(in(dir, "deep.pt"), "\x80\x02" + std::string(3000, '(') +
+                                                            std::string(3000, 't') + ".");
+             },
+             {"data.pkl: unsupported: containers nested deeper than 1000 levels"}),
+      loader("PickleStackUnderflow",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "underflow.pt"), "\x80\x02}R.");
+             },
+             {"data.pkl: offset 3: corrupt pickle: stack underflow"}),
+      loader("PickleWithoutTensors",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "list.pt"), "\x80\x02].");  // an empty list: no tensor
+             },
+             {"Missing key(s) in state_dict"}),
+      loader("StorageRecordShorterThanItsTensor",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "short_storage.pt"), tensor_pickle(4, 0, 4, 1),
+                                    {{"0", std::string(8, '\0')}});
+             },
+             {"data.pkl: offset",
+              "corrupt pickle: storage '0' claims 4 elements of Float but its record 'data/0' "
+              "holds 8 bytes"}),
+      loader("StorageRecordMissing",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "missing_storage.pt"), tensor_pickle(4, 0, 4, 1));
+             },
+             {"corrupt pickle: storage '0': the archive has no record 'data/0'"}),
+      loader("TensorViewPastItsStorage",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "view_past_end.pt"), tensor_pickle(4, 2, 4, 1),
+                                    {{"0", std::string(16, '\0')}});
+             },
+             {kPastStorage}),
+      loader("TensorStrideReachesPastItsStorage",
+             [](const std::string& dir) {
+               return torch_archive(in(dir, "stride_past_end.pt"), tensor_pickle(4, 0, 2, 100),
+                                    {{"0", std::string(16, '\0')}});
+             },
+             {kPastStorage}),
+      loader("SafetensorsTruncatedSizeField",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "tiny.safetensors"), u64(2).substr(0, 5));
+             },
+             {"unrecognised weights format"}),
+      loader("SafetensorsHeaderPastEndOfFile",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "header_past_end.safetensors"), u64(1000) + "{}");
+             },
+             {"header of 1000 bytes ends past the end of the file"}),
+      loader("SafetensorsHugeHeaderSize",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "huge_header.safetensors"), u64(1ull << 62) + "{}");
+             },
+             {"exceeds the 100000000 byte limit"}),
+      loader("SafetensorsTruncatedData",
+             [](const std::string& dir) {
+               const auto bytes = read_bytes(fixture("mha.safetensors"));
+               return write_bytes(in(dir, "truncated.safetensors"),
+                                  bytes.substr(0, bytes.size() - 4));
+             },
+             {"reach past the end of the data"}),
+      loader("SafetensorsInvalidJson",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "json.safetensors"),
+                                  safetensors_bytes("{\"a\": {\"dtype\": ", ""));
+             },
+             {"invalid safetensors header: [json.exception.parse_error"}),
+      loader("SafetensorsHeaderNotAnObjectEntry",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "entry.safetensors"),
+                                  safetensors_bytes("{\"a\": 3}", ""));
+             },
+             {"tensor 'a' is number, expected an object"}),
+      loader("SafetensorsDuplicateKey",
+             [](const std::string& dir) {
+               const std::string entry = R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+               return write_bytes(in(dir, "duplicate.safetensors"),
+                                  safetensors_bytes("{\"a\":" + entry + ",\"a\":" + entry + "}",
+                                                    std::string(4, '\0')));
+             },
+             {"duplicate key 'a'"}),
+      loader("SafetensorsHostileNesting",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "nesting.safetensors"),
+                   safetensors_bytes("{\"a\":" + std::string(100000, '[') + "}", ""));
+             },
+             {"nested deeper than 4 levels"}),
+      loader("SafetensorsMissingField",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "field.safetensors"),
+                                  safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1]}})", ""));
+             },
+             {"tensor 'a' has no 'data_offsets'"}),
+      loader("SafetensorsNegativeShape",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "shape.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
+                                     std::string(4, '\0')));
+             },
+             {"tensor 'a' shape entry is -1, expected a non-negative integer"}),
+      loader(
+          "SafetensorsShapeOverflow",
+          [](const std::string& dir) {
+            return write_bytes(
+                in(dir, "overflow.safetensors"),
+                safetensors_bytes(
+                    R"({"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+                    std::string(8, '\0')));
+          },
+          {"shape [4294967296,4294967296] is too large"}),
+      loader("SafetensorsUnknownDtype",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "dtype.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"F12","shape":[1],"data_offsets":[0,4]}})",
+                                     std::string(4, '\0')));
+             },
+             {"tensor 'a' has unknown dtype 'F12'"}),
+      loader("SafetensorsOffsetsPastEnd",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "offsets.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                     std::string(8, '\0')));
+             },
+             {"tensor 'a': data_offsets [4, 12] reach past the end of the data (8 bytes after the "
+              "header)"}),
+      loader("SafetensorsOffsetsEndBeforeBegin",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "reversed.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})",
+                                     std::string(4, '\0')));
+             },
+             {"data_offsets [4, 0] end before they begin"}),
+      loader("SafetensorsSizeDisagreesWithShape",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "size.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                                     std::string(8, '\0')));
+             },
+             {"data_offsets [0, 8] hold 8 bytes, but shape [3] of dtype F32 needs 12"}),
+      loader("SafetensorsOverlappingRanges",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "overlap.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                     R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                     std::string(12, '\0')));
+             },
+             {"tensors 'a' [0, 8] and 'b' [4, 12] overlap"}),
+      loader("SafetensorsGapBetweenRanges",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "gap.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                     std::string(8, '\0')));
+             },
+             {"tensor 'a' starts at 4, leaving bytes [0, 4) unused"}),
+      loader("SafetensorsBytesAfterTheLastTensor",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "trailing.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                                     std::string(6, '\0')));
+             },
+             {"2 bytes after the last tensor's data"}),
+      loader("SafetensorsInvalidBool",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "bool.safetensors"),
+                   safetensors_bytes(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})",
+                                     std::string("\x01\x07", 2)));
+             },
+             {"tensor 'a' of dtype BOOL holds byte 7 at index 1"}),
+      loader("SafetensorsMetadataNotStrings",
+             [](const std::string& dir) {
+               return write_bytes(in(dir, "metadata.safetensors"),
+                                  safetensors_bytes(R"({"__metadata__":{"format":1}})", ""));
+             },
+             {"__metadata__ entry 'format' is 1, expected a string"}),
+      loader(
+          "PrefixMatchesNothing", [](const std::string&) { return fixture("encoder_layer.pt"); },
+          {"prefix 'decoder.' matches no key; the keys are"}, mha::LoadOptions().prefix("decoder")),
       // Found by tests/fuzz (mha_fuzz_torchscript): a corrupt code/*.debug_pkl made
       // LibTorch's unpickler allocate tens of GB before the reader skipped the debug files.
-      loader("TorchScriptCorruptDebugPickle", [](const std::string& dir) {
-               return write_bytes(in(dir, "debug_pkl.pt"),
-                                  read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-debug-pkl-length"));
-             }, {"cannot load the TorchScript archive"}),
+      loader("TorchScriptCorruptDebugPickle",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "debug_pkl.pt"),
+                   read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-debug-pkl-length"));
+             },
+             {"cannot load the TorchScript archive"}),
       // Found by tests/fuzz (mha_fuzz_torchscript): a pickled string whose length
       // reaches past the end of its record. LibTorch's unpickler trusts the length
       // and holds about 2 GB before it fails; the error still reaches the caller.
-      loader("TorchScriptStringPastItsRecord", [](const std::string& dir) {
-               return write_bytes(in(dir, "string_length.pt"),
-                                  read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-pickle-string-length"));
-             }, {"cannot load the TorchScript archive: Unexpected end of pickler archive."})
-  };
+      loader("TorchScriptStringPastItsRecord",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "string_length.pt"),
+                   read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-pickle-string-length"));
+             },
+             {"cannot load the TorchScript archive: Unexpected end of pickler archive."})};
 }
 
 /// Loaders: the file is fine, the module does not match.
 std::vector<Row> mismatched_module_rows() {
-  return {
-      loader("SizeMismatch", [](const std::string&) { return fixture("mha.pt"); },
-             {"error(s) in loading state_dict for", "size mismatch for in_proj_weight: copying a param with shape [48, 16] from checkpoint, the shape in current model is [24, 8]."},
-             {}, opts(8, 2)),
-      loader("MissingKeys", [](const std::string& dir) {
-               return weights_of(in(dir, "no_bias.safetensors"), *MultiheadAttention(opts(16, 4).bias(false)));
-             }, {"Missing key(s) in state_dict: \"in_proj_bias\", \"out_proj.bias\"."}),
-      loader("UnexpectedKeys", [](const std::string& dir) {
-               return weights_of(in(dir, "bias_kv.pt"), *MultiheadAttention(opts(16, 4).add_bias_kv(true)));
-             }, {"Unexpected key(s) in state_dict: \"bias_k\", \"bias_v\"."}),
-      loader("SeparateProjectionsIntoPacked", [](const std::string& dir) {
-               return weights_of(in(dir, "kdim.pt"), *MultiheadAttention(opts(16, 4).kdim(8)));
-             }, {"Missing key(s) in state_dict: \"in_proj_weight\".", "Unexpected key(s) in state_dict:", "\"k_proj_weight\""}),
-      loader("KeyMapCollision", [](const std::string&) { return fixture("mha.pt"); },
-             {"keys 'in_proj_bias' and 'in_proj_weight' both map to 'in_proj_weight'"},
-             mha::LoadOptions().key_map(mha::KeyMap().rename("in_proj_bias", "in_proj_weight"))),
-      loader("PrefixOfNothingNonStrict", [](const std::string&) { return fixture("mha.pt"); },
-             {"prefix 'decoder.' matches no key"}, mha::LoadOptions().prefix("decoder.").strict(false))
-  };
+  return {loader(
+              "SizeMismatch", [](const std::string&) { return fixture("mha.pt"); },
+              {"error(s) in loading state_dict for",
+               "size mismatch for in_proj_weight: copying a param with shape [48, 16] from "
+               "checkpoint, the shape in current model is [24, 8]."},
+              {}, opts(8, 2)),
+          loader("MissingKeys",
+                 [](const std::string& dir) {
+                   return weights_of(in(dir, "no_bias.safetensors"),
+                                     *MultiheadAttention(opts(16, 4).bias(false)));
+                 },
+                 {"Missing key(s) in state_dict: \"in_proj_bias\", \"out_proj.bias\"."}),
+          loader("UnexpectedKeys",
+                 [](const std::string& dir) {
+                   return weights_of(in(dir, "bias_kv.pt"),
+                                     *MultiheadAttention(opts(16, 4).add_bias_kv(true)));
+                 },
+                 {"Unexpected key(s) in state_dict: \"bias_k\", \"bias_v\"."}),
+          loader("SeparateProjectionsIntoPacked",
+                 [](const std::string& dir) {
+                   return weights_of(in(dir, "kdim.pt"), *MultiheadAttention(opts(16, 4).kdim(8)));
+                 },
+                 {"Missing key(s) in state_dict: \"in_proj_weight\".",
+                  "Unexpected key(s) in state_dict:", "\"k_proj_weight\""}),
+          loader(
+              "KeyMapCollision", [](const std::string&) { return fixture("mha.pt"); },
+              {"keys 'in_proj_bias' and 'in_proj_weight' both map to 'in_proj_weight'"},
+              mha::LoadOptions().key_map(mha::KeyMap().rename("in_proj_bias", "in_proj_weight"))),
+          loader(
+              "PrefixOfNothingNonStrict", [](const std::string&) { return fixture("mha.pt"); },
+              {"prefix 'decoder.' matches no key"},
+              mha::LoadOptions().prefix("decoder.").strict(false))};
 }
 
 /// mha-parity's arguments (exit status 2, the message on stderr).
@@ -499,9 +761,12 @@ std::vector<Row> parity_cli_rows() {
       parity_cli("CliNoArguments", {}, {"give a bundle file, or --weights FILE and --inputs FILE"}),
       parity_cli("CliUnknownOption", {"--frobnicate"}, {"unknown option '--frobnicate'"}),
       parity_cli("CliOptionWithoutValue", {"--weights"}, {"--weights needs a value"}),
-      parity_cli("CliNumHeadsNotANumber", {"--num-heads", "zero"}, {"--num-heads expects a positive integer, got 'zero'"}),
-      parity_cli("CliThreadsNegative", {"--threads", "-2"}, {"--threads expects a positive integer, got '-2'"}),
-      parity_cli("CliRtolNotANumber", {"--rtol", "abc"}, {"--rtol expects a number >= 0, got 'abc'"}),
+      parity_cli("CliNumHeadsNotANumber", {"--num-heads", "zero"},
+                 {"--num-heads expects a positive integer, got 'zero'"}),
+      parity_cli("CliThreadsNegative", {"--threads", "-2"},
+                 {"--threads expects a positive integer, got '-2'"}),
+      parity_cli("CliRtolNotANumber", {"--rtol", "abc"},
+                 {"--rtol expects a number >= 0, got 'abc'"}),
       parity_cli("CliAtolNegative", {"--atol", "-1"}, {"--atol expects a number >= 0, got '-1'"}),
       parity_cli("CliTimeNaN", {"--time-s", "nan"}, {"--time-s expects a number >= 0, got 'nan'"}),
       parity_cli("CliTwoBundles", {"a.pt", "b.pt"}, {"give one bundle file, got 2: 'a.pt' 'b.pt'"}),
@@ -509,21 +774,35 @@ std::vector<Row> parity_cli_rows() {
                  {"give a bundle or --weights and --inputs, not both"}),
       parity_cli("CliWeightsWithoutNumHeads", {"--weights", "w.pt", "--inputs", "i.safetensors"},
                  {"--num-heads is required with --weights"}),
-      parity_cli("CliMissingBundle", {"{fixtures}/no_such_bundle.pt"}, {"no_such_bundle.pt cannot be opened"}),
-      parity_cli("CliNotABundle", {"{fixtures}/mha.pt"}, {"mha.pt: not a bundle of scripts/export_reference.py --bundle"}),
-      parity_cli("CliMissingWeights", {"--weights", "{fixtures}/none.pt", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
+      parity_cli("CliMissingBundle", {"{fixtures}/no_such_bundle.pt"},
+                 {"no_such_bundle.pt cannot be opened"}),
+      parity_cli("CliNotABundle", {"{fixtures}/mha.pt"},
+                 {"mha.pt: not a bundle of scripts/export_reference.py --bundle"}),
+      parity_cli("CliMissingWeights",
+                 {"--weights", "{fixtures}/none.pt", "--inputs",
+                  "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
                  {"none.pt: no such file"}),
-      parity_cli("CliInputsWithoutQuery", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/mha.pt", "--num-heads", "4"},
+      parity_cli("CliInputsWithoutQuery",
+                 {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs",
+                  "{fixtures}/mha.pt", "--num-heads", "4"},
                  {"mha.pt: no tensor 'query' (expected query, key, value)"}),
-      parity_cli("CliPrefixWithoutWeights", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "nope.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
+      parity_cli("CliPrefixWithoutWeights",
+                 {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "nope.", "--inputs",
+                  "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
                  {"encoder_layer.pt: prefix 'nope.' matches no key"}),
-      parity_cli("CliPrefixWithoutAttention", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "linear1.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
+      parity_cli("CliPrefixWithoutAttention",
+                 {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "linear1.", "--inputs",
+                  "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
                  {"encoder_layer.pt: no 'out_proj.weight' under prefix 'linear1.'"}),
-      parity_cli("CliEmbedDimDisagrees", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4", "--embed-dim", "8"},
-                 {"--embed-dim 8 but the weights have embed_dim 16"}),
-      parity_cli("CliNumHeadsNotDividing", {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs", "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "3"},
-                 {"embed_dim must be divisible by num_heads, got embed_dim=16 and num_heads=3"})
-  };
+      parity_cli(
+          "CliEmbedDimDisagrees",
+          {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs",
+           "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4", "--embed-dim", "8"},
+          {"--embed-dim 8 but the weights have embed_dim 16"}),
+      parity_cli("CliNumHeadsNotDividing",
+                 {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs",
+                  "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "3"},
+                 {"embed_dim must be divisible by num_heads, got embed_dim=16 and num_heads=3"})};
 }
 
 /// Every row, one table per subsystem.
@@ -538,20 +817,29 @@ std::vector<Row> rows() {
 
 bool of_kind(const c10::Error& e, Kind kind) {
   switch (kind) {
-    case Kind::kValueError: return dynamic_cast<const c10::ValueError*>(&e) != nullptr;
-    case Kind::kTypeError: return dynamic_cast<const c10::TypeError*>(&e) != nullptr;
-    case Kind::kIndexError: return dynamic_cast<const c10::IndexError*>(&e) != nullptr;
-    default: return true;
+    case Kind::kValueError:
+      return dynamic_cast<const c10::ValueError*>(&e) != nullptr;
+    case Kind::kTypeError:
+      return dynamic_cast<const c10::TypeError*>(&e) != nullptr;
+    case Kind::kIndexError:
+      return dynamic_cast<const c10::IndexError*>(&e) != nullptr;
+    default:
+      return true;
   }
 }
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::kValueError: return "c10::ValueError";
-    case Kind::kTypeError: return "c10::TypeError";
-    case Kind::kIndexError: return "c10::IndexError";
-    case Kind::kExitStatus2: return "exit status 2";
-    default: return "c10::Error";
+    case Kind::kValueError:
+      return "c10::ValueError";
+    case Kind::kTypeError:
+      return "c10::TypeError";
+    case Kind::kIndexError:
+      return "c10::IndexError";
+    case Kind::kExitStatus2:
+      return "exit status 2";
+    default:
+      return "c10::Error";
   }
 }
 
@@ -601,7 +889,8 @@ TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
   const bool training_before = m && m->is_training();
   const Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();  // after the inputs
 
-  const std::string file = row.file ? row.file(mha::test::scratch_dir("bad_input_table/" + row.name)) : "";
+  const std::string file =
+      row.file ? row.file(mha::test::scratch_dir("bad_input_table/" + row.name)) : "";
   bool thrown = false;
   try {
     if (row.file) {
@@ -614,17 +903,20 @@ TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
   } catch (const c10::Error& e) {
     thrown = true;
     const std::string message = e.what_without_backtrace();
-    EXPECT_TRUE(of_kind(e, row.kind)) << "expected a " << kind_name(row.kind) << ", got: " << message;
+    EXPECT_TRUE(of_kind(e, row.kind))
+        << "expected a " << kind_name(row.kind) << ", got: " << message;
     expect_contains_all(message, row.message);
     if (row.file) {
-      EXPECT_EQ(message.rfind(file + ": ", 0), 0u) << "the message does not start with the file:\n  " << message;
+      EXPECT_EQ(message.rfind(file + ": ", 0), 0u)
+          << "the message does not start with the file:\n  " << message;
     }
   }
   ASSERT_TRUE(thrown) << "expected a " << kind_name(row.kind) << " containing: " << row.message[0];
 
   if (!m) {
     // Forward rows draw their own arguments; a construction row draws nothing.
-    EXPECT_TRUE(mha::test::bitwise_equal(at::detail::getDefaultCPUGenerator().get_state(), rng_before))
+    EXPECT_TRUE(
+        mha::test::bitwise_equal(at::detail::getDefaultCPUGenerator().get_state(), rng_before))
         << "a failed construction moved the global generator";
     return;
   }
@@ -654,9 +946,13 @@ TEST(BadInputTableSize, HasAtLeastFiftyRowsAcrossEveryKind) {
   const auto all = rows();
   EXPECT_GE(all.size(), 50u);
   const auto count = [&](auto&& pred) { return std::count_if(all.begin(), all.end(), pred); };
-  EXPECT_GE(count([](const Row& r) { return !r.call && !r.file && r.cli.empty() && r.kind != Kind::kExitStatus2; }), 10);  // construction
-  EXPECT_GE(count([](const Row& r) { return static_cast<bool>(r.call); }), 40);  // forward, masks, functional
-  EXPECT_GE(count([](const Row& r) { return static_cast<bool>(r.file); }), 40);  // loaders
+  EXPECT_GE(count([](const Row& r) {
+              return !r.call && !r.file && r.cli.empty() && r.kind != Kind::kExitStatus2;
+            }),
+            10);  // construction
+  EXPECT_GE(count([](const Row& r) { return static_cast<bool>(r.call); }),
+            40);  // forward, masks, functional
+  EXPECT_GE(count([](const Row& r) { return static_cast<bool>(r.file); }), 40);     // loaders
   EXPECT_GE(count([](const Row& r) { return r.kind == Kind::kExitStatus2; }), 15);  // mha-parity
 }
 

@@ -5,14 +5,9 @@
 // paths that a Python walk of torch.load's result finds with the naming rules
 // of mha/state_dict.h; read_state_dict_with_report must return exactly those.
 
+#include <gtest/gtest.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
-
-#include "support.h"
-#include "weights_files.h"
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -20,8 +15,12 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "support.h"
+#include "weights_files.h"
 
 namespace mha {
 namespace {
@@ -33,14 +32,22 @@ std::string zoo(const std::string& file) { return test::fixture("zoo/" + file); 
 /// Python's name of a dtype (`str(torch.float32)`).
 std::string python_dtype(c10::ScalarType dtype) {
   static const std::map<c10::ScalarType, std::string> names = {
-      {c10::kHalf, "float16"},       {c10::kBFloat16, "bfloat16"},
-      {c10::kFloat, "float32"},      {c10::kDouble, "float64"},
-      {c10::kChar, "int8"},          {c10::kShort, "int16"},
-      {c10::kInt, "int32"},          {c10::kLong, "int64"},
-      {c10::kByte, "uint8"},         {c10::kBool, "bool"},
-      {c10::kComplexFloat, "complex64"}, {c10::kComplexDouble, "complex128"},
-      {c10::kUInt16, "uint16"},      {c10::kUInt32, "uint32"},
-      {c10::kUInt64, "uint64"},      {c10::kFloat8_e4m3fn, "float8_e4m3fn"},
+      {c10::kHalf, "float16"},
+      {c10::kBFloat16, "bfloat16"},
+      {c10::kFloat, "float32"},
+      {c10::kDouble, "float64"},
+      {c10::kChar, "int8"},
+      {c10::kShort, "int16"},
+      {c10::kInt, "int32"},
+      {c10::kLong, "int64"},
+      {c10::kByte, "uint8"},
+      {c10::kBool, "bool"},
+      {c10::kComplexFloat, "complex64"},
+      {c10::kComplexDouble, "complex128"},
+      {c10::kUInt16, "uint16"},
+      {c10::kUInt32, "uint32"},
+      {c10::kUInt64, "uint64"},
+      {c10::kFloat8_e4m3fn, "float8_e4m3fn"},
       {c10::kFloat8_e5m2, "float8_e5m2"}};
   const auto found = names.find(dtype);
   return "torch." + (found == names.end() ? std::string(c10::toString(dtype)) : found->second);
@@ -64,8 +71,8 @@ std::string fnv1a64(const torch::Tensor& tensor) {
 json describe(const ReadResult& result) {
   json tensors = json::array();
   for (const auto& [name, tensor] : result.tensors) {
-    tensors.push_back({name, tensor.sizes().vec(), python_dtype(tensor.scalar_type()),
-                       fnv1a64(tensor)});
+    tensors.push_back(
+        {name, tensor.sizes().vec(), python_dtype(tensor.scalar_type()), fnv1a64(tensor)});
   }
   auto skipped = result.skipped;
   std::sort(skipped.begin(), skipped.end());
@@ -77,8 +84,10 @@ void expect_as_python(const std::string& name) {
   std::ifstream in(zoo(name + ".json"));
   const json expected = json::parse(in);
   ASSERT_FALSE(expected.at("tensors").empty()) << name;
-  EXPECT_EQ(actual.at("tensors"), expected.at("tensors")) << name << ": C++\n"
-      << actual.at("tensors").dump() << "\nPython\n" << expected.at("tensors").dump();
+  EXPECT_EQ(actual.at("tensors"), expected.at("tensors"))
+      << name << ": C++\n"
+      << actual.at("tensors").dump() << "\nPython\n"
+      << expected.at("tensors").dump();
   EXPECT_EQ(actual.at("skipped"), expected.at("skipped")) << name;
 }
 

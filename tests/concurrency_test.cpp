@@ -6,14 +6,14 @@
 // gave on a single thread first, and the parameters must be unchanged.
 // Built with MHA_SANITIZE=tsan this test is the ThreadSanitizer check of mha.
 
-#include "support.h"
-
 #include <mha/multihead_attention.h>
 
 #include <atomic>
 #include <functional>
 #include <mutex>
 #include <thread>
+
+#include "support.h"
 
 namespace {
 
@@ -43,17 +43,18 @@ TEST_F(Concurrency, EightThreadsMatchOneThreadOnEveryPath) {
   m->eval();
   cross->eval();
 
-  const Tensor x = torch::randn({2, 5, 16});             // (N, L, E)
-  const Tensor kv = torch::randn({2, 7, 16});            // (N, S, E)
-  const Tensor u = torch::randn({5, 16});                // (L, E), unbatched
-  const Tensor long_x = torch::randn({1, 256, 16});      // (N, L, E), L = 256
-  const Tensor cq = torch::randn({5, 2, 16});            // (L, N, E), sequence-first
-  const Tensor ck = torch::randn({7, 2, 8});             // (S, N, kdim)
-  const Tensor cv = torch::randn({7, 2, 12});            // (S, N, vdim)
+  const Tensor x = torch::randn({2, 5, 16});         // (N, L, E)
+  const Tensor kv = torch::randn({2, 7, 16});        // (N, S, E)
+  const Tensor u = torch::randn({5, 16});            // (L, E), unbatched
+  const Tensor long_x = torch::randn({1, 256, 16});  // (N, L, E), L = 256
+  const Tensor cq = torch::randn({5, 2, 16});        // (L, N, E), sequence-first
+  const Tensor ck = torch::randn({7, 2, 8});         // (S, N, kdim)
+  const Tensor cv = torch::randn({7, 2, 12});        // (S, N, vdim)
   Tensor kpm = torch::zeros({2, 5}, torch::kBool);
   kpm.index_put_({0, 3}, true);
   const Tensor causal = torch::ones({5, 5}, torch::kBool).triu(1);
-  const Tensor fully_masked = torch::ones({2, 5}, torch::kBool).index_fill_(0, torch::tensor({1}), false);
+  const Tensor fully_masked =
+      torch::ones({2, 5}, torch::kBool).index_fill_(0, torch::tensor({1}), false);
   const Tensor float_mask = torch::randn({5, 7});
 
   const std::vector<Call> calls = {
@@ -64,10 +65,12 @@ TEST_F(Concurrency, EightThreadsMatchOneThreadOnEveryPath) {
       {"FastFullyMasked", [&] { return m->forward(x, x, x, fully_masked, false); }},
       {"SdpaCross", [&] { return m->forward(x, kv, kv, {}, false); }},
       {"WeightsCross", [&] { return m->forward(x, kv, kv, {}, true); }},
-      {"SdpaCausalHint", [&] { return m->forward(x, x.clone(), x.clone(), {}, false, causal, true, true); }},
+      {"SdpaCausalHint",
+       [&] { return m->forward(x, x.clone(), x.clone(), {}, false, causal, true, true); }},
       {"Unbatched", [&] { return m->forward(u, u, u); }},
       {"LongSelfNoWeights", [&] { return m->forward(long_x, long_x, long_x, {}, false); }},
-      {"KdimVdimFloatMask", [&] { return cross->forward(cq, ck, cv, {}, true, float_mask, false); }},
+      {"KdimVdimFloatMask",
+       [&] { return cross->forward(cq, ck, cv, {}, true, float_mask, false); }},
       {"KdimVdimSdpa", [&] { return cross->forward(cq, ck, cv, {}, false, float_mask); }},
   };
 

@@ -4,14 +4,8 @@
 // argument and change nothing; a fixed-capacity cache allocates nothing per
 // step that grows with the cached length.
 
-#include "counting_allocator.h"
-#include "dtype_names.h"
-#include "support.h"
-#include "tolerances.h"
-
 #include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>
-
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -20,6 +14,11 @@
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "counting_allocator.h"
+#include "dtype_names.h"
+#include "support.h"
+#include "tolerances.h"
 
 namespace {
 
@@ -76,14 +75,14 @@ MultiheadAttention make_module(const DecodingCase& c) {
   auto optional = [](const c10::IValue& v) {
     return v.isNone() ? std::nullopt : std::optional<int64_t>(v.toInt());
   };
-  MultiheadAttention m(mha::MultiheadAttentionOptions(o.at("embed_dim").toInt(),
-                                                      o.at("num_heads").toInt())
-                           .bias(o.at("bias").toBool())
-                           .add_bias_kv(o.at("add_bias_kv").toBool())
-                           .add_zero_attn(o.at("add_zero_attn").toBool())
-                           .kdim(optional(o.at("kdim")))
-                           .vdim(optional(o.at("vdim")))
-                           .batch_first(o.at("batch_first").toBool()));
+  MultiheadAttention m(
+      mha::MultiheadAttentionOptions(o.at("embed_dim").toInt(), o.at("num_heads").toInt())
+          .bias(o.at("bias").toBool())
+          .add_bias_kv(o.at("add_bias_kv").toBool())
+          .add_zero_attn(o.at("add_zero_attn").toBool())
+          .kdim(optional(o.at("kdim")))
+          .vdim(optional(o.at("vdim")))
+          .batch_first(o.at("batch_first").toBool()));
   m->to(mha::support::dtype_from_name(c.dtype));
   auto params = m->named_parameters();
   torch::NoGradGuard no_grad;
@@ -102,8 +101,11 @@ struct Tally {
 Tally tally;
 
 /// Compares decoded positions [begin, begin + len) with the reference output.
-void compare(const DecodingCase& c, const Tensor& actual, const Tensor& expected_full,
-             int64_t begin, const std::string& where) {
+void compare(const DecodingCase& c,
+             const Tensor& actual,
+             const Tensor& expected_full,
+             int64_t begin,
+             const std::string& where) {
   const bool batched = expected_full.dim() == 3;
   const int64_t seq = batched && c.batch_first() ? 1 : 0;
   const Tensor expected = expected_full.narrow(seq, begin, actual.size(seq));
@@ -118,7 +120,9 @@ void compare(const DecodingCase& c, const Tensor& actual, const Tensor& expected
 
 /// Averaged weights of the rows [t0, t0 + len): columns are the keys seen so
 /// far, then the extra rows, which Python puts after all L (or S) keys.
-void compare_weights(const DecodingCase& c, const Tensor& weights, int64_t t0,
+void compare_weights(const DecodingCase& c,
+                     const Tensor& weights,
+                     int64_t t0,
                      const std::string& where) {
   const Tensor full = c.expected("weights");  // (N, L, S + extra)
   const int64_t len = weights.size(1), keys = c.is_static() ? weights.size(2) : t0 + len;
@@ -132,9 +136,15 @@ void compare_weights(const DecodingCase& c, const Tensor& weights, int64_t t0,
 
 /// Decodes `x` in calls of the given lengths from position `begin`, comparing
 /// each call's output with `expected`; masks and memory from the case.
-void decode(MultiheadAttention& m, const DecodingCase& c, KVCache& cache, const Tensor& x,
-            const Tensor& kpm, const Tensor& expected, int64_t begin,
-            const std::vector<int64_t>& lengths, const std::string& where) {
+void decode(MultiheadAttention& m,
+            const DecodingCase& c,
+            KVCache& cache,
+            const Tensor& x,
+            const Tensor& kpm,
+            const Tensor& expected,
+            int64_t begin,
+            const std::vector<int64_t>& lengths,
+            const std::string& where) {
   const bool batched = x.dim() == 3;
   const int64_t seq = batched && c.batch_first() ? 1 : 0;
   const bool weights = c.expected("weights").defined() && where == "chunks";
@@ -188,8 +198,8 @@ TEST(KVCacheParity, DecodesPythonsFullForward) {
       torch::NoGradGuard no_grad;
       decode(m, c, cache, x, kpm, expected, kPrompt, steps(0, len - kPrompt), "chunks");
     }
-    const Tensor index = c.dict.contains("reorder_index") ? c.at("reorder_index").toTensor()
-                                                           : Tensor();
+    const Tensor index =
+        c.dict.contains("reorder_index") ? c.at("reorder_index").toTensor() : Tensor();
     if (!index.defined()) continue;
     // Beam reorder in the middle, with grad mode on (forward_cached records no graph).
     const int64_t step = c.at("reorder_step").toInt();
@@ -264,11 +274,11 @@ TEST_F(KVCacheTest, AcceptsNonContiguousFloatMasks) {
 
 /// Runs `statement`, expects a c10::Error containing `message` and `cache`'s
 /// length unchanged.
-#define EXPECT_REJECTED(statement, message)                                     \
-  do {                                                                          \
-    const int64_t length_before = cache.length();                              \
-    MHA_ASSERT_THROWS_WITH(statement, message);                                 \
-    EXPECT_EQ(cache.length(), length_before);                                   \
+#define EXPECT_REJECTED(statement, message)       \
+  do {                                            \
+    const int64_t length_before = cache.length(); \
+    MHA_ASSERT_THROWS_WITH(statement, message);   \
+    EXPECT_EQ(cache.length(), length_before);     \
   } while (false)
 
 TEST_F(KVCacheTest, BadInputNamesTheArgumentAndChangesNothing) {
@@ -317,7 +327,8 @@ TEST_F(KVCacheTest, StaticCacheRejectsKeysOnceFilled) {
   const Tensor q = torch::randn({1, 2, 8});
   const Tensor memory_k = torch::randn({7, 2, 5}), memory_v = torch::randn({7, 2, 3});
   MHA_ASSERT_THROWS_WITH(m->forward_cached(q, Tensor(), Tensor(), cache), "first call");
-  EXPECT_REJECTED(m->forward_cached(q, memory_k, memory_k, cache), "expected value feature size (vdim) 3");
+  EXPECT_REJECTED(m->forward_cached(q, memory_k, memory_k, cache),
+                  "expected value feature size (vdim) 3");
   m->forward_cached(q, memory_k, memory_v, cache);
   EXPECT_EQ(cache.length(), 7);
   EXPECT_REJECTED(m->forward_cached(q, memory_k, memory_v, cache), "already holds");
@@ -351,8 +362,8 @@ TEST_F(KVCacheTest, FixedCapacityStepsAllocateNothingThatGrowsWithLength) {
   std::cout << "single step, no mask: peak allocator bytes " << short_peak << " at length 601, "
             << long_peak << " at length 1902; cache " << bytes << " bytes\n";
   EXPECT_EQ(cache.memory_bytes(), bytes);  // never reallocated
-  EXPECT_EQ(long_peak, short_peak);         // nothing grows with the cached length
-  EXPECT_LT(long_peak, bytes / 64);         // the step's own tensors only
+  EXPECT_EQ(long_peak, short_peak);        // nothing grows with the cached length
+  EXPECT_LT(long_peak, bytes / 64);        // the step's own tensors only
   // With a padding mask, the step's extra memory is linear in the length: the
   // (N, S) mask in float, never an (L, S) or (S, S) matrix.
   const int64_t length = cache.length() + 1;

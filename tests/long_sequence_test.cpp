@@ -13,16 +13,15 @@
 // quarter of the allocator bytes LibTorch's MultiheadAttention holds for the
 // same call: no (N, H, L, S) probabilities.
 
-#include "counting_allocator.h"
-#include "support.h"
-
 #include <mha/multihead_attention.h>
-
 #include <torch/nn/modules/activation.h>
 
 #include <chrono>
 #include <fstream>
 #include <iostream>
+
+#include "counting_allocator.h"
+#include "support.h"
 
 namespace {
 
@@ -125,7 +124,7 @@ TEST_F(LongSequence, AveragedWeightsHoldAQuarterOfLibTorchsMemory) {
   ours->eval();
   libtorch->eval();
   const Tensor x = torch::randn({1, kWeightsLength, kEmbedDim});  // (N, L, E)
-  const Tensor x_seq = x.transpose(0, 1).contiguous();           // (L, N, E) for LibTorch
+  const Tensor x_seq = x.transpose(0, 1).contiguous();            // (L, N, E) for LibTorch
   static mha::support::CountingAllocator counting;
   Tensor weights, libtorch_weights;
   const int64_t ours_peak =

@@ -2,13 +2,12 @@
 // cloning, Sequential/AnyModule defaults, dtype/device moves, warnings, CUDA.
 // Numbers against Python are the parity suite's job (reference_parity_test.cpp).
 
-#include "silent_warnings.h"
-#include "support.h"
-
+#include <c10/util/Exception.h>
 #include <mha/functional.h>
 #include <mha/multihead_attention.h>
 
-#include <c10/util/Exception.h>
+#include "silent_warnings.h"
+#include "support.h"
 
 namespace {
 
@@ -52,10 +51,9 @@ TEST_F(MultiheadAttentionTest, PackedParametersNamesOrderShapes) {
 
 TEST_F(MultiheadAttentionTest, SeparateParametersWithBiasKvNamesOrderShapes) {
   MultiheadAttention m(MultiheadAttentionOptions(8, 2).kdim(5).vdim(7).add_bias_kv(true));
-  EXPECT_EQ(keys_of(m),
-            (std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight",
-                                      "in_proj_bias", "bias_k", "bias_v", "out_proj.weight",
-                                      "out_proj.bias"}));
+  EXPECT_EQ(keys_of(m), (std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight",
+                                                  "in_proj_bias", "bias_k", "bias_v",
+                                                  "out_proj.weight", "out_proj.bias"}));
   EXPECT_EQ(shape_of(m, "k_proj_weight"), (std::vector<int64_t>{8, 5}));
   EXPECT_EQ(shape_of(m, "v_proj_weight"), (std::vector<int64_t>{8, 7}));
   EXPECT_EQ(shape_of(m, "bias_k"), (std::vector<int64_t>{1, 1, 8}));
@@ -255,7 +253,8 @@ TEST_F(MultiheadAttentionTest, CudaBackwardMatchesCpu) {
   MHA_SKIP_WITHOUT_CUDA();
   MultiheadAttention cpu(MultiheadAttentionOptions(32, 4).kdim(16).vdim(24));
   auto gpu = std::dynamic_pointer_cast<mha::MultiheadAttentionImpl>(cpu->clone(torch::kCUDA));
-  const auto q = torch::randn({5, 2, 32}), k = torch::randn({7, 2, 16}), v = torch::randn({7, 2, 24});
+  const auto q = torch::randn({5, 2, 32}), k = torch::randn({7, 2, 16}),
+             v = torch::randn({7, 2, 24});
   std::get<0>(cpu(q, k, v, Tensor(), false)).sum().backward();
   std::get<0>(gpu->forward(q.cuda(), k.cuda(), v.cuda(), Tensor(), false)).sum().backward();
   for (const auto& p : cpu->named_parameters()) {

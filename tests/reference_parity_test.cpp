@@ -2,18 +2,17 @@
 // installed torch, at test time) is rebuilt in C++ and compared output, weights,
 // gradients and initialisation. Prints how many cases are bitwise equal.
 
-#include "dtype_names.h"
-#include "reference_bundle.h"
-#include "support.h"
-#include "tolerances.h"
-
 #include <mha/multihead_attention.h>
-
 #include <torch/serialize.h>
 
 #include <fstream>
 #include <iostream>
 #include <iterator>
+
+#include "dtype_names.h"
+#include "reference_bundle.h"
+#include "support.h"
+#include "tolerances.h"
 
 namespace {
 
@@ -134,17 +133,16 @@ TEST_P(ReferenceParity, MatchesPython) {
              ref.average_attn_weights, ref.is_causal);
       ADD_FAILURE() << "Python raised but mha returned; Python: " << python_error;
     } catch (const c10::Error& e) {
-      std::cout << "  Python: " << python_error.substr(0, 160) << "\n  mha:    "
-                << std::string(e.what_without_backtrace()).substr(0, 160) << "\n";
+      std::cout << "  Python: " << python_error.substr(0, 160)
+                << "\n  mha:    " << std::string(e.what_without_backtrace()).substr(0, 160) << "\n";
     }
     tally().raises += 1;
     return;
   }
   {
     torch::AutoGradMode grad_mode(ref.grad);
-    std::tie(out, weights) = module(query, key, value, input("key_padding_mask"),
-                                    ref.need_weights, input("attn_mask"),
-                                    ref.average_attn_weights, ref.is_causal);
+    std::tie(out, weights) = module(query, key, value, input("key_padding_mask"), ref.need_weights,
+                                    input("attn_mask"), ref.average_attn_weights, ref.is_causal);
   }
   compare(out, ref.expected.at("output"), "output");
   if (ref.expected.count("weights")) {
@@ -161,8 +159,8 @@ TEST_P(ReferenceParity, MatchesPython) {
     const std::map<std::string, Tensor> leaves{{"query", query}, {"key", key}, {"value", value}};
     for (const auto& [name, expected] : ref.grads) {
       const Tensor actual = name.rfind("param.", 0) == 0
-          ? module->named_parameters()[name.substr(6)].grad()
-          : leaves.at(name).grad();
+                                ? module->named_parameters()[name.substr(6)].grad()
+                                : leaves.at(name).grad();
       compare(actual, expected, "gradient of " + name);
     }
   }

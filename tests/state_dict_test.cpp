@@ -4,15 +4,10 @@
 // and mutated files. The loaders' bad-input cases are rows of
 // bad_input_table_test.cpp.
 
-#include <mha/multihead_attention.h>
-#include <mha/state_dict.h>
-
-#include "module_state.h"
-#include "support.h"
-#include "weights_files.h"
-
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
+#include <mha/multihead_attention.h>
+#include <mha/state_dict.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -25,6 +20,10 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "module_state.h"
+#include "support.h"
+#include "weights_files.h"
 
 namespace mha {
 namespace {
@@ -135,7 +134,8 @@ TORCH_MODULE(PatchEmbed);
 
 struct VitBlockImpl : torch::nn::Module {
   VitBlockImpl() {
-    attn = register_module("attn", MultiheadAttention(MultiheadAttentionOptions(E, H).batch_first(true)));
+    attn = register_module("attn",
+                           MultiheadAttention(MultiheadAttentionOptions(E, H).batch_first(true)));
   }
   MultiheadAttention attn{nullptr};
 };
@@ -195,12 +195,13 @@ TEST_F(StateDictModelsTest, StateDictNamesAndOrderAreThoseOfPython) {
     names.push_back(item.first);
   }
   // Python: list(Small().state_dict()) in export_test_checkpoints.py.
-  const std::vector<std::string> python{
-      "attn1.in_proj_weight", "attn1.in_proj_bias",   "attn1.out_proj.weight",
-      "attn1.out_proj.bias",  "attn2.q_proj_weight",  "attn2.k_proj_weight",
-      "attn2.v_proj_weight",  "attn2.in_proj_bias",   "attn2.bias_k",
-      "attn2.bias_v",         "attn2.out_proj.weight", "attn2.out_proj.bias",
-      "head.weight",          "head.bias"};
+  const std::vector<std::string> python{"attn1.in_proj_weight",  "attn1.in_proj_bias",
+                                        "attn1.out_proj.weight", "attn1.out_proj.bias",
+                                        "attn2.q_proj_weight",   "attn2.k_proj_weight",
+                                        "attn2.v_proj_weight",   "attn2.in_proj_bias",
+                                        "attn2.bias_k",          "attn2.bias_v",
+                                        "attn2.out_proj.weight", "attn2.out_proj.bias",
+                                        "head.weight",           "head.bias"};
   EXPECT_EQ(names, python);
   std::vector<std::string> file_names;
   for (const auto& item : read_state_dict(fixture("small.pt"))) {
@@ -251,9 +252,7 @@ void expect_dtypes_file(const std::string& name) {
   expect_same_tensors(sd, expected);
 }
 
-TEST_F(StateDictFormatsTest, EveryFloatingDtypeFromTorchSave) {
-  expect_dtypes_file("dtypes.pt");
-}
+TEST_F(StateDictFormatsTest, EveryFloatingDtypeFromTorchSave) { expect_dtypes_file("dtypes.pt"); }
 
 TEST_F(StateDictFormatsTest, EveryFloatingDtypeFromSafetensors) {
   expect_dtypes_file("dtypes.safetensors");
@@ -303,12 +302,14 @@ TEST_F(StateDictFormatsTest, DtypesConvertLikeCopy) {
   MultiheadAttention attn(E, H);
   load_state_dict(*attn, half);
   EXPECT_EQ(attn->in_proj_weight.scalar_type(), torch::kFloat32);
-  EXPECT_TRUE(test::bitwise_equal(attn->in_proj_weight, half.at("in_proj_weight").to(torch::kFloat32)));
+  EXPECT_TRUE(
+      test::bitwise_equal(attn->in_proj_weight, half.at("in_proj_weight").to(torch::kFloat32)));
   attn->to(torch::kFloat64);
   load_state_dict(*attn, fixture("mha.pt"));
   EXPECT_EQ(attn->out_proj->weight.scalar_type(), torch::kFloat64);
   EXPECT_TRUE(test::bitwise_equal(
-      attn->out_proj->weight, read_state_dict(fixture("mha.pt")).at("out_proj.weight").to(torch::kFloat64)));
+      attn->out_proj->weight,
+      read_state_dict(fixture("mha.pt")).at("out_proj.weight").to(torch::kFloat64)));
 }
 
 // ~~~ load behaviour ~~~
@@ -328,7 +329,8 @@ TEST_F(StateDictLoadTest, StrictReportsAllProblemsAtOnceAndChangesNothing) {
   } catch (const c10::Error& e) {
     const std::string message = e.what_without_backtrace();
     EXPECT_NE(message.find("mine.pt: error(s) in loading state_dict for mha::MultiheadAttention"),
-              std::string::npos) << message;
+              std::string::npos)
+        << message;
     EXPECT_NE(message.find("Missing key(s) in state_dict: \"in_proj_bias\"."), std::string::npos)
         << message;
     EXPECT_NE(message.find("Unexpected key(s) in state_dict: \"extra.weight\"."), std::string::npos)
@@ -371,10 +373,10 @@ TEST_F(StateDictLoadTest, PrefixWithoutTrailingDot) {
 TEST_F(StateDictLoadTest, KeyMapRules) {
   auto map = KeyMap().rename("a", "b").rename_suffix("x.w", "y.v");
   EXPECT_EQ(map.apply("a"), "b");
-  EXPECT_EQ(map.apply("c.a"), "c.a");     // rename is exact
+  EXPECT_EQ(map.apply("c.a"), "c.a");  // rename is exact
   EXPECT_EQ(map.apply("x.w"), "y.v");
   EXPECT_EQ(map.apply("m.x.w"), "m.y.v");
-  EXPECT_EQ(map.apply("mx.w"), "mx.w");   // only at a '.' boundary
+  EXPECT_EQ(map.apply("mx.w"), "mx.w");  // only at a '.' boundary
   const auto vit = KeyMap::vit();
   EXPECT_EQ(vit.apply("qkv.weight"), "in_proj_weight");
   EXPECT_EQ(vit.apply("proj.bias"), "out_proj.bias");
@@ -420,8 +422,8 @@ TEST_F(StateDictRoundTripTest, CppSavePythonLoadPythonSaveCppLoad) {
   save_state_dict(model, cpp_pt);
   save_state_dict(model, cpp_st);
   const std::string command = std::string("\"") + MHA_PYTHON + "\" \"" +
-                              MHA_EXPORT_TEST_CHECKPOINTS + "\" --roundtrip \"" + cpp_pt +
-                              "\" \"" + cpp_st + "\" \"" + py_pt + "\" \"" + py_st + "\"";
+                              MHA_EXPORT_TEST_CHECKPOINTS + "\" --roundtrip \"" + cpp_pt + "\" \"" +
+                              cpp_st + "\" \"" + py_pt + "\" \"" + py_st + "\"";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const auto expected = snapshot(model);
   expect_same_tensors(read_state_dict(py_pt), expected);

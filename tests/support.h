@@ -18,31 +18,31 @@ struct SeedingFixture : public ::testing::Test {
 };
 
 /// Fails unless `statement` throws c10::Error whose message contains `substring`.
-#define MHA_ASSERT_THROWS_WITH(statement, substring)                                  \
-  do {                                                                                \
-    bool mha_thrown_ = false;                                                         \
-    try {                                                                             \
-      (void)(statement);                                                              \
-    } catch (const c10::Error& e) {                                                   \
-      mha_thrown_ = true;                                                             \
-      const std::string mha_message_ = e.what_without_backtrace();                    \
-      ASSERT_NE(mha_message_.find(substring), std::string::npos)                      \
+#define MHA_ASSERT_THROWS_WITH(statement, substring)                                         \
+  do {                                                                                       \
+    bool mha_thrown_ = false;                                                                \
+    try {                                                                                    \
+      (void)(statement);                                                                     \
+    } catch (const c10::Error& e) {                                                          \
+      mha_thrown_ = true;                                                                    \
+      const std::string mha_message_ = e.what_without_backtrace();                           \
+      ASSERT_NE(mha_message_.find(substring), std::string::npos)                             \
           << "error message:\n  " << mha_message_ << "\ndoes not contain:\n  " << substring; \
-    }                                                                                 \
-    ASSERT_TRUE(mha_thrown_) << "expected a c10::Error containing: " << substring;    \
+    }                                                                                        \
+    ASSERT_TRUE(mha_thrown_) << "expected a c10::Error containing: " << substring;           \
   } while (false)
 
 /// Skips a CUDA test without a GPU, unless MHA_REQUIRE_CUDA=1 (scripts/gpu_check.sh),
 /// where a missing GPU is a failure.
-#define MHA_SKIP_WITHOUT_CUDA()                                                     \
-  do {                                                                              \
-    if (!torch::cuda::is_available()) {                                             \
-      const char* mha_require_ = std::getenv("MHA_REQUIRE_CUDA");                   \
-      if (mha_require_ && std::string(mha_require_) == "1") {                       \
-        FAIL() << "CUDA is required (MHA_REQUIRE_CUDA=1) but not available";        \
-      }                                                                             \
-      GTEST_SKIP() << "CUDA is not available";                                      \
-    }                                                                               \
+#define MHA_SKIP_WITHOUT_CUDA()                                              \
+  do {                                                                       \
+    if (!torch::cuda::is_available()) {                                      \
+      const char* mha_require_ = std::getenv("MHA_REQUIRE_CUDA");            \
+      if (mha_require_ && std::string(mha_require_) == "1") {                \
+        FAIL() << "CUDA is required (MHA_REQUIRE_CUDA=1) but not available"; \
+      }                                                                      \
+      GTEST_SKIP() << "CUDA is not available";                               \
+    }                                                                        \
   } while (false)
 
 /// Element-wise equality that treats NaN as equal to NaN (bit-for-bit parity).

@@ -79,8 +79,7 @@ inline std::string tensor_pickle(int numel, int offset, int size, int stride) {
   auto int1 = [](int v) { return std::string("K") + static_cast<char>(v); };
   return std::string("\x80\x02}") + binunicode("a") + "ctorch._utils\n_rebuild_tensor_v2\n((" +
          binunicode("storage") + "ctorch\nFloatStorage\n" + binunicode("0") + binunicode("cpu") +
-         int1(numel) + "tQ" + int1(offset) + int1(size) + "\x85" + int1(stride) +
-         "\x85\x89}tRs.";
+         int1(numel) + "tQ" + int1(offset) + int1(size) + "\x85" + int1(stride) + "\x85\x89}tRs.";
 }
 
 }  // namespace test

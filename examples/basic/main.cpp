@@ -1,7 +1,6 @@
 // Runs one mha::MultiheadAttention on random input and prints what it returns.
 
 #include <mha/multihead_attention.h>
-
 #include <torch/torch.h>
 
 #include <iostream>

@@ -6,7 +6,6 @@
 
 #include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>
-
 #include <torch/torch.h>
 
 #include <iostream>
@@ -52,8 +51,9 @@ int main() {
     const auto causal = torch::ones({len, len}, torch::kBool).triu(1);
     const auto full_x = model.embed(ids, 0);
     const auto full = std::get<0>(model.attn->forward(full_x, full_x, full_x, {}, false, causal));
-    max_diff = std::max(max_diff, (full.narrow(1, len - out.size(1), out.size(1)) - out)
-                                      .abs().max().item<double>());
+    max_diff =
+        std::max(max_diff,
+                 (full.narrow(1, len - out.size(1), out.size(1)) - out).abs().max().item<double>());
     if (!torch::equal(model.next(full, full_x), token) || max_diff > 1e-5) {
       std::cerr << "step " << len << ": cached decoding differs from the full forward (max |diff| "
                 << max_diff << ")\n";

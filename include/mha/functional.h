@@ -16,17 +16,16 @@ namespace functional {
 /// the role of Python's `None`.
 struct MultiheadAttentionForwardFuncOptions {
   /// The arguments Python takes positionally.
-  MultiheadAttentionForwardFuncOptions(
-      int64_t embed_dim_to_check,
-      int64_t num_heads,
-      torch::Tensor in_proj_weight,
-      torch::Tensor in_proj_bias,
-      torch::Tensor bias_k,
-      torch::Tensor bias_v,
-      bool add_zero_attn,
-      double dropout_p,
-      torch::Tensor out_proj_weight,
-      torch::Tensor out_proj_bias);
+  MultiheadAttentionForwardFuncOptions(int64_t embed_dim_to_check,
+                                       int64_t num_heads,
+                                       torch::Tensor in_proj_weight,
+                                       torch::Tensor in_proj_bias,
+                                       torch::Tensor bias_k,
+                                       torch::Tensor bias_v,
+                                       bool add_zero_attn,
+                                       double dropout_p,
+                                       torch::Tensor out_proj_weight,
+                                       torch::Tensor out_proj_bias);
 
   /// Expected feature size of `query` (E).
   TORCH_ARG(int64_t, embed_dim_to_check);
@@ -87,13 +86,12 @@ std::tuple<torch::Tensor, torch::Tensor> multi_head_attention_forward(
 /// `target_type` (true -> -inf, false -> 0); a float mask is returned as is;
 /// other dtypes are rejected. Warns, as Python does, when `other_type` is given
 /// and differs from the mask's dtype.
-torch::Tensor canonical_mask(
-    const torch::Tensor& mask,
-    const std::string& mask_name,
-    std::optional<c10::ScalarType> other_type,
-    const std::string& other_name,
-    c10::ScalarType target_type,
-    bool check_other = true);
+torch::Tensor canonical_mask(const torch::Tensor& mask,
+                             const std::string& mask_name,
+                             std::optional<c10::ScalarType> other_type,
+                             const std::string& other_name,
+                             c10::ScalarType target_type,
+                             bool check_other = true);
 
 }  // namespace functional
 }  // namespace mha

@@ -61,8 +61,7 @@ struct MultiheadAttentionOptions {
 /// auto x = torch::randn({5, 3, 8});               // (L, N, E)
 /// auto [out, weights] = attn(x, x, x);            // (5, 3, 8), (3, 5, 5)
 /// ```
-class MultiheadAttentionImpl
-    : public torch::nn::Cloneable<MultiheadAttentionImpl> {
+class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImpl> {
  public:
   /// Same as `MultiheadAttentionImpl(MultiheadAttentionOptions(embed_dim, num_heads))`.
   MultiheadAttentionImpl(int64_t embed_dim, int64_t num_heads)
@@ -82,15 +81,14 @@ class MultiheadAttentionImpl
   /// (N, L, S) averaged or (N, num_heads, L, S) per head, or an undefined
   /// tensor when `need_weights` is false. `is_causal` is a hint that
   /// `attn_mask` is the causal mask; as in Python it needs `attn_mask`.
-  std::tuple<torch::Tensor, torch::Tensor> forward(
-      const torch::Tensor& query,
-      const torch::Tensor& key,
-      const torch::Tensor& value,
-      const torch::Tensor& key_padding_mask = {},
-      bool need_weights = true,
-      const torch::Tensor& attn_mask = {},
-      bool average_attn_weights = true,
-      bool is_causal = false);
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& query,
+                                                   const torch::Tensor& key,
+                                                   const torch::Tensor& value,
+                                                   const torch::Tensor& key_padding_mask = {},
+                                                   bool need_weights = true,
+                                                   const torch::Tensor& attn_mask = {},
+                                                   bool average_attn_weights = true,
+                                                   bool is_causal = false);
 
   /// Incremental decoding (eval mode only): attends the new positions in
   /// `query` over the keys and values held by `cache` (`<mha/kv_cache.h>`),
@@ -150,12 +148,11 @@ class MultiheadAttentionImpl
   torch::nn::Linear out_proj{nullptr};
 
  protected:
-  FORWARD_HAS_DEFAULT_ARGS(
-      {3, torch::nn::AnyValue(torch::Tensor())},
-      {4, torch::nn::AnyValue(true)},
-      {5, torch::nn::AnyValue(torch::Tensor())},
-      {6, torch::nn::AnyValue(true)},
-      {7, torch::nn::AnyValue(false)})
+  FORWARD_HAS_DEFAULT_ARGS({3, torch::nn::AnyValue(torch::Tensor())},
+                           {4, torch::nn::AnyValue(true)},
+                           {5, torch::nn::AnyValue(torch::Tensor())},
+                           {6, torch::nn::AnyValue(true)},
+                           {7, torch::nn::AnyValue(false)})
 
  private:
   /// True when kdim == vdim == embed_dim (Python's `_qkv_same_embed_dim`).

@@ -1,12 +1,12 @@
 #include "state_dict/file_io.h"
 
-#include "state_dict/errors.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
+
+#include "state_dict/errors.h"
 
 namespace mha {
 namespace detail {
@@ -39,8 +39,8 @@ void InputFile::read_at(uint64_t offset, void* destination, size_t n) {
   in_.seekg(static_cast<std::streamoff>(offset));
   in_.read(static_cast<char*>(destination), static_cast<std::streamsize>(n));
   if (!in_ || static_cast<size_t>(in_.gcount()) != n) {
-    fail_file(path_, fmt::format("read error: {} bytes at offset {} (file size {})", n, offset,
-                                 size_));
+    fail_file(path_,
+              fmt::format("read error: {} bytes at offset {} (file size {})", n, offset, size_));
   }
 }
 

@@ -1,12 +1,12 @@
-#include "state_dict/errors.h"
-#include "state_dict/file_io.h"
-#include "state_dict/formats.h"
-
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
 
 #include <cstdint>
 #include <cstring>
+
+#include "state_dict/errors.h"
+#include "state_dict/file_io.h"
+#include "state_dict/formats.h"
 
 namespace mha {
 namespace detail {
@@ -58,7 +58,8 @@ FileFormat detect_format(const std::string& path) {
       return FileFormat::kTorchScript;
     }
     if (!pickle) {
-      fail_file(path, "zip archive without data.pkl: neither a torch.save nor a TorchScript archive");
+      fail_file(path,
+                "zip archive without data.pkl: neither a torch.save nor a TorchScript archive");
     }
     return FileFormat::kTorchSave;
   }

@@ -5,7 +5,6 @@
 // that start with the file's path.
 
 #include <mha/state_dict.h>
-
 #include <torch/types.h>
 
 #include <map>

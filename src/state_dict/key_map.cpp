@@ -6,8 +6,8 @@
 namespace mha {
 
 KeyMap& KeyMap::rename(std::string from, std::string to) {
-  return add([from = std::move(from), to = std::move(to)](const std::string& key)
-                 -> std::optional<std::string> {
+  return add([from = std::move(from),
+              to = std::move(to)](const std::string& key) -> std::optional<std::string> {
     if (key == from) {
       return to;
     }
@@ -16,8 +16,8 @@ KeyMap& KeyMap::rename(std::string from, std::string to) {
 }
 
 KeyMap& KeyMap::rename_suffix(std::string from, std::string to) {
-  return add([from = std::move(from), to = std::move(to)](const std::string& key)
-                 -> std::optional<std::string> {
+  return add([from = std::move(from),
+              to = std::move(to)](const std::string& key) -> std::optional<std::string> {
     if (key == from) {
       return to;
     }

@@ -1,20 +1,19 @@
 // read_state_dict, load_state_dict, state_dict and save_state_dict: format
 // dispatch, key selection and renaming, validation, then the copy.
 
-#include <mha/state_dict.h>
-
-#include "state_dict/errors.h"
-#include "state_dict/formats.h"
-
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
+#include <mha/state_dict.h>
 #include <torch/utils.h>
 
 #include <algorithm>
 #include <cctype>
 #include <set>
+
+#include "state_dict/errors.h"
+#include "state_dict/formats.h"
 
 namespace mha {
 namespace {
@@ -70,7 +69,8 @@ std::string dotted_prefix(const LoadOptions& options) {
 }
 
 /// Step 1: the keys under `prefix` (which ends with '.' unless empty), stripped.
-TensorMap select_prefix(const TensorMap& state_dict_in, const std::string& prefix,
+TensorMap select_prefix(const TensorMap& state_dict_in,
+                        const std::string& prefix,
                         const std::string& source) {
   TensorMap selected;
   for (const auto& [key, tensor] : state_dict_in) {
@@ -86,7 +86,9 @@ TensorMap select_prefix(const TensorMap& state_dict_in, const std::string& prefi
 }
 
 /// Step 2: the keys renamed by `key_map`; two keys with one new name are an error.
-TensorMap rename_keys(const TensorMap& selected, const KeyMap& key_map, const std::string& prefix,
+TensorMap rename_keys(const TensorMap& selected,
+                      const KeyMap& key_map,
+                      const std::string& prefix,
                       const std::string& source) {
   TensorMap provided;
   std::map<std::string, std::string> renamed_from;
@@ -112,8 +114,10 @@ struct LoadPlan {
 /// Step 3, for one of the module's tensors that the file provides: checks the
 /// shape and converts the value (copy_ semantics: any dtype converts; done now
 /// so that a failure leaves the module untouched).
-void plan_copy(const std::string& name, const torch::Tensor& destination,
-               const torch::Tensor& value, LoadPlan& plan) {
+void plan_copy(const std::string& name,
+               const torch::Tensor& destination,
+               const torch::Tensor& value,
+               LoadPlan& plan) {
   if (value.sizes() != destination.sizes()) {
     // Python's wording (torch/nn/modules/module.py, _load_from_state_dict).
     plan.errors.push_back(fmt::format(
@@ -123,12 +127,12 @@ void plan_copy(const std::string& name, const torch::Tensor& destination,
     return;
   }
   try {
-    plan.copies.emplace_back(destination, value.to(destination.device(), destination.scalar_type()));
+    plan.copies.emplace_back(destination,
+                             value.to(destination.device(), destination.scalar_type()));
   } catch (const c10::Error& e) {
-    plan.errors.push_back(fmt::format("cannot convert {} from {} to {}: {}", name,
-                                      c10::toString(value.scalar_type()),
-                                      c10::toString(destination.scalar_type()),
-                                      e.what_without_backtrace()));
+    plan.errors.push_back(
+        fmt::format("cannot convert {} from {} to {}: {}", name, c10::toString(value.scalar_type()),
+                    c10::toString(destination.scalar_type()), e.what_without_backtrace()));
   }
 }
 
@@ -162,7 +166,9 @@ LoadPlan plan_load(const torch::nn::Module& module, const TensorMap& provided, b
 }
 
 /// Step 4: one error listing every problem, if there is any.
-void check_plan(const LoadPlan& plan, const torch::nn::Module& module, const std::string& prefix,
+void check_plan(const LoadPlan& plan,
+                const torch::nn::Module& module,
+                const std::string& prefix,
                 const std::string& source) {
   if (plan.errors.empty()) {
     return;
@@ -235,9 +241,9 @@ LoadResult load_state_dict(torch::nn::Module& module,
 void save_state_dict(const torch::nn::Module& module, const std::string& path) {
   const auto dot = path.find_last_of('.');
   const auto slash = path.find_last_of('/');
-  std::string extension =
-      dot == std::string::npos || (slash != std::string::npos && dot < slash) ? ""
-                                                                                : path.substr(dot);
+  std::string extension = dot == std::string::npos || (slash != std::string::npos && dot < slash)
+                              ? ""
+                              : path.substr(dot);
   std::transform(extension.begin(), extension.end(), extension.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const auto tensors = state_dict(module);

@@ -22,20 +22,37 @@ constexpr auto kNoDtype = c10::ScalarType::Undefined;
 /// sub-byte and bit types).
 void add_dtypes(AllowList& list) {
   const std::pair<const char*, c10::ScalarType> dtypes[] = {
-      {"float64", c10::kDouble},      {"float32", c10::kFloat},
-      {"float16", c10::kHalf},        {"bfloat16", c10::kBFloat16},
-      {"int64", c10::kLong},          {"int32", c10::kInt},
-      {"int16", c10::kShort},         {"int8", c10::kChar},
-      {"uint8", c10::kByte},          {"bool", c10::kBool},
-      {"complex64", c10::kComplexFloat}, {"complex128", c10::kComplexDouble},
-      {"complex32", c10::kComplexHalf},  {"uint16", c10::kUInt16},
-      {"uint32", c10::kUInt32},       {"uint64", c10::kUInt64},
-      {"float8_e5m2", c10::kFloat8_e5m2}, {"float8_e4m3fn", c10::kFloat8_e4m3fn},
-      {"float8_e5m2fnuz", c10::kFloat8_e5m2fnuz}, {"float8_e4m3fnuz", c10::kFloat8_e4m3fnuz},
-      {"float8_e8m0fnu", c10::kFloat8_e8m0fnu}, {"float4_e2m1fn_x2", kNoDtype},
-      {"bits8", kNoDtype},  {"bits16", kNoDtype}, {"bits1x8", kNoDtype},
-      {"bits2x4", kNoDtype}, {"bits4x2", kNoDtype}, {"qint8", kNoDtype},
-      {"quint8", kNoDtype}, {"qint32", kNoDtype}, {"quint4x2", kNoDtype},
+      {"float64", c10::kDouble},
+      {"float32", c10::kFloat},
+      {"float16", c10::kHalf},
+      {"bfloat16", c10::kBFloat16},
+      {"int64", c10::kLong},
+      {"int32", c10::kInt},
+      {"int16", c10::kShort},
+      {"int8", c10::kChar},
+      {"uint8", c10::kByte},
+      {"bool", c10::kBool},
+      {"complex64", c10::kComplexFloat},
+      {"complex128", c10::kComplexDouble},
+      {"complex32", c10::kComplexHalf},
+      {"uint16", c10::kUInt16},
+      {"uint32", c10::kUInt32},
+      {"uint64", c10::kUInt64},
+      {"float8_e5m2", c10::kFloat8_e5m2},
+      {"float8_e4m3fn", c10::kFloat8_e4m3fn},
+      {"float8_e5m2fnuz", c10::kFloat8_e5m2fnuz},
+      {"float8_e4m3fnuz", c10::kFloat8_e4m3fnuz},
+      {"float8_e8m0fnu", c10::kFloat8_e8m0fnu},
+      {"float4_e2m1fn_x2", kNoDtype},
+      {"bits8", kNoDtype},
+      {"bits16", kNoDtype},
+      {"bits1x8", kNoDtype},
+      {"bits2x4", kNoDtype},
+      {"bits4x2", kNoDtype},
+      {"qint8", kNoDtype},
+      {"quint8", kNoDtype},
+      {"qint32", kNoDtype},
+      {"quint4x2", kNoDtype},
       {"quint2x4", kNoDtype}};
   for (const auto& [name, dtype] : dtypes) {
     list.emplace(fmt::format("torch.{}", name), Allowed{GlobalRole::kDtype, dtype});
@@ -50,10 +67,17 @@ void add_dtypes(AllowList& list) {
 /// classes (`torch._tensor_classes`), CPU and CUDA.
 void add_storage_and_tensor_classes(AllowList& list) {
   const std::pair<const char*, c10::ScalarType> storages[] = {
-      {"Double", c10::kDouble}, {"Float", c10::kFloat},   {"Half", c10::kHalf},
-      {"BFloat16", c10::kBFloat16}, {"Long", c10::kLong}, {"Int", c10::kInt},
-      {"Short", c10::kShort},   {"Char", c10::kChar},     {"Byte", c10::kByte},
-      {"Bool", c10::kBool},     {"ComplexFloat", c10::kComplexFloat},
+      {"Double", c10::kDouble},
+      {"Float", c10::kFloat},
+      {"Half", c10::kHalf},
+      {"BFloat16", c10::kBFloat16},
+      {"Long", c10::kLong},
+      {"Int", c10::kInt},
+      {"Short", c10::kShort},
+      {"Char", c10::kChar},
+      {"Byte", c10::kByte},
+      {"Bool", c10::kBool},
+      {"ComplexFloat", c10::kComplexFloat},
       {"ComplexDouble", c10::kComplexDouble}};
   const char* tensor_types[] = {"Double", "Float", "Half", "BFloat16", "Long",
                                 "Int",    "Short", "Char", "Byte"};
@@ -78,18 +102,30 @@ void add_storage_and_tensor_classes(AllowList& list) {
 const AllowList& allow_list() {
   static const AllowList list = [] {
     AllowList out;
-    for (const char* name :
-         {"collections.OrderedDict", "collections.Counter", "torch.nn.parameter.Parameter",
-          "torch.serialization._get_layout", "torch.Size", "torch.Tensor", "torch.device",
-          "_codecs.encode", "builtins.bytearray", "builtins.set", "builtins.complex",
-          "torch._tensor._rebuild_from_type_v2", "torch._utils._rebuild_parameter",
-          "torch._utils._rebuild_parameter_with_state", "torch._utils._rebuild_qtensor",
-          "torch._utils._rebuild_tensor", "torch._utils._rebuild_tensor_v2",
-          "torch._utils._rebuild_tensor_v3", "torch._utils._rebuild_sparse_tensor",
-          "torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_nested_tensor",
-          "torch._utils._rebuild_wrapper_subclass",
-          "torch._utils._rebuild_device_tensor_from_numpy",
-          "torch._utils._rebuild_device_tensor_from_cpu_tensor"}) {
+    for (const char* name : {"collections.OrderedDict",
+                             "collections.Counter",
+                             "torch.nn.parameter.Parameter",
+                             "torch.serialization._get_layout",
+                             "torch.Size",
+                             "torch.Tensor",
+                             "torch.device",
+                             "_codecs.encode",
+                             "builtins.bytearray",
+                             "builtins.set",
+                             "builtins.complex",
+                             "torch._tensor._rebuild_from_type_v2",
+                             "torch._utils._rebuild_parameter",
+                             "torch._utils._rebuild_parameter_with_state",
+                             "torch._utils._rebuild_qtensor",
+                             "torch._utils._rebuild_tensor",
+                             "torch._utils._rebuild_tensor_v2",
+                             "torch._utils._rebuild_tensor_v3",
+                             "torch._utils._rebuild_sparse_tensor",
+                             "torch._utils._rebuild_meta_tensor_no_storage",
+                             "torch._utils._rebuild_nested_tensor",
+                             "torch._utils._rebuild_wrapper_subclass",
+                             "torch._utils._rebuild_device_tensor_from_numpy",
+                             "torch._utils._rebuild_device_tensor_from_cpu_tensor"}) {
       out.emplace(name, Allowed{GlobalRole::kCallable});
     }
     for (const char* scheme : {"per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",
@@ -146,8 +182,8 @@ Value* new_set(const Value& args, ValueArena& arena) {
 Value* new_size(const Value& args, ValueArena& arena) {
   Value* out = arena.make(ValueKind::kTuple);
   out->text = "torch.Size";
-  if (args.items.size() == 1 && (args.items[0]->kind == ValueKind::kTuple ||
-                                 args.items[0]->kind == ValueKind::kList)) {
+  if (args.items.size() == 1 &&
+      (args.items[0]->kind == ValueKind::kTuple || args.items[0]->kind == ValueKind::kList)) {
     arena.copy_items(*out, args.items[0]->items);
   } else if (!args.items.empty()) {
     pickle_unsupported("torch.Size() of a value that is not a tuple or list");
@@ -209,9 +245,10 @@ Value* apply_reduce(const Value& func, const Value& args, ValueArena& arena) {
       name == "torch.serialization._get_layout") {
     return make_object(name, arena);
   }
-  pickle_unsupported(fmt::format("a call of {} (tensor kinds other than dense strided "
-                                 "tensors, or legacy constructors)",
-                                 name));
+  pickle_unsupported(
+      fmt::format("a call of {} (tensor kinds other than dense strided "
+                  "tensors, or legacy constructors)",
+                  name));
 }
 
 Value* apply_newobj(const Value& cls, const Value& args, ValueArena& arena) {

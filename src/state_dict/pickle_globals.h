@@ -4,10 +4,10 @@
 // BUILD do with them: the allow-list of torch/_weights_only_unpickler.py
 // (`_get_allowed_globals`), evaluated without executing anything.
 
-#include "state_dict/pickle_value.h"
-
 #include <string>
 #include <string_view>
+
+#include "state_dict/pickle_value.h"
 
 namespace mha {
 namespace detail {

@@ -1,8 +1,5 @@
 #include "state_dict/pickle_reader.h"
 
-#include "state_dict/errors.h"
-#include "state_dict/pickle_globals.h"
-
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
@@ -10,6 +7,9 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "state_dict/errors.h"
+#include "state_dict/pickle_globals.h"
 
 namespace mha {
 namespace detail {
@@ -209,42 +209,110 @@ class Parser {
 
 Value* Parser::step(uint8_t op) {
   switch (op) {
-    case 0x80: read_byte(); break;                               // PROTO
-    case '.': return pop();                                      // STOP
-    case '(': marks_.push_back(stack_.size()); break;            // MARK
-    case 'N': push(make(ValueKind::kNone)); break;               // NONE
-    case 0x88: push_bool(true); break;                           // NEWTRUE
-    case 0x89: push_bool(false); break;                          // NEWFALSE
-    case ')': push(make(ValueKind::kTuple)); break;              // EMPTY_TUPLE
-    case ']': push(make(ValueKind::kList)); break;               // EMPTY_LIST
-    case '}': push(make(ValueKind::kDict)); break;               // EMPTY_DICT
-    case 0x8f: push(make(ValueKind::kSet)); break;               // EMPTY_SET
-    case 'J': push_int(static_cast<int32_t>(read_u32())); break; // BININT
-    case 'K': push_int(read_byte()); break;                      // BININT1
-    case 'M': push_int(read_u16()); break;                       // BININT2
-    case 0x8a: long1(); break;                                   // LONG1
-    case 'G': binfloat(); break;                                 // BINFLOAT
-    case 'X': push_text(ValueKind::kStr, read_bytes(read_u32())); break;  // BINUNICODE
+    case 0x80:
+      read_byte();
+      break;  // PROTO
+    case '.':
+      return pop();  // STOP
+    case '(':
+      marks_.push_back(stack_.size());
+      break;  // MARK
+    case 'N':
+      push(make(ValueKind::kNone));
+      break;  // NONE
+    case 0x88:
+      push_bool(true);
+      break;  // NEWTRUE
+    case 0x89:
+      push_bool(false);
+      break;  // NEWFALSE
+    case ')':
+      push(make(ValueKind::kTuple));
+      break;  // EMPTY_TUPLE
+    case ']':
+      push(make(ValueKind::kList));
+      break;  // EMPTY_LIST
+    case '}':
+      push(make(ValueKind::kDict));
+      break;  // EMPTY_DICT
+    case 0x8f:
+      push(make(ValueKind::kSet));
+      break;  // EMPTY_SET
+    case 'J':
+      push_int(static_cast<int32_t>(read_u32()));
+      break;  // BININT
+    case 'K':
+      push_int(read_byte());
+      break;  // BININT1
+    case 'M':
+      push_int(read_u16());
+      break;  // BININT2
+    case 0x8a:
+      long1();
+      break;  // LONG1
+    case 'G':
+      binfloat();
+      break;  // BINFLOAT
+    case 'X':
+      push_text(ValueKind::kStr, read_bytes(read_u32()));
+      break;  // BINUNICODE
     // SHORT_BINSTRING: torch.load decodes it as a UTF-8 str (encoding="utf-8").
-    case 'U': push_text(ValueKind::kStr, read_bytes(read_byte())); break;
-    case 'h': memo_get(read_byte()); break;                      // BINGET
-    case 'j': memo_get(read_u32()); break;                       // LONG_BINGET
-    case 'q': memo_put(read_byte()); break;                      // BINPUT
-    case 'r': memo_put(read_u32()); break;                       // LONG_BINPUT
-    case 'c': global(); break;                                   // GLOBAL
-    case 't': tuple_of_mark(); break;                            // TUPLE
-    case 0x85: tuple_of_top(1); break;                           // TUPLE1
-    case 0x86: tuple_of_top(2); break;                           // TUPLE2
-    case 0x87: tuple_of_top(3); break;                           // TUPLE3
-    case 'a': append(); break;                                   // APPEND
-    case 'e': appends(); break;                                  // APPENDS
-    case 's': setitem(); break;                                  // SETITEM
-    case 'u': setitems(pop_mark()); break;                       // SETITEMS
-    case 'Q': persistent_load(); break;                          // BINPERSID
-    case 'R': reduce(); break;                                   // REDUCE
-    case 0x81: newobj(); break;                                  // NEWOBJ
-    case 'b': build(); break;                                    // BUILD
-    default: unknown_opcode(op);
+    case 'U':
+      push_text(ValueKind::kStr, read_bytes(read_byte()));
+      break;
+    case 'h':
+      memo_get(read_byte());
+      break;  // BINGET
+    case 'j':
+      memo_get(read_u32());
+      break;  // LONG_BINGET
+    case 'q':
+      memo_put(read_byte());
+      break;  // BINPUT
+    case 'r':
+      memo_put(read_u32());
+      break;  // LONG_BINPUT
+    case 'c':
+      global();
+      break;  // GLOBAL
+    case 't':
+      tuple_of_mark();
+      break;  // TUPLE
+    case 0x85:
+      tuple_of_top(1);
+      break;  // TUPLE1
+    case 0x86:
+      tuple_of_top(2);
+      break;  // TUPLE2
+    case 0x87:
+      tuple_of_top(3);
+      break;  // TUPLE3
+    case 'a':
+      append();
+      break;  // APPEND
+    case 'e':
+      appends();
+      break;  // APPENDS
+    case 's':
+      setitem();
+      break;  // SETITEM
+    case 'u':
+      setitems(pop_mark());
+      break;  // SETITEMS
+    case 'Q':
+      persistent_load();
+      break;  // BINPERSID
+    case 'R':
+      reduce();
+      break;  // REDUCE
+    case 0x81:
+      newobj();
+      break;  // NEWOBJ
+    case 'b':
+      build();
+      break;  // BUILD
+    default:
+      unknown_opcode(op);
   }
   return nullptr;
 }
@@ -343,8 +411,8 @@ void Parser::tuple_of_top(size_t n) {
 void Parser::setitems(std::vector<Value*> items) {
   auto& dict = top_of_kind(ValueKind::kDict, "SETITEM(S)")->items;
   if (items.size() % 2 != 0) {
-    pickle_corrupt(fmt::format("SETITEMS with an odd number ({}) of keys and values",
-                               items.size()));
+    pickle_corrupt(
+        fmt::format("SETITEMS with an odd number ({}) of keys and values", items.size()));
   }
   dict.insert(dict.end(), items.begin(), items.end());
 }
@@ -390,7 +458,8 @@ Value* Parser::storage(const Value& pid) {
 
 }  // namespace
 
-Value* read_weights_pickle(std::string_view pickle, const StorageLoader& load_storage,
+Value* read_weights_pickle(std::string_view pickle,
+                           const StorageLoader& load_storage,
                            ValueArena& arena) {
   return Parser(pickle, load_storage, arena).run();
 }

@@ -11,14 +11,14 @@
 // map (no table sized by an index); storages come from `StorageLoader`, which
 // checks them against the archive's records.
 
-#include "state_dict/pickle_value.h"
-
 #include <c10/core/Storage.h>
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+
+#include "state_dict/pickle_value.h"
 
 namespace mha {
 namespace detail {
@@ -31,7 +31,8 @@ using StorageLoader =
 /// Reads `pickle` and returns the value STOP returns; all values live in
 /// `arena`. Throws `c10::Error` "offset <n>: corrupt pickle: ..." or
 /// "offset <n>: unsupported: ...", <n> being the offset of the opcode.
-Value* read_weights_pickle(std::string_view pickle, const StorageLoader& load_storage,
+Value* read_weights_pickle(std::string_view pickle,
+                           const StorageLoader& load_storage,
                            ValueArena& arena);
 
 }  // namespace detail

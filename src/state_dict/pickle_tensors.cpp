@@ -4,10 +4,10 @@
 // _rebuild_from_type_v2) as views of the storages read from the archive, after
 // checking that each view lies inside its storage's bytes.
 
-#include "state_dict/pickle_globals.h"
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "state_dict/pickle_globals.h"
 
 namespace mha {
 namespace detail {
@@ -36,8 +36,8 @@ void check_view(const std::vector<int64_t>& sizes,
                 int64_t item_size,
                 size_t storage_bytes) {
   if (sizes.size() != strides.size()) {
-    pickle_corrupt(fmt::format("the tensor has {} sizes but {} strides", sizes.size(),
-                               strides.size()));
+    pickle_corrupt(
+        fmt::format("the tensor has {} sizes but {} strides", sizes.size(), strides.size()));
   }
   if (offset < 0) {
     pickle_corrupt(fmt::format("the tensor has a negative storage offset {}", offset));
@@ -60,10 +60,10 @@ void check_view(const std::vector<int64_t>& sizes,
   int64_t end_byte = 0;
   if (__builtin_mul_overflow(last + 1, item_size, &end_byte) ||
       static_cast<uint64_t>(end_byte) > storage_bytes) {
-    pickle_corrupt(fmt::format("the tensor (offset {}, sizes {}, strides {}) reaches past its "
-                               "storage: the storage holds {} bytes, the view needs {}",
-                               offset, sizes, strides, storage_bytes,
-                               static_cast<uint64_t>(end_byte)));
+    pickle_corrupt(
+        fmt::format("the tensor (offset {}, sizes {}, strides {}) reaches past its "
+                    "storage: the storage holds {} bytes, the view needs {}",
+                    offset, sizes, strides, storage_bytes, static_cast<uint64_t>(end_byte)));
   }
 }
 
@@ -72,8 +72,9 @@ Value* view_of_storage(const Value& args, c10::ScalarType dtype, ValueArena& are
   const Value& storage = *args.items[0];
   const Value& offset = *args.items[1];
   if (storage.kind != ValueKind::kStorage || offset.kind != ValueKind::kInt) {
-    pickle_corrupt("a tensor rebuilt from a value that is not a storage, or with an offset "
-                   "that is not an int");
+    pickle_corrupt(
+        "a tensor rebuilt from a value that is not a storage, or with an offset "
+        "that is not an int");
   }
   if (dtype == c10::ScalarType::Undefined) {
     dtype = storage.dtype;
@@ -132,8 +133,8 @@ Value* rebuild_tensor(const std::string& name, const Value& args, ValueArena& ar
   if (name == "torch._tensor._rebuild_from_type_v2") {
     expect_arity(name, args, 4, 4);
     const Value& func = *args.items[0];
-    if (func.kind != ValueKind::kGlobal || !is_tensor_rebuild(func.text) ||
-        func.text == name || args.items[2]->kind != ValueKind::kTuple) {
+    if (func.kind != ValueKind::kGlobal || !is_tensor_rebuild(func.text) || func.text == name ||
+        args.items[2]->kind != ValueKind::kTuple) {
       pickle_corrupt("_rebuild_from_type_v2 of a value that is not a tensor rebuild function");
     }
     Value* out = rebuild_tensor(func.text, *args.items[2], arena);
@@ -142,9 +143,10 @@ Value* rebuild_tensor(const std::string& name, const Value& args, ValueArena& ar
     }
     return out;
   }
-  pickle_unsupported(fmt::format("a tensor rebuilt by {} (only dense strided tensors are read: "
-                                 "no sparse, quantized, nested, meta or subclass tensors)",
-                                 name));
+  pickle_unsupported(
+      fmt::format("a tensor rebuilt by {} (only dense strided tensors are read: "
+                  "no sparse, quantized, nested, meta or subclass tensors)",
+                  name));
 }
 
 }  // namespace detail

@@ -26,8 +26,8 @@ enum class ValueKind : uint8_t {
   kStr,
   kBytes,
   kList,
-  kTuple,   ///< also torch.Size (type_name "torch.Size")
-  kDict,    ///< dict, collections.OrderedDict, collections.Counter
+  kTuple,  ///< also torch.Size (type_name "torch.Size")
+  kDict,   ///< dict, collections.OrderedDict, collections.Counter
   kSet,
   kGlobal,  ///< an allow-listed global (pickle_globals.h)
   kStorage,

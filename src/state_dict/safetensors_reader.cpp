@@ -7,21 +7,21 @@
 // sizes equal to shape x dtype size, ranges contiguous without overlaps or
 // gaps and covering the whole data.
 
-#include "state_dict/errors.h"
-#include "state_dict/file_io.h"
-#include "state_dict/formats.h"
-#include "state_dict/safetensors_dtype.h"
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 #include <vector>
+
+#include "state_dict/errors.h"
+#include "state_dict/file_io.h"
+#include "state_dict/formats.h"
+#include "state_dict/safetensors_dtype.h"
 
 namespace mha {
 namespace detail {
@@ -48,8 +48,7 @@ json parse_header(const std::string& path, const char* begin, const char* end) {
   std::vector<std::set<std::string>> keys_by_object;
   std::string duplicate;
   bool too_deep = false;
-  const json::parser_callback_t callback = [&](int depth, json::parse_event_t event,
-                                               json& parsed) {
+  const json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxHeaderDepth) {
       too_deep = true;
       throw std::runtime_error("too deep");
@@ -82,7 +81,9 @@ json parse_header(const std::string& path, const char* begin, const char* end) {
 }
 
 /// A non-negative integer of the header, or an error naming tensor `name`'s `what`.
-uint64_t header_uint(const std::string& path, const json& value, const std::string& name,
+uint64_t header_uint(const std::string& path,
+                     const json& value,
+                     const std::string& name,
                      const char* what) {
   if (!value.is_number_unsigned()) {
     fail_file(path, fmt::format("invalid safetensors header: tensor '{}' {} is {}, expected a "
@@ -109,8 +110,10 @@ c10::ScalarType entry_dtype(const std::string& path, const std::string& name, co
 }
 
 /// The entry's shape, checked; `bytes` becomes the size of its data.
-std::vector<int64_t> entry_shape(const std::string& path, const std::string& name,
-                                 const json& info, uint64_t& bytes) {
+std::vector<int64_t> entry_shape(const std::string& path,
+                                 const std::string& name,
+                                 const json& info,
+                                 uint64_t& bytes) {
   const auto& shape_json = info.at("shape");
   if (!shape_json.is_array()) {
     fail_file(path, fmt::format("invalid safetensors header: tensor '{}' has shape {}, expected "
@@ -137,8 +140,8 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!info.contains(field)) {
-      fail_file(path, fmt::format("invalid safetensors header: tensor '{}' has no '{}'", name,
-                                  field));
+      fail_file(path,
+                fmt::format("invalid safetensors header: tensor '{}' has no '{}'", name, field));
     }
   }
   TensorEntry entry{name, entry_dtype(path, name, info), {}, 0, 0};
@@ -212,7 +215,8 @@ void check_metadata(const std::string& path, const json& metadata) {
 }
 
 /// The header's tensor entries, each inside the `data_bytes` after the header.
-std::vector<TensorEntry> parse_entries(const std::string& path, const json& header,
+std::vector<TensorEntry> parse_entries(const std::string& path,
+                                       const json& header,
                                        uint64_t data_bytes) {
   std::vector<TensorEntry> entries;
   for (const auto& [name, info] : header.items()) {
@@ -232,7 +236,8 @@ std::vector<TensorEntry> parse_entries(const std::string& path, const json& head
 }
 
 /// The ranges, in file order, must tile the data exactly.
-void check_coverage(const std::string& path, const std::vector<TensorEntry>& entries,
+void check_coverage(const std::string& path,
+                    const std::vector<TensorEntry>& entries,
                     uint64_t data_bytes) {
   std::vector<const TensorEntry*> by_offset;
   for (const auto& entry : entries) {
@@ -245,9 +250,9 @@ void check_coverage(const std::string& path, const std::vector<TensorEntry>& ent
   const TensorEntry* previous = nullptr;
   for (const TensorEntry* entry : by_offset) {
     if (entry->begin < expected_begin) {
-      fail_file(path, fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap",
-                                  previous->name, previous->begin, previous->end, entry->name,
-                                  entry->begin, entry->end));
+      fail_file(path,
+                fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", previous->name,
+                            previous->begin, previous->end, entry->name, entry->begin, entry->end));
     }
     if (entry->begin > expected_begin) {
       fail_file(path, fmt::format("tensor '{}' starts at {}, leaving bytes [{}, {}) unused",
@@ -264,7 +269,8 @@ void check_coverage(const std::string& path, const std::vector<TensorEntry>& ent
 }
 
 /// Reads each tensor's bytes straight into it (everything was checked).
-TensorMap read_tensors(InputFile& file, const std::vector<TensorEntry>& entries,
+TensorMap read_tensors(InputFile& file,
+                       const std::vector<TensorEntry>& entries,
                        uint64_t data_start) {
   TensorMap out;
   for (const auto& entry : entries) {

@@ -2,16 +2,16 @@
 // order, after a JSON header padded with spaces to a multiple of 8 bytes (as
 // the reference implementation does, so that the data is aligned).
 
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
 #include "state_dict/errors.h"
 #include "state_dict/file_io.h"
 #include "state_dict/formats.h"
 #include "state_dict/safetensors_dtype.h"
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include <cstdint>
-#include <cstring>
 
 namespace mha {
 namespace detail {
@@ -23,8 +23,8 @@ void write_safetensors(const NamedTensors& tensors, const std::string& path) {
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     if (name == "__metadata__" || header.contains(name)) {
-      fail_file(path, fmt::format("cannot write tensor '{}': the name is reserved or repeated",
-                                  name));
+      fail_file(path,
+                fmt::format("cannot write tensor '{}': the name is reserved or repeated", name));
     }
     const auto dtype = dtype_to_safetensors(tensor.scalar_type());
     if (!dtype) {

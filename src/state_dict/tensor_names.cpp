@@ -29,12 +29,18 @@ std::optional<std::string> key_segment(const Value& key) {
 /// How a skipped path names a dict key that is not a str or an int.
 const char* key_label(const Value& key) {
   switch (key.kind) {
-    case ValueKind::kBool: return "<bool key>";
-    case ValueKind::kFloat: return "<float key>";
-    case ValueKind::kNone: return "<None key>";
-    case ValueKind::kBytes: return "<bytes key>";
-    case ValueKind::kTuple: return key.text.empty() ? "<tuple key>" : "<other key>";
-    default: return "<other key>";
+    case ValueKind::kBool:
+      return "<bool key>";
+    case ValueKind::kFloat:
+      return "<float key>";
+    case ValueKind::kNone:
+      return "<None key>";
+    case ValueKind::kBytes:
+      return "<bytes key>";
+    case ValueKind::kTuple:
+      return key.text.empty() ? "<tuple key>" : "<other key>";
+    default:
+      return "<other key>";
   }
 }
 
@@ -76,15 +82,19 @@ class Namer {
     }
     charge(name.size() + where.size() + 1);
     switch (value.kind) {
-      case ValueKind::kTensor: add(value, name, where); break;
-      case ValueKind::kDict: enter(value, [&] { visit_dict(value, name, where, depth); }); break;
+      case ValueKind::kTensor:
+        add(value, name, where);
+        break;
+      case ValueKind::kDict:
+        enter(value, [&] { visit_dict(value, name, where, depth); });
+        break;
       case ValueKind::kList:
       case ValueKind::kTuple:
         enter(value, [&] {
           for (size_t i = 0; i < value.items.size(); ++i) {
             if (holds_tensor(*value.items[i], 0)) {
-              visit(*value.items[i], join(name, std::to_string(i)),
-                    fmt::format("{}[{}]", where, i), depth + 1);
+              visit(*value.items[i], join(name, std::to_string(i)), fmt::format("{}[{}]", where, i),
+                    depth + 1);
             }
           }
         });
@@ -96,7 +106,8 @@ class Namer {
           }
         }
         break;
-      default: break;  // not a tensor, nothing inside
+      default:
+        break;  // not a tensor, nothing inside
     }
   }
 
@@ -110,8 +121,7 @@ class Namer {
     on_path_.erase(&container);
   }
 
-  void visit_dict(const Value& dict, const std::string& name, const std::string& where,
-                  int depth) {
+  void visit_dict(const Value& dict, const std::string& name, const std::string& where, int depth) {
     for (const size_t i : kept_entries(dict)) {
       const Value& key = *dict.items[2 * i];
       const Value& value = *dict.items[2 * i + 1];

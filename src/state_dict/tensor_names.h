@@ -4,9 +4,9 @@
 // the dotted name of every tensor a pickled value holds, and the paths of the
 // tensors the rules skip.
 
-#include "state_dict/pickle_value.h"
-
 #include <mha/state_dict.h>
+
+#include "state_dict/pickle_value.h"
 
 namespace mha {
 namespace detail {

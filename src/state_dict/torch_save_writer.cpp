@@ -4,14 +4,14 @@
 // `torch.jit._pickle.restore_type_tag`, a global that Python's
 // `torch.load(weights_only=True)` refuses.
 
-#include "state_dict/errors.h"
-#include "state_dict/formats.h"
-
 #include <ATen/core/Dict.h>
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+
+#include "state_dict/errors.h"
+#include "state_dict/formats.h"
 
 namespace mha {
 namespace detail {

@@ -1,10 +1,10 @@
 // Reads the named parameters and buffers of a TorchScript archive
 // (`torch.jit.save(torch.jit.script(model), path)`) with `torch::jit::load`.
 
+#include <torch/script.h>
+
 #include "state_dict/errors.h"
 #include "state_dict/formats.h"
-
-#include <torch/script.h>
 
 namespace mha {
 namespace detail {

@@ -15,13 +15,10 @@
 // Build: -DCMAKE_CXX_COMPILER=clang++ -DMHA_BUILD_FUZZERS=ON (implies ASan+UBSan).
 // Run:   source tests/sanitizers/env.sh; mha_fuzz_forward NEW_CORPUS tests/fuzz/corpus/forward
 
-#include "silent_warnings.h"
-
-#include <mha/functional.h>
-#include <mha/multihead_attention.h>
-
 #include <c10/util/Exception.h>
 #include <fuzzer/FuzzedDataProvider.h>
+#include <mha/functional.h>
+#include <mha/multihead_attention.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -33,6 +30,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "silent_warnings.h"
 
 namespace {
 
@@ -46,7 +45,7 @@ using torch::Tensor;
 
 constexpr c10::ScalarType kFloatTypes[] = {torch::kFloat32, torch::kFloat64, torch::kFloat16,
                                            torch::kBFloat16};
-constexpr c10::ScalarType kMaskTypes[] = {torch::kBool,    torch::kFloat32, torch::kFloat64,
+constexpr c10::ScalarType kMaskTypes[] = {torch::kBool,    torch::kFloat32,  torch::kFloat64,
                                           torch::kFloat16, torch::kBFloat16, torch::kInt64,
                                           torch::kUInt8,   torch::kInt32};
 
@@ -78,7 +77,10 @@ struct Decoder {
       const int specials = static_cast<int>(small(0, 3)) == 0 ? static_cast<int>(small(1, 3)) : 0;
       static const double kSpecial[] = {std::numeric_limits<double>::quiet_NaN(),
                                         std::numeric_limits<double>::infinity(),
-                                        -std::numeric_limits<double>::infinity(), 1e30, -1e30, 0.0};
+                                        -std::numeric_limits<double>::infinity(),
+                                        1e30,
+                                        -1e30,
+                                        0.0};
       auto flat = t.view(-1);
       for (int i = 0; i < specials; ++i) {
         flat[small(0, t.numel() - 1)] = kSpecial[small(0, 5)];
@@ -184,8 +186,11 @@ struct Call {
 /// query, key and value with their identity (0: q=k=v, 1: k=v, 2: none, 3:
 /// v=q), usually of valid shapes, sometimes another dtype or a leaf that
 /// requires grad.
-void decode_inputs(Decoder& d, const mha::MultiheadAttentionOptions& options,
-                   c10::ScalarType dtype, bool grad, Call& c) {
+void decode_inputs(Decoder& d,
+                   const mha::MultiheadAttentionOptions& options,
+                   c10::ScalarType dtype,
+                   bool grad,
+                   Call& c) {
   const int64_t E = options.embed_dim();
   const int64_t kdim = options.kdim().value_or(E), vdim = options.vdim().value_or(E);
   c.batched = !d.rarely(5);
@@ -195,19 +200,29 @@ void decode_inputs(Decoder& d, const mha::MultiheadAttentionOptions& options,
   const int identity = static_cast<int>(d.small(0, 3));
   if (identity == 0) c.S = c.L;
   auto input = [&](int64_t length, int64_t features) {
-    std::vector<int64_t> shape = !c.batched               ? std::vector<int64_t>{length, features}
-                                 : options.batch_first() ? std::vector<int64_t>{c.N, length, features}
-                                                         : std::vector<int64_t>{length, c.N, features};
+    std::vector<int64_t> shape = !c.batched ? std::vector<int64_t>{length, features}
+                                 : options.batch_first()
+                                     ? std::vector<int64_t>{c.N, length, features}
+                                     : std::vector<int64_t>{length, c.N, features};
     Tensor t = d.values(d.shape(shape), d.rarely(10) ? d.float_type() : dtype);
     // A leaf (strides kept) that requires grad, when grad mode is on.
     return grad ? t.detach().requires_grad_(at::isFloatingType(t.scalar_type())) : t;
   };
   c.query = input(c.L, E);
   switch (identity) {
-    case 0: c.key = c.value = c.query; break;
-    case 1: c.key = c.value = input(c.S, kdim); break;
-    case 3: c.key = input(c.S, kdim); c.value = c.query; break;
-    default: c.key = input(c.S, kdim); c.value = input(c.S, vdim);
+    case 0:
+      c.key = c.value = c.query;
+      break;
+    case 1:
+      c.key = c.value = input(c.S, kdim);
+      break;
+    case 3:
+      c.key = input(c.S, kdim);
+      c.value = c.query;
+      break;
+    default:
+      c.key = input(c.S, kdim);
+      c.value = input(c.S, vdim);
   }
 }
 
@@ -240,8 +255,10 @@ void decode_masks(Decoder& d, int64_t num_heads, Call& c) {
 
 /// The functional form (sequence-first) with the module's weights, and
 /// static_k/static_v sometimes.
-std::tuple<Tensor, Tensor> call_functional(Decoder& d, const mha::MultiheadAttention& module,
-                                           c10::ScalarType dtype, const Call& c) {
+std::tuple<Tensor, Tensor> call_functional(Decoder& d,
+                                           const mha::MultiheadAttention& module,
+                                           c10::ScalarType dtype,
+                                           const Call& c) {
   namespace F = mha::functional;
   const auto& options = module->options;
   const int64_t E = options.embed_dim(), num_heads = options.num_heads();

@@ -3,7 +3,8 @@
 // Contract and checks: weights_fuzz_target.h. Seeds: tests/fuzz/corpus/safetensors.
 //
 // Build: -DCMAKE_CXX_COMPILER=clang++-19 -DMHA_BUILD_FUZZERS=ON
-// Run:   source tests/sanitizers/env.sh; mha_fuzz_safetensors NEW_CORPUS tests/fuzz/corpus/safetensors
+// Run:   source tests/sanitizers/env.sh; mha_fuzz_safetensors NEW_CORPUS
+// tests/fuzz/corpus/safetensors
 
 #include "weights_fuzz_target.h"
 

@@ -3,7 +3,8 @@
 // Contract and checks: weights_fuzz_target.h. Seeds: tests/fuzz/corpus/torch_save.
 //
 // Build: -DCMAKE_CXX_COMPILER=clang++-19 -DMHA_BUILD_FUZZERS=ON
-// Run:   source tests/sanitizers/env.sh; mha_fuzz_torch_save -max_len=65536 NEW_CORPUS tests/fuzz/corpus/torch_save
+// Run:   source tests/sanitizers/env.sh; mha_fuzz_torch_save -max_len=65536 NEW_CORPUS
+// tests/fuzz/corpus/torch_save
 
 #include "weights_fuzz_target.h"
 

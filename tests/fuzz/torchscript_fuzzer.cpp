@@ -4,7 +4,8 @@
 // Contract and checks: weights_fuzz_target.h. Seeds: tests/fuzz/corpus/torchscript.
 //
 // Build: -DCMAKE_CXX_COMPILER=clang++-19 -DMHA_BUILD_FUZZERS=ON
-// Run:   source tests/sanitizers/env.sh; mha_fuzz_torchscript -max_len=65536 NEW_CORPUS tests/fuzz/corpus/torchscript
+// Run:   source tests/sanitizers/env.sh; mha_fuzz_torchscript -max_len=65536 NEW_CORPUS
+// tests/fuzz/corpus/torchscript
 
 #include "weights_fuzz_target.h"
 

@@ -18,14 +18,9 @@
 // - a load that throws leaves the module's parameters bitwise unchanged; a load
 //   that succeeds gives a module whose forward returns the documented shape.
 
-#include "module_state.h"
-#include "silent_warnings.h"
-#include "state_dict/formats.h"
-
+#include <c10/util/Exception.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
-
-#include <c10/util/Exception.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -37,6 +32,10 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "module_state.h"
+#include "silent_warnings.h"
+#include "state_dict/formats.h"
 
 namespace mha_fuzz {
 
@@ -122,9 +121,8 @@ inline int fuzz_weights_file(const char* target, Reader reader, const uint8_t* d
     sink = sink + touch_addressed_bytes(tensor);
   }
 
-  const bool loaded = completes(target, "load_state_dict", path, [&] {
-    mha::load_state_dict(*module, path);
-  });
+  const bool loaded =
+      completes(target, "load_state_dict", path, [&] { mha::load_state_dict(*module, path); });
   if (!loaded) {
     if (const auto what = mha::support::state_difference(mha::support::snapshot(*module), original);
         !what.empty()) {

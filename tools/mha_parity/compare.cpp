@@ -28,11 +28,10 @@ Comparison compare(const std::string& name,
   if (a.numel() > 0) {
     c.max_abs_error = diff.max().item<double>();
     const auto nonzero = e != 0;
-    c.max_rel_error = nonzero.any().item<bool>()
-                          ? (diff.masked_select(nonzero) / e.abs().masked_select(nonzero))
-                                .max()
-                                .item<double>()
-                          : 0.0;
+    c.max_rel_error =
+        nonzero.any().item<bool>()
+            ? (diff.masked_select(nonzero) / e.abs().masked_select(nonzero)).max().item<double>()
+            : 0.0;
   }
   c.allclose = torch::allclose(a, e, rtol, atol, /*equal_nan=*/true);
   return c;
@@ -43,10 +42,11 @@ std::string format_comparison(const Comparison& c) {
     return fmt::format("  {:<8} shape {} but Python's is {}: FAIL", c.name, c.actual_shape,
                        c.expected_shape);
   }
-  return fmt::format("  {:<8} shape {}  max abs err {:.3g}  max rel err {:.3g}  "
-                     "allclose(rtol={:g}, atol={:g}): {}",
-                     c.name, c.actual_shape, c.max_abs_error, c.max_rel_error, c.rtol, c.atol,
-                     c.allclose ? "PASS" : "FAIL");
+  return fmt::format(
+      "  {:<8} shape {}  max abs err {:.3g}  max rel err {:.3g}  "
+      "allclose(rtol={:g}, atol={:g}): {}",
+      c.name, c.actual_shape, c.max_abs_error, c.max_rel_error, c.rtol, c.atol,
+      c.allclose ? "PASS" : "FAIL");
 }
 
 }  // namespace parity_tool

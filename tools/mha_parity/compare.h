@@ -19,7 +19,7 @@ struct Comparison {
   double max_rel_error = 0.0;  ///< max |actual - expected| / |expected| over nonzero expected
   double rtol = 0.0;
   double atol = 0.0;
-  bool allclose = false;       ///< torch::allclose(actual, expected, rtol, atol, equal_nan)
+  bool allclose = false;  ///< torch::allclose(actual, expected, rtol, atol, equal_nan)
 };
 
 /// Compares in float64; NaNs match NaNs.
@@ -30,7 +30,8 @@ Comparison compare(const std::string& name,
                    double atol);
 
 /// One report line, e.g.
-/// "  output   shape [128, 4, 512]  max abs err 1.19e-07  max rel err 2.1e-06  allclose(rtol=1.3e-06, atol=1e-05): PASS"
+/// "  output   shape [128, 4, 512]  max abs err 1.19e-07  max rel err 2.1e-06
+/// allclose(rtol=1.3e-06, atol=1e-05): PASS"
 std::string format_comparison(const Comparison& comparison);
 
 }  // namespace parity_tool

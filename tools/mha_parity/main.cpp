@@ -6,17 +6,12 @@
 //
 // Exit status: 0 parity, 1 no parity, 2 bad input (arguments or files).
 
-#include "compare.h"
-#include "dtype_names.h"
-#include "tolerances.h"
-
-#include <mha/multihead_attention.h>
-#include <mha/state_dict.h>
-#include <reference_bundle.h>
-
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
+#include <mha/multihead_attention.h>
+#include <mha/state_dict.h>
+#include <reference_bundle.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -28,6 +23,10 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "compare.h"
+#include "dtype_names.h"
+#include "tolerances.h"
 
 namespace mha {
 namespace parity_tool {
@@ -263,9 +262,9 @@ Job job_from_bundle(const Args& args) {
   job.python_median_us = reference.python_median_us;
   job.python_threads = reference.python_threads;
   job.title = fmt::format("{} ({})", args.bundle, describe(reference.options, job.query));
-  TORCH_CHECK(!job.expected.empty(),
-              fmt::format("{}: the bundle has no expected output (Python raised an error)",
-                          args.bundle));
+  TORCH_CHECK(
+      !job.expected.empty(),
+      fmt::format("{}: the bundle has no expected output (Python raised an error)", args.bundle));
   return job;
 }
 
@@ -283,9 +282,9 @@ Job job_from_files(const Args& args) {
                           "for qkv/proj names)",
                           args.weights, args.prefix));
   const int64_t embed_dim = named.at("out_proj.weight").size(0);
-  TORCH_CHECK(!args.embed_dim || *args.embed_dim == embed_dim,
-              fmt::format("--embed-dim {} but the weights have embed_dim {}", *args.embed_dim,
-                          embed_dim));
+  TORCH_CHECK(
+      !args.embed_dim || *args.embed_dim == embed_dim,
+      fmt::format("--embed-dim {} but the weights have embed_dim {}", *args.embed_dim, embed_dim));
   MultiheadAttentionOptions options(embed_dim, *args.num_heads);
   options.batch_first(args.batch_first)
       .bias(named.count("in_proj_bias") > 0)
@@ -402,7 +401,8 @@ int run(const Args& args) {
     actual.emplace("weights", weights);
   }
   if (job.expected.empty()) {
-    fmt::print("  no Python outputs to compare with (put 'output' in --inputs or use --expected)\n");
+    fmt::print(
+        "  no Python outputs to compare with (put 'output' in --inputs or use --expected)\n");
   }
   for (const auto& [name, expected] : job.expected) {
     const auto found = actual.find(name);

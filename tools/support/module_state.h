@@ -35,7 +35,7 @@ inline ModuleState snapshot(const torch::nn::Module& module) {
 inline std::string state_difference(const ModuleState& a, const ModuleState& b) {
   if (a.size() != b.size()) {
     return "the number of tensors changed from " + std::to_string(b.size()) + " to " +
-        std::to_string(a.size());
+           std::to_string(a.size());
   }
   for (size_t i = 0; i < a.size(); ++i) {
     const auto& [name, x] = a[i];
@@ -45,8 +45,8 @@ inline std::string state_difference(const ModuleState& a, const ModuleState& b) 
       what << "tensor " << i << " is '" << name << "', was '" << b[i].first << "'";
     } else if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type()) {
       what << name << " changed shape or dtype";
-    } else if (x.numel() > 0 && std::memcmp(x.contiguous().data_ptr(), y.contiguous().data_ptr(),
-                                            x.nbytes()) != 0) {
+    } else if (x.numel() > 0 &&
+               std::memcmp(x.contiguous().data_ptr(), y.contiguous().data_ptr(), x.nbytes()) != 0) {
       what << name << " changed value";
     }
     if (!what.str().empty()) return what.str();

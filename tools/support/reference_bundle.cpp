@@ -1,7 +1,5 @@
 #include "reference_bundle.h"
 
-#include "dtype_names.h"
-
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <torch/nn/utils.h>
@@ -9,6 +7,8 @@
 
 #include <fstream>
 #include <iterator>
+
+#include "dtype_names.h"
 
 namespace mha {
 namespace support {
@@ -45,7 +45,8 @@ class DictReader {
   }
   double real(const std::string& key) const {
     const auto value = get(key);
-    TORCH_CHECK(value.isDouble() || value.isInt(), fmt::format("{}: '{}' is not a number", where_, key));
+    TORCH_CHECK(value.isDouble() || value.isInt(),
+                fmt::format("{}: '{}' is not a number", where_, key));
     return value.isDouble() ? value.toDouble() : static_cast<double>(value.toInt());
   }
   bool boolean(const std::string& key) const {
@@ -82,18 +83,17 @@ class DictReader {
 
 ReferenceCase read_reference_case(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
-  TORCH_CHECK(file,
-              fmt::format("reference file {} cannot be opened; run `python "
-                          "scripts/export_reference.py --out <dir>` to write it",
-                          path));
+  TORCH_CHECK(file, fmt::format("reference file {} cannot be opened; run `python "
+                                "scripts/export_reference.py --out <dir>` to write it",
+                                path));
   const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
                                 std::istreambuf_iterator<char>());
   const c10::IValue root = torch::pickle_load(bytes);
   TORCH_CHECK(root.isGenericDict(), fmt::format("{}: expected a dict at the top level", path));
   const DictReader top(root.toGenericDict(), path);
   TORCH_CHECK(top.has("magic") && top.integer("magic") == kReferenceMagic,
-              fmt::format("{}: bad magic, expected {}; not a file from export_reference.py",
-                          path, kReferenceMagic));
+              fmt::format("{}: bad magic, expected {}; not a file from export_reference.py", path,
+                          kReferenceMagic));
   TORCH_CHECK(top.integer("version") == kReferenceVersion,
               fmt::format("{}: format version {}, expected {}; regenerate it", path,
                           top.integer("version"), kReferenceVersion));
@@ -152,7 +152,8 @@ std::tuple<Tensor, Tensor, Tensor> make_inputs(const ReferenceCase& reference,
                                                bool requires_grad,
                                                torch::Device device) {
   auto leaf = [&](const char* name) {
-    return reference.inputs.at(name).to(device, /*non_blocking=*/false, /*copy=*/true)
+    return reference.inputs.at(name)
+        .to(device, /*non_blocking=*/false, /*copy=*/true)
         .requires_grad_(requires_grad);
   };
   const Tensor query = leaf("query");

@@ -5,7 +5,6 @@
 // gradients), saved by `torch.save` as a plain dict of plain values and tensors.
 
 #include <mha/multihead_attention.h>
-
 #include <torch/types.h>
 
 #include <cstdint>
@@ -34,18 +33,18 @@ struct ReferenceCase {
   bool is_causal = false;
   bool training = false;
   bool grad = false;
-  std::string qkv_identity;  ///< "qkv": q is k is v; "kv": k is v; "none"
-  std::string dtype;         ///< Python's name: float16, bfloat16, float32 or float64
-  int64_t forward_seed = 0;  ///< torch::manual_seed before forward (dropout)
-  int64_t init_seed = 0;     ///< torch::manual_seed before construction
+  std::string qkv_identity;      ///< "qkv": q is k is v; "kv": k is v; "none"
+  std::string dtype;             ///< Python's name: float16, bfloat16, float32 or float64
+  int64_t forward_seed = 0;      ///< torch::manual_seed before forward (dropout)
+  int64_t init_seed = 0;         ///< torch::manual_seed before construction
   NamedTensors init_state_dict;  ///< float32 parameters right after construction
   NamedTensors state_dict;       ///< the weights the outputs were computed with
-  std::map<std::string, torch::Tensor> inputs;     ///< query, key, value, masks
-  std::map<std::string, torch::Tensor> expected;   ///< output[, weights]
-  std::map<std::string, torch::Tensor> cotangents; ///< output[, weights]
-  std::map<std::string, torch::Tensor> grads;      ///< query/key/value, param.<name>
-  std::optional<double> python_median_us;          ///< bundles only
-  std::optional<int64_t> python_threads;           ///< bundles only: threads Python was timed on
+  std::map<std::string, torch::Tensor> inputs;      ///< query, key, value, masks
+  std::map<std::string, torch::Tensor> expected;    ///< output[, weights]
+  std::map<std::string, torch::Tensor> cotangents;  ///< output[, weights]
+  std::map<std::string, torch::Tensor> grads;       ///< query/key/value, param.<name>
+  std::optional<double> python_median_us;           ///< bundles only
+  std::optional<int64_t> python_threads;            ///< bundles only: threads Python was timed on
 };
 
 /// Reads a reference file; throws c10::Error naming the file and the problem
@@ -59,9 +58,7 @@ MultiheadAttention make_module(const ReferenceCase& reference);
 /// query, key, value as fresh leaf tensors with Python's identity
 /// (the same tensor object where Python passed the same object), on `device`.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> make_inputs(
-    const ReferenceCase& reference,
-    bool requires_grad,
-    torch::Device device = torch::kCPU);
+    const ReferenceCase& reference, bool requires_grad, torch::Device device = torch::kCPU);
 
 }  // namespace support
 }  // namespace mha

@@ -22,10 +22,14 @@ struct Tolerance {
 /// coarsely.
 inline Tolerance parity_tolerance(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::Double: return {0.0, 1e-10};
-    case c10::ScalarType::Half: return {1e-3, 1.0 / 1024};
-    case c10::ScalarType::BFloat16: return {1.6e-2, 1.0 / 128};
-    default: return {1e-4, 1e-5};
+    case c10::ScalarType::Double:
+      return {0.0, 1e-10};
+    case c10::ScalarType::Half:
+      return {1e-3, 1.0 / 1024};
+    case c10::ScalarType::BFloat16:
+      return {1.6e-2, 1.0 / 128};
+    default:
+      return {1e-4, 1e-5};
   }
 }
 
