@@ -295,7 +295,7 @@ TEST_F(KVCacheTest, BadInputNamesTheArgumentAndChangesNothing) {
   EXPECT_REJECTED(m->forward_cached(step, step, step, cache, torch::zeros({2, 4}, torch::kBool)),
                   "Expected key_padded_mask.shape[1] to be 5, but got 4");
   EXPECT_REJECTED(m->forward_cached(step, step, step, cache, {}, false, torch::zeros({1, 4})),
-                  "The shape of the 2D attn_mask is [1, 4], but should be [1, 5].");
+                  "The shape of the 2D attn_mask is torch.Size([1, 4]), but should be (1, 5).");
   EXPECT_REJECTED(m->forward_cached(step, step, step, cache, torch::zeros({2, 5}, torch::kInt)),
                   "key_padding_mask");
   const Tensor three = torch::randn({3, 2, 8});
