@@ -17,6 +17,7 @@
 
 #include "counting_allocator.h"
 #include "dtype_names.h"
+#include "parity_report.h"
 #include "support.h"
 #include "tolerances.h"
 
@@ -61,13 +62,6 @@ DecodingCase read_case(const std::string& name) {
   c.kind = c.at("kind").toStringRef();
   c.dtype = c.at("dtype").toStringRef();
   return c;
-}
-
-std::vector<std::string> case_names() {
-  std::ifstream manifest(reference_dir() + "/manifest.txt");
-  std::vector<std::string> names;
-  for (std::string line; std::getline(manifest, line);) names.push_back(line);
-  return names;
 }
 
 MultiheadAttention make_module(const DecodingCase& c) {
@@ -176,7 +170,7 @@ std::vector<int64_t> steps(int64_t prompt, int64_t count) {
 constexpr int64_t kPrompt = 37;
 
 TEST(KVCacheParity, DecodesPythonsFullForward) {
-  const auto names = case_names();
+  const auto names = mha::support::read_manifest(reference_dir());
   ASSERT_FALSE(names.empty()) << "no manifest in " << reference_dir();
   for (const auto& name : names) {
     const DecodingCase c = read_case(name);

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "dtype_names.h"
+#include "parity_report.h"
 #include "reference_bundle.h"
 #include "support.h"
 #include "tolerances.h"
@@ -26,45 +27,14 @@ std::string reference_dir() {
   return dir ? dir : MHA_DEFAULT_REFERENCE_DIR;
 }
 
-/// Case names from the manifest written next to the cases.
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  std::ifstream manifest(reference_dir() + "/manifest.txt");
-  for (std::string line; std::getline(manifest, line);) {
-    if (!line.empty() && line[0] != '#') names.push_back(line);
-  }
-  return names;
+/// Printed after the suite (not deleted: gtest owns registered environments).
+mha::support::BitwiseReport& report() {
+  static auto* const r =
+      static_cast<mha::support::BitwiseReport*>(::testing::AddGlobalTestEnvironment(
+          new mha::support::BitwiseReport("parity", "output, weights, gradients")));
+  return *r;
 }
-
-/// Counts of cases compared bit for bit, per dtype, printed after the suite.
-struct BitwiseTally {
-  std::map<std::string, std::pair<int, int>> per_dtype;  // dtype -> (bitwise, total)
-  std::vector<std::string> not_bitwise;
-  int raises = 0;  // cases where Python raised and mha raised too
-};
-BitwiseTally& tally() {
-  static BitwiseTally t;
-  return t;
-}
-
-class BitwiseReport : public ::testing::Environment {
- public:
-  void TearDown() override {
-    for (const auto& [dtype, counts] : tally().per_dtype) {
-      std::cout << "parity: " << counts.first << " of " << counts.second << " " << dtype
-                << " cases bitwise equal to Python (output, weights, gradients)\n";
-    }
-    if (tally().raises > 0) {
-      std::cout << "parity: " << tally().raises << " cases raise, as they do in Python\n";
-    }
-    if (!tally().not_bitwise.empty()) {
-      std::cout << "parity: not bitwise (within tolerance):";
-      for (const auto& name : tally().not_bitwise) std::cout << " " << name;
-      std::cout << "\n";
-    }
-  }
-};
-const auto* const kReport = ::testing::AddGlobalTestEnvironment(new BitwiseReport);
+const auto& kReport = report();
 
 /// Device the cases run on: cpu, or MHA_PARITY_DEVICE (e.g. cuda) for scripts/gpu_check.sh.
 torch::Device parity_device() {
@@ -136,7 +106,7 @@ TEST_P(ReferenceParity, MatchesPython) {
       std::cout << "  Python: " << python_error.substr(0, 160)
                 << "\n  mha:    " << std::string(e.what_without_backtrace()).substr(0, 160) << "\n";
     }
-    tally().raises += 1;
+    report().add_raise();
     return;
   }
   {
@@ -165,15 +135,12 @@ TEST_P(ReferenceParity, MatchesPython) {
     }
   }
 
-  auto& counts = tally().per_dtype[ref.dtype];
-  counts.second += 1;
-  counts.first += bitwise ? 1 : 0;
-  if (!bitwise) tally().not_bitwise.push_back(ref.name);
+  report().add(ref.dtype, ref.name, bitwise);
 }
 
 INSTANTIATE_TEST_SUITE_P(Python,
                          ReferenceParity,
-                         ::testing::ValuesIn(case_names()),
+                         ::testing::ValuesIn(mha::support::read_manifest(reference_dir())),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
@@ -181,7 +148,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceParity);
 
 /// The fixture must have produced the matrix; an empty run is a failure, not a pass.
 TEST(ReferenceParityManifest, HasAtLeast80Cases) {
-  EXPECT_GE(case_names().size(), 80u)
+  EXPECT_GE(mha::support::read_manifest(reference_dir()).size(), 80u)
       << "run `python scripts/export_reference.py --out " << reference_dir() << "`";
 }
 

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "dtype_names.h"
+#include "parity_report.h"
 #include "silent_warnings.h"
 #include "support.h"
 #include "tolerances.h"
@@ -28,40 +29,14 @@ std::string reference_dir() {
   return dir ? dir : MHA_TRANSFORMER_REFERENCE_DIR;
 }
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  std::ifstream manifest(reference_dir() + "/manifest.txt");
-  for (std::string line; std::getline(manifest, line);) {
-    if (!line.empty() && line[0] != '#') names.push_back(line);
-  }
-  return names;
+/// Printed after the suite (not deleted: gtest owns registered environments).
+mha::support::BitwiseReport& report() {
+  static auto* const r =
+      static_cast<mha::support::BitwiseReport*>(::testing::AddGlobalTestEnvironment(
+          new mha::support::BitwiseReport("transformer parity", "output, gradients")));
+  return *r;
 }
-
-/// dtype -> (bitwise cases, cases); printed after the suite.
-std::map<std::string, std::pair<int, int>>& tally() {
-  static std::map<std::string, std::pair<int, int>> t;
-  return t;
-}
-std::vector<std::string>& not_bitwise() {
-  static std::vector<std::string> names;
-  return names;
-}
-
-class BitwiseReport : public ::testing::Environment {
- public:
-  void TearDown() override {
-    for (const auto& [dtype, counts] : tally()) {
-      std::cout << "transformer parity: " << counts.first << " of " << counts.second << " " << dtype
-                << " cases bitwise equal to Python (output, gradients)\n";
-    }
-    if (!not_bitwise().empty()) {
-      std::cout << "transformer parity: not bitwise (within tolerance):";
-      for (const auto& name : not_bitwise()) std::cout << " " << name;
-      std::cout << "\n";
-    }
-  }
-};
-const auto* const kReport = ::testing::AddGlobalTestEnvironment(new BitwiseReport);
+const auto& kReport = report();
 
 class TransformerParity : public ::testing::TestWithParam<std::string> {
  protected:
@@ -124,22 +99,19 @@ TEST_P(TransformerParity, MatchesPython) {
       compare(actual, expected, "gradient of " + name);
     }
   }
-  auto& counts = tally()[ref.dtype];
-  counts.second += 1;
-  counts.first += bitwise ? 1 : 0;
-  if (!bitwise) not_bitwise().push_back(ref.name);
+  report().add(ref.dtype, ref.name, bitwise);
 }
 
 INSTANTIATE_TEST_SUITE_P(Python,
                          TransformerParity,
-                         ::testing::ValuesIn(case_names()),
+                         ::testing::ValuesIn(mha::support::read_manifest(reference_dir())),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransformerParity);
 
 TEST(TransformerParityManifest, HasTheMatrix) {
-  EXPECT_GE(case_names().size(), 100u)
+  EXPECT_GE(mha::support::read_manifest(reference_dir()).size(), 100u)
       << "run `python scripts/export_transformer_reference.py --out " << reference_dir() << "`";
 }
 
