@@ -134,6 +134,24 @@ std::tuple<Tensor, Tensor> native_lean_masks(const MultiheadAttentionImpl& m,
       m.out_proj->weight, m.out_proj->bias, mask, need_weights, average_attn_weights, mask_type);
 }
 
+/// The packed projection of the fast-path kernels: (N, L, 3E) viewed as
+/// (N, L, 3, H, hd), whose q, k and v slices keep a unit last stride, so that
+/// SDPA and the batched GEMMs read them in place.
+Tensor packed_qkv(const MultiheadAttentionImpl& m, const Tensor& query) {
+  const int64_t num_heads = m.options.num_heads();
+  const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
+  return at::linear(query, m.in_proj_weight, m.in_proj_bias)
+      .view({bsz, seq_len, 3, num_heads, embed_dim / num_heads});
+}
+
+/// A bool mask (true = masked out) as an additive one of `options`: -inf where
+/// masked, 0 elsewhere; undefined stays undefined.
+Tensor additive_mask(const Tensor& masked, const at::TensorOptions& options) {
+  if (!masked.defined()) return Tensor();
+  return at::zeros(masked.sizes(), options)
+      .masked_fill_(masked, -std::numeric_limits<double>::infinity());
+}
+
 /// The fused kernel: query (N, L, E) -> (N, L, E). Masks as the native op
 /// reads them (true = masked out); a row masked out entirely in any head gives
 /// a NaN output row, as the native op's softmax does (SDPA itself gives 0).
@@ -144,12 +162,9 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
                   bool is_causal) {
   const int64_t num_heads = m.options.num_heads();
   const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
-  const int64_t head_dim = embed_dim / num_heads;
 
-  // One GEMM for q, k and v: (N, L, 3E) viewed as (N, L, 3, H, hd); each of q,
-  // k, v is an (N, H, L, hd) view with unit last stride, read in place by SDPA.
-  const Tensor qkv = at::linear(query, m.in_proj_weight, m.in_proj_bias)
-                         .view({bsz, seq_len, 3, num_heads, head_dim});
+  // One GEMM for q, k and v; each of q, k, v is an (N, H, L, hd) view.
+  const Tensor qkv = packed_qkv(m, query);  // (N, L, 3, H, hd)
   const Tensor q = qkv.select(2, 0).transpose(1, 2);
   const Tensor k = qkv.select(2, 1).transpose(1, 2);
   const Tensor v = qkv.select(2, 2).transpose(1, 2);
@@ -161,8 +176,7 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
       causal ? Tensor() : merged_bool_mask(attn_mask, key_padding_mask, bsz, num_heads, seq_len);
   std::optional<Tensor> additive;  // an undefined Tensor would be rejected
   if (masked.defined()) {
-    additive = at::zeros(masked.sizes(), query.options())
-                   .masked_fill_(masked, -std::numeric_limits<double>::infinity());
+    additive = additive_mask(masked, query.options());
   }
 
   Tensor out = at::scaled_dot_product_attention(q, k, v, additive, /*dropout_p=*/0.0, causal);
@@ -219,15 +233,8 @@ std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
   const int64_t num_heads = m.options.num_heads();
   const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
   const int64_t head_dim = embed_dim / num_heads;
-  // (N, L, 3E) viewed as (N, L, 3, H, hd): q, k and v of head h are (N, L, hd)
-  // views with unit last stride, which the batched GEMMs read in place.
-  const Tensor qkv = at::linear(query, m.in_proj_weight, m.in_proj_bias)
-                         .view({bsz, seq_len, 3, num_heads, head_dim});
-  Tensor additive;  // (N|1, H|1, L|1, S), -inf where masked out
-  if (masked.defined()) {
-    additive = at::zeros(masked.sizes(), query.options())
-                   .masked_fill_(masked, -std::numeric_limits<double>::infinity());
-  }
+  const Tensor qkv = packed_qkv(m, query);  // (N, L, 3, H, hd): head h's q, k, v are (N, L, hd)
+  const Tensor additive = additive_mask(masked, query.options());  // (N|1, H|1, L|1, S)
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   const int64_t block =
       std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, bsz * seq_len));
