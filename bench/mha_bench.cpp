@@ -221,7 +221,8 @@ FastPathKernel ours_kernel(const InferConfig& c) {
   if (flags.min_length > 0 && !c.need_weights) {
     return c.shape.seq_len >= flags.min_length ? FastPathKernel::kFused : FastPathKernel::kNative;
   }
-  return mha::detail::choose_fast_path_kernel(c.shape.seq_len, c.need_weights);
+  return mha::detail::choose_fast_path_kernel(c.shape.batch, c.shape.seq_len, c.need_weights,
+                                              c.kpm || c.causal);
 }
 
 /// Every benchmarked call is on Python's fast path (eval, batch-first

@@ -7,9 +7,9 @@ Google Benchmark JSON) and py_NN.json (bench_python.py) for the same group NN.
 Each timing is the median over repetitions (C++) or blocks (Python), in
 microseconds. Each group carries its own GEMM peak, and every ratio and every
 % of peak is taken within one group, i.e. from measurements seconds apart.
-With several directories (the same groups measured again, e.g. on a noisy
-machine), each config's ratios are the medians of its per-sweep ratios, and
-its times the medians of its per-sweep times.
+With several directories (the same groups measured again on a noisy
+machine), each implementation keeps its fastest per-sweep median, and the
+ratios are taken between those (merge_sweeps).
 
 Only the part of docs/benchmarks.md between the GENERATED markers is rewritten;
 the analysis around it is kept.
@@ -92,6 +92,20 @@ def read_python(path):
     return {b["name"]: b for b in data["benchmarks"]}, data.get("context", {})
 
 
+def derive_ratios(rec):
+    """rec's ratios (ours / each peer), GFLOP/s and % of the GEMM peak from its times."""
+    t = rec["time_us"]
+    ours = t.get("ours") or t.get("fused")
+    rec["ratio"] = {}
+    for peer in PEERS + ("native",):
+        if ours and t.get(peer):
+            rec["ratio"][peer] = ours / t[peer]
+    if ours and rec.get("flops"):
+        rec["gflops"] = rec["flops"] / (ours * 1e-6) / 1e9
+        if rec.get("gemm_peak_gflops"):
+            rec["pct_peak"] = 100.0 * rec["gflops"] / rec["gemm_peak_gflops"]
+
+
 def collect(raw):
     configs = {}   # key -> record
     gemm = []      # per group: {group, threads, gflops}
@@ -133,16 +147,7 @@ def collect(raw):
             if info["threads"] in peaks:
                 rec["gemm_peak_gflops"] = peaks[info["threads"]]
     for rec in configs.values():
-        t = rec["time_us"]
-        ours = t.get("ours") or t.get("fused")
-        rec["ratio"] = {}
-        for peer in PEERS + ("native",):
-            if ours and t.get(peer):
-                rec["ratio"][peer] = ours / t[peer]
-        if ours and rec.get("flops"):
-            rec["gflops"] = rec["flops"] / (ours * 1e-6) / 1e9
-            if rec.get("gemm_peak_gflops"):
-                rec["pct_peak"] = 100.0 * rec["gflops"] / rec["gemm_peak_gflops"]
+        derive_ratios(rec)
     for rec in configs.values():
         load_path = os.path.join(raw, f"load_{rec['group']:02d}.json")
         if os.path.exists(load_path):
@@ -248,7 +253,8 @@ def markdown(records, gemm, tgts, contexts, machine):
         sweeps = max(r["sweeps"] for r in repeated)
         lines.append("")
         lines.append(f"{len(repeated)} of {len(records)} configs were measured in {sweeps} "
-                     "sweeps; their times and ratios are the medians of the per-sweep ones.")
+                     "sweeps; each implementation's time is its fastest per-sweep median "
+                     "(other processes only add time), and ratios are taken between those.")
     lines.append("")
     lines.append("### Targets")
     lines.append("")
@@ -418,8 +424,10 @@ def machine_info():
 
 
 def merge_sweeps(sweeps):
-    """One record per config from several sweeps' records: medians of the
-    per-sweep times and of the per-sweep ratios (each taken within a group)."""
+    """One record per config from several sweeps' records. Other processes can
+    only add time, so each implementation keeps its fastest per-sweep median
+    (and each group its fastest GEMM peak), and the ratios are taken between
+    those: every implementation gets its least disturbed measurement."""
     if len(sweeps) == 1:
         return sweeps[0]
     by_key = {}
@@ -430,14 +438,19 @@ def merge_sweeps(sweeps):
     for recs in by_key.values():
         rec = dict(recs[-1])
         rec["sweeps"] = len(recs)
-        for field in ("time_us", "ratio", "peak_bytes"):
-            names = {k for r in recs for k in r[field]}
-            rec[field] = {k: statistics.median(r[field][k] for r in recs if k in r[field])
-                          for k in names}
-        for field in ("gflops", "pct_peak", "others_busy_percent"):
-            values = [r[field] for r in recs if r.get(field) is not None]
-            if values:
-                rec[field] = statistics.median(values)
+        impls = {k for r in recs for k in r["time_us"]}
+        rec["time_us"] = {k: min(r["time_us"][k] for r in recs if r["time_us"].get(k))
+                          for k in impls if any(r["time_us"].get(k) for r in recs)}
+        names = {k for r in recs for k in r["peak_bytes"]}
+        rec["peak_bytes"] = {k: statistics.median(r["peak_bytes"][k] for r in recs
+                                                  if k in r["peak_bytes"]) for k in names}
+        peaks = [r["gemm_peak_gflops"] for r in recs if r.get("gemm_peak_gflops")]
+        if peaks:
+            rec["gemm_peak_gflops"] = max(peaks)
+        busy = [r["others_busy_percent"] for r in recs if r.get("others_busy_percent") is not None]
+        if busy:
+            rec["others_busy_percent"] = max(busy)
+        derive_ratios(rec)
         merged.append(rec)
     return sorted(merged, key=sort_key)
 

@@ -324,11 +324,15 @@ std::string why_not_fast_path(const MultiheadAttentionImpl& m,
   return why_not_devices_or_grad(m, query);
 }
 
-FastPathKernel choose_fast_path_kernel(int64_t seq_len, bool need_weights) {
-  if (need_weights) {
-    return seq_len >= kByHeadMinLength ? FastPathKernel::kByHead : FastPathKernel::kNative;
-  }
-  return seq_len >= kFusedMinLength ? FastPathKernel::kFused : FastPathKernel::kNative;
+FastPathKernel choose_fast_path_kernel(int64_t batch,
+                                       int64_t seq_len,
+                                       bool need_weights,
+                                       bool masked) {
+  const int64_t min_length = !masked && batch == 1 ? kUnmaskedSingleMinLength
+                             : need_weights        ? kByHeadMinLength
+                                                   : kFusedMinLength;
+  if (seq_len < min_length) return FastPathKernel::kNative;
+  return need_weights ? FastPathKernel::kByHead : FastPathKernel::kFused;
 }
 
 std::tuple<Tensor, Tensor> fast_path_forward(FastPathKernel kernel,

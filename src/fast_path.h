@@ -67,21 +67,33 @@ enum class FastPathKernel {
   kByHead,
 };
 
-/// Shortest sequence length at which `choose_fast_path_kernel` picks `kFused`.
-/// Below it the two kernels take the same time within noise (the projections
-/// dominate), so the native op keeps bitwise parity there
-/// (docs/benchmarks.md, "Fused path vs native fast path").
+/// Shortest sequence length at which `choose_fast_path_kernel` picks `kFused`
+/// (with a mask or more than one sequence). Below it the two kernels take the
+/// same time within noise (the projections dominate), so the native op keeps
+/// bitwise parity there (docs/benchmarks.md, "Fused path vs native fast path").
 constexpr int64_t kFusedMinLength = 128;
 
 /// Shortest sequence length at which `choose_fast_path_kernel` picks
-/// `kByHead` for calls with weights. Below it the native op is as fast or
-/// faster (docs/benchmarks.md, "Weights: head by head vs native").
+/// `kByHead` for calls with weights (with a mask or more than one sequence).
+/// Below it the native op is as fast or faster (docs/benchmarks.md,
+/// "`need_weights=true`: the head-by-head kernel and its rule").
 constexpr int64_t kByHeadMinLength = 128;
 
-/// The module's rule, for query length `seq_len` (L): without weights `kFused`
-/// from `kFusedMinLength`; with weights `kByHead` from `kByHeadMinLength`;
+/// Both thresholds for one sequence (N = 1) without masks: there the native
+/// op's batched GEMMs and unmasked softmax tie with or beat both kernels up to
+/// L = 512 (2026-12-01 sweeps: `kFused` 1.00-1.12x and `kByHead` 1.13-1.82x
+/// its time), and both win from L = 1024, also in memory.
+constexpr int64_t kUnmaskedSingleMinLength = 1024;
+
+/// The module's rule for a batch of `batch` (N) queries of length `seq_len`
+/// (L), `masked` when either mask is given: from `kFusedMinLength` (without
+/// weights) or `kByHeadMinLength` (with weights), or from
+/// `kUnmaskedSingleMinLength` for N = 1 without masks, `kFused` or `kByHead`;
 /// else `kNative`.
-FastPathKernel choose_fast_path_kernel(int64_t seq_len, bool need_weights);
+FastPathKernel choose_fast_path_kernel(int64_t batch,
+                                       int64_t seq_len,
+                                       bool need_weights,
+                                       bool masked);
 
 /// Computes a fast-path call with `kernel`. The caller has established that
 /// Python's module takes its fast path here (`why_not_fast_path` is empty and

@@ -146,9 +146,11 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query,
   detail::check_module_inputs(options, first_weight, query, key, value, key_padding_mask, attn_mask,
                               /*check_attn_mask_shape=*/!attn_mask_dropped);
   if (fast_path) {
-    return detail::fast_path_forward(detail::choose_fast_path_kernel(query.size(1), need_weights),
-                                     *this, query, key_padding_mask, need_weights, attn_mask,
-                                     average_attn_weights, is_causal);
+    const bool masked = key_padding_mask.defined() || attn_mask.defined();
+    const auto kernel =  // query: (N, L, E)
+        detail::choose_fast_path_kernel(query.size(0), query.size(1), need_weights, masked);
+    return detail::fast_path_forward(kernel, *this, query, key_padding_mask, need_weights,
+                                     attn_mask, average_attn_weights, is_causal);
   }
 
   // Both masks become additive floats of the query's dtype (Python's order):
