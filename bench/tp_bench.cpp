@@ -77,12 +77,12 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     const auto x = torch::randn({s.length, s.batch, E});
     if (!distributed) {
-      const double ms = median_ms(iters, [&] { whole(x, x, x, {}, false); });
+      const double ms = median_ms(iters, [&] { whole(x, x, x, torch::Tensor(), false); });
       std::printf("1p x %dt       %6ld %6ld %12.2f %14s %12s %8s\n", threads, s.batch, s.length, ms,
                   "-", "-", "-");
       continue;
     }
-    const double ms = median_ms(iters, [&] { tp(x, x, x, {}, false); });
+    const double ms = median_ms(iters, [&] { tp(x, x, x, torch::Tensor(), false); });
     auto buffer = torch::randn({s.length, s.batch, E});
     const double reduce_ms = median_ms(iters, [&] {
       std::vector<torch::Tensor> tensors{buffer};

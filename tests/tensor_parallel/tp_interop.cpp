@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   const auto io = mha::read_state_dict(dir + "/io.pt");
   const auto x = io.at("x"), expected = io.at("expected");
   torch::NoGradGuard no_grad;
-  const auto out = std::get<0>(tp(x, x, x, {}, /*need_weights=*/false));
+  const auto out = std::get<0>(tp(x, x, x, torch::Tensor(), /*need_weights=*/false));
   const auto tol = mha::support::parity_tolerance(torch::kFloat32);
   const double max_diff = (out - expected).abs().max().item<double>();
   const bool close = torch::allclose(out, expected, tol.rtol, tol.atol);

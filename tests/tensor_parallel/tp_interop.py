@@ -68,8 +68,10 @@ def main():
         try:
             store = dist.TCPStore("127.0.0.1", port, WORLD, is_master=False, timeout=TIMEOUT)
             store.set(f"mha_tp/world_size/{RANK}", str(WORLD))  # mha's world-size check
-            dist.init_process_group("gloo", store=store, rank=RANK, world_size=WORLD,
-                                    timeout=TIMEOUT)
+            # init_process_group prefixes "default_pg" itself only when it makes the store
+            # (init_method); mha's ranks use the keys of that default group.
+            dist.init_process_group("gloo", store=dist.PrefixStore("default_pg", store),
+                                    rank=RANK, world_size=WORLD, timeout=TIMEOUT)
             with torch.no_grad():
                 # mha's check before its first forward: world size, options, dtype, shard ok.
                 signature = torch.tensor([WORLD, E, H, E, E, 1, 0, 0, 0, 6, 0])  # 6: float32

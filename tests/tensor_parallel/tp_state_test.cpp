@@ -82,7 +82,7 @@ TEST(TensorParallelState, PrintsItsShard) {
   mha::TensorParallelMultiheadAttention tp(mha::MultiheadAttentionOptions(8, 4).bias(false),
                                            group());
   std::ostringstream text;
-  text << *tp;
+  tp->pretty_print(text);
   EXPECT_EQ(text.str(), "mha::TensorParallelMultiheadAttention(embed_dim=8, num_heads=4, rank=" +
                             std::to_string(group()->getRank()) +
                             ", world_size=" + std::to_string(group()->getSize()) + ", bias=false)");
