@@ -10,6 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 TORCH_VERSION=2.13.0
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+              libgloo-dev
               ${MHA_EXTRA_APT_PACKAGES:-})
 PIP_PACKAGES=("torch==$TORCH_VERSION" numpy safetensors matplotlib)
 

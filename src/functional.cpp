@@ -10,6 +10,7 @@
 #include <cmath>
 #include <optional>
 
+#include "functional_detail.h"
 #include "input_checks.h"
 #include "masks.h"
 #include "shape_format.h"
@@ -348,13 +349,37 @@ Tensor attend_sdpa(const Heads& h,
 }  // namespace
 
 std::tuple<Tensor, Tensor> multi_head_attention_forward(
+    const Tensor& query,
+    const Tensor& key,
+    const Tensor& value,
+    const MultiheadAttentionForwardFuncOptions& o) {
+  return detail::multi_head_attention_forward_with(
+      query, key, value, o, [&o](const Tensor& q, const Tensor& k, const Tensor& v) {
+        return project_inputs(q, k, v, o);
+      });
+}
+
+}  // namespace functional
+
+namespace detail {
+
+using functional::attend_sdpa;
+using functional::attend_with_weights;
+using functional::canonical_masks;
+using functional::fold_heads;
+using functional::Heads;
+using functional::Masks;
+using functional::MultiheadAttentionForwardFuncOptions;
+
+std::tuple<Tensor, Tensor> multi_head_attention_forward_with(
     const Tensor& query_in,
     const Tensor& key_in,
     const Tensor& value_in,
-    const MultiheadAttentionForwardFuncOptions& o) {
+    const MultiheadAttentionForwardFuncOptions& o,
+    const InProjection& project) {
   const int64_t num_heads = o.num_heads();
-  const bool is_batched = detail::mha_shape_check(query_in, key_in, value_in, o.key_padding_mask(),
-                                                  o.attn_mask(), num_heads);
+  const bool is_batched =
+      mha_shape_check(query_in, key_in, value_in, o.key_padding_mask(), o.attn_mask(), num_heads);
 
   // Unbatched input gets a batch dimension of 1. Like Python, each unsqueeze is a
   // new tensor, so self-attention identity is not kept (three projections).
@@ -371,11 +396,11 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   const Masks masks = canonical_masks(o, key_padding_mask, query.scalar_type());
 
   const int64_t embed_dim = query.size(2);
-  detail::check_embed_dim(embed_dim, o.embed_dim_to_check());
+  check_embed_dim(embed_dim, o.embed_dim_to_check());
   TORCH_CHECK(embed_dim % num_heads == 0,
               fmt::format("embed_dim {} not divisible by num_heads {}", embed_dim, num_heads));
 
-  auto [q, k, v] = project_inputs(query, key, value, o);
+  auto [q, k, v] = project(query, key, value);
   const Heads heads = fold_heads(q, k, v, masks, o);
   const double dropout_p = o.training() ? o.dropout_p() : 0.0;
   if (o.need_weights()) {
@@ -389,5 +414,5 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   return {is_batched ? out : out.squeeze(1), Tensor()};
 }
 
-}  // namespace functional
+}  // namespace detail
 }  // namespace mha

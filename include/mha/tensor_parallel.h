@@ -1,0 +1,171 @@
+#pragma once
+
+// Tensor-parallel multi-head attention over a torch.distributed (c10d)
+// communicator: each rank holds num_heads / world_size heads. Built when mha is
+// configured with MHA_DISTRIBUTED (LibTorch with c10d); see docs/tensor_parallel.md.
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/common.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <tuple>
+
+#include "mha/multihead_attention.h"
+#include "mha/state_dict.h"
+
+namespace mha {
+
+/// Options of `process_group_from_env`.
+struct ProcessGroupFromEnvOptions {
+  /// How long a collective (and the rendezvous) may wait for the other ranks
+  /// before it fails with an error instead of hanging (c10d's default: 30 min).
+  TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::minutes(30);
+  /// Before the group is built, every rank writes its WORLD_SIZE to the store
+  /// (key `mha_tp/world_size/<rank>`) and compares it with every other rank's,
+  /// so a rank started with another world size fails with an error naming both
+  /// on every rank. A Python rank joining the group must then write its key too.
+  TORCH_ARG(bool, check_world_size) = true;
+};
+
+/// A Gloo process group (`c10d::ProcessGroupGloo`, a `c10d::Backend`) built as
+/// Python's `torch.distributed.init_process_group("gloo")` builds its default
+/// group from torchrun's environment: MASTER_ADDR, MASTER_PORT (rank 0 hosts
+/// the `c10d::TCPStore` there), RANK, WORLD_SIZE, and the same store prefix, so
+/// Python ranks can join. Throws `c10::Error` naming a missing or malformed
+/// variable, or the ranks whose world sizes differ.
+///
+/// Example (under `torchrun --nproc-per-node 2` or `scripts/tp_run.sh 2`):
+/// ```
+/// auto group = mha::process_group_from_env(
+///     mha::ProcessGroupFromEnvOptions().timeout(std::chrono::seconds(60)));
+/// ```
+c10::intrusive_ptr<c10d::Backend> process_group_from_env(
+    const ProcessGroupFromEnvOptions& options = {});
+
+/// Megatron-LM's tensor-parallel `MultiheadAttention`: rank r of a group of p
+/// holds heads [r * H / p, (r + 1) * H / p): their rows of the q, k and v
+/// projections (and of `bias_k`/`bias_v`), the matching E / p input columns of
+/// `out_proj.weight`, and the whole `out_proj.bias`. A forward computes the
+/// local heads, all-reduces (sums) the (L, N, E) partial outputs, then adds
+/// `out_proj.bias`, so every rank returns the whole output. In training the
+/// inputs go through Megatron's "f" (identity forward, all-reduce backward),
+/// so input gradients are whole on every rank and each parameter's gradient
+/// is its slice of the single-process one. `num_heads` must be divisible by
+/// the world size. Every rank must make the same calls in the same order.
+///
+/// Parameters have Python's names with the local shapes: `in_proj_weight`
+/// (3E/p, E) holding [q; k; v] rows (or `q_proj_weight` (E/p, E),
+/// `k_proj_weight` (E/p, kdim), `v_proj_weight` (E/p, vdim)), `in_proj_bias`
+/// (3E/p), `out_proj.weight` (E, E/p), `out_proj.bias` (E), `bias_k`/`bias_v`
+/// (1, 1, E/p).
+///
+/// Example:
+/// ```
+/// auto group = mha::process_group_from_env();
+/// mha::TensorParallelMultiheadAttention attn(mha::MultiheadAttentionOptions(512, 8), group);
+/// attn->load("attn.pt");  // the full checkpoint; this rank keeps its shard
+/// auto x = torch::randn({10, 2, 512});
+/// auto [out, weights] = attn(x, x, x);  // whole (10, 2, 512) and (2, 10, 10) on every rank
+/// ```
+class TensorParallelMultiheadAttentionImpl
+    : public torch::nn::Cloneable<TensorParallelMultiheadAttentionImpl> {
+ public:
+  /// Validates `options` as `MultiheadAttention` does, plus `num_heads`
+  /// divisible by the group's size, and initialises this rank's shard with
+  /// Python's scheme (a full module's init, sliced).
+  TensorParallelMultiheadAttentionImpl(const MultiheadAttentionOptions& options,
+                                       c10::intrusive_ptr<c10d::Backend> group);
+
+  /// `MultiheadAttention::forward`'s signature and semantics (masks,
+  /// `batch_first`, unbatched input, `is_causal`, dropout); the whole output
+  /// on every rank. With `need_weights`, the heads' weights are gathered from
+  /// all ranks, then averaged when `average_attn_weights`. The first call
+  /// checks collectively that every rank has the same world size, options and
+  /// shard shapes (else every rank throws). Not the fused fast path: numbers
+  /// equal the single-process module's within float rounding.
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& query,
+                                                   const torch::Tensor& key,
+                                                   const torch::Tensor& value,
+                                                   const torch::Tensor& key_padding_mask = {},
+                                                   bool need_weights = true,
+                                                   const torch::Tensor& attn_mask = {},
+                                                   bool average_attn_weights = true,
+                                                   bool is_causal = false);
+
+  /// Registers this rank's shard (Python's names, local shapes) and
+  /// initialises it.
+  void reset() override;
+
+  /// Copies this rank's slices of `full`'s parameters (same options, whole
+  /// shapes) into the shard. Local; the next forward validates collectively.
+  void load_shard_from(const MultiheadAttentionImpl& full);
+
+  /// Collective: every rank's shards gathered into a whole `MultiheadAttention`
+  /// (on every rank) equal to the single-process module.
+  MultiheadAttention gather_full() const;
+
+  /// Every rank reads the same full checkpoint (any format and options of
+  /// `mha::load_state_dict`: prefix, key map, strict) into a whole module and
+  /// keeps its shard. Local. Throws as `load_state_dict`; the shard is then
+  /// unchanged.
+  LoadResult load(const std::string& path, const LoadOptions& options = {});
+
+  /// Collective: gathers the whole module and, on rank 0, writes its state
+  /// dict (`mha::save_state_dict`: `.pt` that Python's `nn.MultiheadAttention`
+  /// loads, or `.safetensors`).
+  void save(const std::string& path) const;
+
+  // Module's own serialization (OutputArchive/InputArchive) stays visible.
+  using torch::nn::Module::load;
+  using torch::nn::Module::save;
+
+  /// Prints e.g. `mha::TensorParallelMultiheadAttention(embed_dim=8,
+  /// num_heads=4, rank=0, world_size=2)`.
+  void pretty_print(std::ostream& stream) const override;
+
+  /// The options of the whole (single-process) module.
+  MultiheadAttentionOptions options;
+  /// The communicator: one `c10d::Backend` (Gloo on CPU, NCCL on CUDA).
+  c10::intrusive_ptr<c10d::Backend> group;
+
+  /// This rank's [q; k; v] rows (3E/p, E), when kdim == vdim == embed_dim.
+  torch::Tensor in_proj_weight;
+  /// This rank's rows (E/p, E), (E/p, kdim), (E/p, vdim), otherwise.
+  torch::Tensor q_proj_weight;
+  /// See `q_proj_weight`.
+  torch::Tensor k_proj_weight;
+  /// See `q_proj_weight`.
+  torch::Tensor v_proj_weight;
+  /// This rank's [q; k; v] bias entries (3E/p), when `bias`.
+  torch::Tensor in_proj_bias;
+  /// This rank's columns (1, 1, E/p) of `bias_k`, when `add_bias_kv`.
+  torch::Tensor bias_k;
+  /// See `bias_k`.
+  torch::Tensor bias_v;
+  /// Row-parallel output projection: weight (E, E/p), whole bias (E).
+  torch::nn::Linear out_proj{nullptr};
+
+ protected:
+  FORWARD_HAS_DEFAULT_ARGS({3, torch::nn::AnyValue(torch::Tensor())},
+                           {4, torch::nn::AnyValue(true)},
+                           {5, torch::nn::AnyValue(torch::Tensor())},
+                           {6, torch::nn::AnyValue(true)},
+                           {7, torch::nn::AnyValue(false)})
+
+ private:
+  /// The collective check of the first forward, done once per shard.
+  void validate_across_ranks();
+  bool validated_ = false;
+};
+
+/// A `ModuleHolder` for `TensorParallelMultiheadAttentionImpl`.
+TORCH_MODULE(TensorParallelMultiheadAttention);
+
+}  // namespace mha
