@@ -1,7 +1,8 @@
 // Unit tests of mha's Transformer classes: deep copies, printing, causal-mask
-// helpers, Python's nested-tensor warning, custom encoders, and bad input
-// (a c10::Error naming the argument, expected and actual, module unchanged).
-// Numbers against Python are in transformer_parity_test.cpp.
+// helpers, Python's nested-tensor warning, custom encoders, cached decoding.
+// Numbers against Python are in transformer_parity_test.cpp and
+// transformer_decoding_test.cpp; bad input is the Transformer table of
+// bad_input_table_test.cpp.
 
 #include <ATen/record_function.h>
 #include <mha/transformer.h>
@@ -10,14 +11,12 @@
 #include <functional>
 #include <sstream>
 
-#include "module_state.h"
 #include "silent_warnings.h"
 #include "support.h"
+#include "tolerances.h"
 
 namespace {
 
-using mha::support::snapshot;
-using mha::support::state_difference;
 using torch::Tensor;
 
 mha::TransformerLayerOptions small(bool batch_first = false) {
@@ -157,84 +156,91 @@ TEST(TransformerCustom, CustomEncoderIsUsedAndReinitialised) {
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{4, 2, 8}));
 }
 
-/// A forward that must throw c10::Error containing `message` and change nothing.
-void expect_rejected(torch::nn::Module& module,
-                     const std::function<void()>& call,
-                     const std::string& message) {
-  const auto before = snapshot(module);
-  MHA_ASSERT_THROWS_WITH(call(), message);
-  EXPECT_EQ(state_difference(snapshot(module), before), "");
+/// A 2-layer decoder with a final norm, in eval mode.
+mha::TransformerDecoder cached_decoder(const mha::TransformerLayerOptions& options) {
+  mha::TransformerDecoder decoder(
+      mha::TransformerDecoderOptions(mha::TransformerDecoderLayer(options), 2)
+          .norm(torch::nn::AnyModule(mha::LayerNorm(mha::LayerNormOptions({options.d_model()})))));
+  decoder->eval();
+  return decoder;
 }
 
-TEST(TransformerBadInput, ConstructionNamesDModelAndNhead) {
-  MHA_ASSERT_THROWS_WITH(mha::TransformerEncoderLayer(8, 3),
-                         "nhead must be positive and divide d_model, but got d_model=8, nhead=3");
-  MHA_ASSERT_THROWS_WITH(mha::TransformerDecoderLayer(8, 0), "d_model=8, nhead=0");
-  MHA_ASSERT_THROWS_WITH(mha::Transformer(mha::TransformerOptions(10, 4, 1, 1)),
-                         "d_model=10, nhead=4");
-}
-
-TEST(TransformerBadInput, EncoderLayerNamesItsArguments) {
-  for (const bool fast : {false, true}) {  // the slow path and Python's fast path
-    SCOPED_TRACE(fast ? "eval, no grad, batch_first" : "train, grad");
-    mha::TransformerEncoderLayer layer(small(fast));
-    layer->train(!fast);
-    torch::AutoGradMode grad(!fast);
-    const Tensor src = torch::randn({3, 5, 8});  // (N, L, E) or (L, N, E): both 3 x 5
-    const int64_t batch = fast ? 3 : 5, len = fast ? 5 : 3;
-    auto run = [&](Tensor x, Tensor mask, Tensor kpm) { layer(x, mask, kpm); };
-    expect_rejected(
-        *layer, [&] { run(torch::randn({3, 5, 6}), {}, {}); },
-        "src must have d_model=8 features in its last dimension, but got shape "
-        "torch.Size([3, 5, 6])");
-    expect_rejected(
-        *layer, [&] { run(src, torch::zeros({len, len + 1}), {}); }, "src_mask must have shape");
-    expect_rejected(
-        *layer, [&] { run(src, torch::zeros({len, len}, torch::kInt), {}); },
-        "only bool and floating types of src_mask are supported, but got Int");
-    expect_rejected(
-        *layer, [&] { run(src, {}, torch::zeros({batch + 1, len}, torch::kBool)); },
-        "src_key_padding_mask must have shape");
-    expect_rejected(
-        *layer, [&] { run(src, {}, torch::zeros({batch, len}, torch::kLong)); },
-        "only bool and floating types of src_key_padding_mask");
+TEST(TransformerCached, DecoderStepsMatchForwardOnThePrefix) {
+  const auto tol = mha::support::parity_tolerance(torch::kFloat32);
+  struct Variant {
+    const char* name;
+    mha::TransformerLayerOptions options;
+    bool batched;
+  };
+  for (const auto& v : {Variant{"post-norm relu", small(), true},
+                        Variant{"pre-norm gelu batch-first",
+                                small(true).norm_first(true).activation(torch::kGELU), true},
+                        Variant{"unbatched", small(), false}}) {
+    SCOPED_TRACE(v.name);
+    mha::TransformerDecoder decoder = cached_decoder(v.options);
+    const bool bf = v.options.batch_first() && v.batched;
+    const int64_t seq_dim = bf ? 1 : 0, n = 3, t = 6;
+    auto shaped = [&](int64_t len) {  // (len, N, E), (N, len, E) or (len, E)
+      if (!v.batched) return torch::randn({len, 8});
+      return bf ? torch::randn({n, len, 8}) : torch::randn({len, n, 8});
+    };
+    const Tensor tgt = shaped(t), memory = shaped(5);
+    // Right padding: entry 1's last two positions (a batched mask only).
+    const Tensor kpm = v.batched ? torch::zeros({n, t}, torch::kBool)
+                                       .index_put_({1, torch::indexing::Slice(t - 2)}, true)
+                                 : Tensor();
+    const Tensor full =
+        decoder->forward(tgt, memory, mha::generate_square_subsequent_mask(t), {}, kpm);
+    auto cache = decoder->make_cache();
+    const std::vector<int64_t> chunks{2, 1, 1, 1, 1};  // a prompt, then single steps
+    int64_t start = 0;
+    for (const int64_t len : chunks) {
+      const Tensor mask = kpm.defined() ? kpm.narrow(1, 0, start + len) : kpm;
+      const Tensor out = decoder->forward_cached(tgt.narrow(seq_dim, start, len),
+                                                 start == 0 ? memory : Tensor(), cache, mask);
+      EXPECT_FALSE(out.requires_grad());
+      EXPECT_TRUE(
+          mha::test::tensors_close(out, full.narrow(seq_dim, start, len), tol.rtol, tol.atol))
+          << "positions from " << start;
+      start += len;
+    }
+    EXPECT_EQ(cache.length(), t);
   }
 }
 
-TEST(TransformerBadInput, DecoderAndStacksNameTheirArguments) {
-  mha::TransformerDecoderLayer layer(small());
-  const Tensor tgt = torch::randn({4, 3, 8}), memory = torch::randn({5, 3, 8});
-  expect_rejected(
-      *layer, [&] { layer(tgt, torch::randn({5, 2, 8})); },
-      "memory must have tgt's batch size 3, but got 2");
-  expect_rejected(
-      *layer, [&] { layer(tgt, torch::randn({5, 3, 4})); }, "memory must have d_model=8 features");
-  expect_rejected(
-      *layer, [&] { layer(tgt, memory, Tensor(), torch::zeros({4, 4})); },
-      "memory_mask must have shape (4, 5) or (6, 4, 5), but got torch.Size([4, 4])");
-  expect_rejected(
-      *layer, [&] { layer(tgt, memory, Tensor(), Tensor(), Tensor(), torch::zeros({3, 4})); },
-      "memory_key_padding_mask must have shape (3, 5), but got torch.Size([3, 4])");
+TEST(TransformerCached, CacheReportsItsSizesAndClears) {
+  mha::TransformerDecoder decoder = cached_decoder(small());
+  auto cache = decoder->make_cache(/*max_len=*/4);
+  EXPECT_EQ(cache.num_layers(), 2);
+  EXPECT_EQ(cache.length() + cache.batch_size() + cache.memory_bytes(), 0);
+  const Tensor memory = torch::randn({5, 3, 8}), tgt = torch::randn({2, 3, 8});
+  const Tensor first = decoder->forward_cached(tgt, memory, cache);
+  EXPECT_EQ(cache.length(), 2);
+  EXPECT_EQ(cache.memory_length(), 5);
+  EXPECT_EQ(cache.batch_size(), 3);
+  // Per layer: keys and values of 4 (capacity) + 5 (memory) positions, N=3, E=8, float.
+  EXPECT_EQ(cache.memory_bytes(), 2 * 2 * (4 + 5) * 3 * 8 * 4);
+  cache.clear();
+  EXPECT_EQ(cache.length() + cache.memory_length(), 0);
+  EXPECT_TRUE(mha::test::bitwise_equal(decoder->forward_cached(tgt, memory, cache), first));
+}
 
-  mha::TransformerEncoder encoder(
-      mha::TransformerEncoderOptions(mha::TransformerEncoderLayer(small(true)), 2));
-  encoder->eval();
-  torch::NoGradGuard no_grad;  // the nested-tensor path's conditions
-  const Tensor src = torch::randn({3, 5, 8});
-  expect_rejected(
-      *encoder, [&] { encoder(src, Tensor(), torch::zeros({3, 4}, torch::kBool)); },
-      "src_key_padding_mask must have shape (3, 5), but got torch.Size([3, 4])");
-  expect_rejected(
-      *encoder, [&] { encoder(src, torch::zeros({2, 5, 5})); },
-      "mask must have shape (5, 5) or (6, 5, 5), but got torch.Size([2, 5, 5])");
-
-  mha::Transformer model(mha::TransformerOptions(8, 2, 1, 1).dim_feedforward(16));
-  expect_rejected(
-      *model, [&] { model(torch::randn({5, 3, 8}), torch::randn({4, 2, 8})); },
-      "the batch number of src and tgt must be equal");
-  expect_rejected(
-      *model, [&] { model(torch::randn({5, 3, 8}), torch::randn({4, 3, 6})); },
-      "the feature number of src and tgt must be equal to d_model=8");
+TEST(TransformerCached, TransformerEncodesOnceAndDecodesStepByStep) {
+  mha::Transformer model(mha::TransformerOptions(8, 2, 1, 2).dim_feedforward(16));
+  model->eval();
+  const auto tol = mha::support::parity_tolerance(torch::kFloat32);
+  const Tensor src = torch::randn({5, 2, 8}), tgt = torch::randn({4, 2, 8});
+  const Tensor full = model->forward(src, tgt, {}, mha::generate_square_subsequent_mask(4));
+  const Tensor memory = model->encode(src);
+  auto cache = model->make_decoder_cache();
+  for (int64_t i = 0; i < 4; ++i) {
+    const Tensor out = model->decode_cached(tgt.narrow(0, i, 1), memory, cache);
+    EXPECT_TRUE(mha::test::tensors_close(out, full.narrow(0, i, 1), tol.rtol, tol.atol)) << i;
+  }
+  mha::Transformer custom(mha::TransformerOptions(8, 2, 1, 1)
+                              .custom_decoder(torch::nn::AnyModule(torch::nn::Linear(8, 8))));
+  MHA_ASSERT_THROWS_WITH(custom->make_decoder_cache(),
+                         "decode_cached needs a mha::TransformerDecoder as the decoder");
 }
 
 }  // namespace

@@ -120,6 +120,36 @@ class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImp
                         std::optional<bool> tgt_is_causal = std::nullopt,
                         bool memory_is_causal = false);
 
+  /// An empty cache for `forward_cached`: one self-attention and one
+  /// cross-attention `KVCache` per layer; `max_len > 0` fixes the
+  /// self-attention capacity (decoded positions), 0 grows by doubling.
+  TransformerDecoderCache make_cache(int64_t max_len = 0) const;
+
+  /// Incremental decoding (eval only; records no autograd graph): each layer's
+  /// `TransformerDecoderLayerImpl::forward_cached` with its caches, then the
+  /// final norm. `tgt` holds the new positions only (a prompt, then one
+  /// position per step); `memory` is required on the first call, then may be
+  /// passed again or undefined; masks as the layer's. Returns the new
+  /// positions' output, within float32 rounding of `forward` on the whole
+  /// prefix with the causal `tgt_mask`. `cache` must come from this decoder's
+  /// `make_cache`; bad input throws `c10::Error` before any cache changes.
+  ///
+  /// Example:
+  /// ```
+  /// mha::TransformerDecoder decoder(mha::TransformerDecoderOptions(
+  ///     mha::TransformerDecoderLayer(mha::TransformerDecoderLayerOptions(16, 4)), 2));
+  /// decoder->eval();
+  /// auto cache = decoder->make_cache();
+  /// auto memory = torch::randn({7, 2, 16});                                   // (S, N, E)
+  /// auto y = decoder->forward_cached(torch::randn({3, 2, 16}), memory, cache);  // prompt
+  /// y = decoder->forward_cached(torch::randn({1, 2, 16}), {}, cache);  // one more position
+  /// ```
+  torch::Tensor forward_cached(const torch::Tensor& tgt,
+                               const torch::Tensor& memory,
+                               TransformerDecoderCache& cache,
+                               const torch::Tensor& tgt_key_padding_mask = {},
+                               const torch::Tensor& memory_key_padding_mask = {});
+
   /// Registers `layers` (fresh clones of the options' layer) and `norm`.
   void reset() override;
   /// Prints `mha::TransformerDecoder(num_layers=2)`.
@@ -208,6 +238,34 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
                         std::optional<bool> tgt_is_causal = std::nullopt,
                         bool memory_is_causal = false);
 
+  /// The encoder alone (Python's `model.encoder(src, mask, src_key_padding_mask,
+  /// is_causal)`): the memory for `decode_cached`, shaped as src.
+  torch::Tensor encode(const torch::Tensor& src,
+                       const torch::Tensor& src_mask = {},
+                       const torch::Tensor& src_key_padding_mask = {},
+                       std::optional<bool> src_is_causal = std::nullopt);
+
+  /// `TransformerDecoderImpl::make_cache` of the decoder (which must be the
+  /// built one or a `TransformerDecoder` given as `custom_decoder`).
+  TransformerDecoderCache make_decoder_cache(int64_t max_len = 0);
+
+  /// `TransformerDecoderImpl::forward_cached` of the decoder: one greedy or
+  /// beam step (or a prompt) given the memory from `encode`.
+  ///
+  /// Example:
+  /// ```
+  /// mha::Transformer model(mha::TransformerOptions(16, 4, 2, 2).dim_feedforward(32));
+  /// model->eval();
+  /// auto memory = model->encode(torch::randn({7, 2, 16}));  // (S, N, E)
+  /// auto cache = model->make_decoder_cache();
+  /// auto y = model->decode_cached(torch::randn({1, 2, 16}), memory, cache);  // (1, N, E)
+  /// ```
+  torch::Tensor decode_cached(const torch::Tensor& tgt,
+                              const torch::Tensor& memory,
+                              TransformerDecoderCache& cache,
+                              const torch::Tensor& tgt_key_padding_mask = {},
+                              const torch::Tensor& memory_key_padding_mask = {});
+
   /// Registers `encoder` and `decoder` and calls `reset_parameters`.
   void reset() override;
   /// Python's `_reset_parameters`: `xavier_uniform_` on every parameter with dim > 1.
@@ -225,6 +283,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   torch::nn::AnyModule encoder;
   /// The decoder: a `TransformerDecoder` or `custom_decoder`.
   torch::nn::AnyModule decoder;
+
+ private:
+  TransformerDecoderImpl& cached_decoder();
 };
 
 /// A `ModuleHolder` for `TransformerImpl`.

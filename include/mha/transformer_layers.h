@@ -2,6 +2,7 @@
 
 #include <mha/layer_norm.h>
 #include <mha/multihead_attention.h>
+#include <mha/transformer_cache.h>
 #include <torch/arg.h>
 #include <torch/enum.h>
 #include <torch/nn/cloneable.h>
@@ -152,6 +153,23 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
                         bool tgt_is_causal = false,
                         bool memory_is_causal = false);
 
+  /// Incremental decoding (eval only; records no autograd graph). `tgt` holds
+  /// the new positions only, (L, N, E), (N, L, E) with `batch_first`, or
+  /// (L, E); they attend causally to the positions in `cache.self_attn` and
+  /// to themselves, then to the memory projected into `cache.multihead_attn`.
+  /// `memory` (S, N, E) is required on the first call, which projects it;
+  /// later calls pass the same memory (only its shape is checked) or an
+  /// undefined tensor. `tgt_key_padding_mask` (N, t0 + L) covers the t0
+  /// cached and the L new positions; `memory_key_padding_mask` (N, S). Returns
+  /// the new positions' output, shaped as tgt: within float32 rounding of the
+  /// matching rows of `forward` on the whole prefix with a causal `tgt_mask`.
+  /// Bad input throws `c10::Error` before the cache changes.
+  torch::Tensor forward_cached(const torch::Tensor& tgt,
+                               const torch::Tensor& memory,
+                               TransformerDecoderLayerCache& cache,
+                               const torch::Tensor& tgt_key_padding_mask = {},
+                               const torch::Tensor& memory_key_padding_mask = {});
+
   /// Registers the submodules in Python's order and initialises them.
   void reset() override;
   /// Prints the options, e.g. `mha::TransformerDecoderLayer(d_model=16, nhead=4, ...)`.
@@ -184,7 +202,7 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
 
  private:
   // One method per block, as Python's `_sa_block`/`_mha_block`/`_ff_block`:
-  // an incremental-decoding variant only swaps the two attention calls.
+  // forward_cached only swaps the two attention calls.
   torch::Tensor sa_block(const torch::Tensor& x,
                          const torch::Tensor& attn_mask,
                          const torch::Tensor& key_padding_mask,
@@ -195,6 +213,14 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
                           const torch::Tensor& key_padding_mask,
                           bool is_causal);
   torch::Tensor ff_block(const torch::Tensor& x);
+  // forward_cached's attention blocks (eval only, so without dropout).
+  torch::Tensor sa_block_cached(const torch::Tensor& x,
+                                KVCache& cache,
+                                const torch::Tensor& key_padding_mask);
+  torch::Tensor mha_block_cached(const torch::Tensor& x,
+                                 const torch::Tensor& memory,
+                                 KVCache& cache,
+                                 const torch::Tensor& key_padding_mask);
 };
 
 /// A `ModuleHolder` for `TransformerDecoderLayerImpl`.

@@ -1,6 +1,8 @@
 #include <fmt/format.h>
+#include <torch/utils.h>
 
 #include "mha/transformer.h"
+#include "transformer/decoder_cached_checks.h"
 #include "transformer/layer_parts.h"
 
 namespace mha {
@@ -50,6 +52,39 @@ Tensor TransformerDecoderImpl::forward(const Tensor& tgt,
     output = layer->as<TransformerDecoderLayerImpl>()->forward(
         output, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
         causal, memory_is_causal);
+  }
+  if (!norm.is_empty()) {
+    output = norm.forward(output);
+  }
+  return output;
+}
+
+TransformerDecoderCache TransformerDecoderImpl::make_cache(int64_t max_len) const {
+  TORCH_CHECK_VALUE(max_len >= 0,
+                    fmt::format("max_len must be >= 0 (0: grow as needed), but got {}", max_len));
+  return TransformerDecoderCache(this, layers->size(), max_len);
+}
+
+Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
+                                              const Tensor& memory,
+                                              TransformerDecoderCache& cache,
+                                              const Tensor& tgt_key_padding_mask,
+                                              const Tensor& memory_key_padding_mask) {
+  TORCH_CHECK(layers->size() > 0, "TransformerDecoder has no layers (num_layers=0)");
+  TORCH_CHECK(cache.owner() == this && cache.num_layers() == static_cast<int64_t>(layers->size()),
+              fmt::format("cache must come from this decoder's make_cache() ({} layers), but it "
+                          "was made by another decoder ({} layers)",
+                          layers->size(), cache.num_layers()));
+  // Every layer's caches hold the same positions and batch: checked once here,
+  // a bad call fails before the first layer writes its cache.
+  detail::check_cached_step(*layers[0]->as<TransformerDecoderLayerImpl>(), cache.layer(0), tgt,
+                            memory, tgt_key_padding_mask, memory_key_padding_mask);
+  torch::NoGradGuard no_grad;
+  Tensor output = tgt;  // (L, N, E) or (N, L, E): the new positions
+  for (size_t i = 0; i < layers->size(); ++i) {
+    output = layers[i]->as<TransformerDecoderLayerImpl>()->forward_cached(
+        output, memory, cache.layer(static_cast<int64_t>(i)), tgt_key_padding_mask,
+        memory_key_padding_mask);
   }
   if (!norm.is_empty()) {
     output = norm.forward(output);

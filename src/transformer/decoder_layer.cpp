@@ -1,6 +1,8 @@
 #include <fmt/format.h>
+#include <torch/utils.h>
 
 #include "mha/transformer_layers.h"
+#include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
 
@@ -42,11 +44,7 @@ void check_decoder_inputs(const TransformerDecoderLayerOptions& options,
   const int64_t d_model = options.d_model(), nhead = options.nhead();
   const auto t = detail::check_sequence(tgt, "tgt", d_model, options.batch_first());
   const auto s = detail::check_sequence(memory, "memory", d_model, options.batch_first());
-  TORCH_CHECK(t.batch.has_value() == s.batch.has_value(),
-              fmt::format("memory must be {} as tgt is, but got a {}-D tensor",
-                          t.batch ? "batched (3-D)" : "unbatched (2-D)", memory.dim()));
-  TORCH_CHECK(t.batch == s.batch, fmt::format("memory must have tgt's batch size {}, but got {}",
-                                              t.batch.value_or(0), s.batch.value_or(0)));
+  detail::check_same_batch(t, s, memory);
   detail::check_attention_mask(tgt_mask, "tgt_mask", t, t.length, nhead);
   detail::check_attention_mask(memory_mask, "memory_mask", t, s.length, nhead);
   detail::check_padding_mask(tgt_key_padding_mask, "tgt_key_padding_mask", t);
@@ -105,6 +103,45 @@ Tensor TransformerDecoderLayerImpl::ff_block(const Tensor& x) {
   // (..., E) -> (..., dim_feedforward) -> (..., E)
   const Tensor hidden = dropout(detail::apply_activation(options.activation(), linear1(x)));
   return dropout3(linear2(hidden));
+}
+
+Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,
+                                                   const Tensor& memory,
+                                                   TransformerDecoderLayerCache& cache,
+                                                   const Tensor& tgt_key_padding_mask,
+                                                   const Tensor& memory_key_padding_mask) {
+  detail::check_cached_step(*this, cache, tgt, memory, tgt_key_padding_mask,
+                            memory_key_padding_mask);
+  torch::NoGradGuard no_grad;
+  // The first call projects the memory into the cache; later calls read it there.
+  const Tensor new_memory = cache.multihead_attn.length() > 0 ? Tensor() : memory;
+  // x: the new positions, shaped as tgt throughout
+  Tensor x = tgt;
+  if (options.norm_first()) {
+    x = x + sa_block_cached(norm1(x), cache.self_attn, tgt_key_padding_mask);
+    x = x + mha_block_cached(norm2(x), new_memory, cache.multihead_attn, memory_key_padding_mask);
+    x = x + ff_block(norm3(x));
+  } else {
+    x = norm1(x + sa_block_cached(x, cache.self_attn, tgt_key_padding_mask));
+    x = norm2(x + mha_block_cached(x, new_memory, cache.multihead_attn, memory_key_padding_mask));
+    x = norm3(x + ff_block(x));
+  }
+  return x;
+}
+
+Tensor TransformerDecoderLayerImpl::sa_block_cached(const Tensor& x,
+                                                    KVCache& cache,
+                                                    const Tensor& key_padding_mask) {
+  // x (L, N, E) or (N, L, E): the new positions; their keys are appended to the cache
+  return std::get<0>(self_attn->forward_cached(x, x, x, cache, key_padding_mask));
+}
+
+Tensor TransformerDecoderLayerImpl::mha_block_cached(const Tensor& x,
+                                                     const Tensor& memory,
+                                                     KVCache& cache,
+                                                     const Tensor& key_padding_mask) {
+  // x (L, N, E), memory (S, N, E) or undefined (cached) -> (L, N, E) (batch first likewise)
+  return std::get<0>(multihead_attn->forward_cached(x, memory, memory, cache, key_padding_mask));
 }
 
 void TransformerDecoderLayerImpl::pretty_print(std::ostream& stream) const {

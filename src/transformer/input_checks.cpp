@@ -29,6 +29,14 @@ SequenceShape check_sequence(const torch::Tensor& x,
                      : SequenceShape{x.size(1), x.size(0)};  // (L, N, E)
 }
 
+void check_same_batch(const SequenceShape& t, const SequenceShape& s, const torch::Tensor& memory) {
+  TORCH_CHECK(t.batch.has_value() == s.batch.has_value(),
+              fmt::format("memory must be {} as tgt is, but got a {}-D tensor",
+                          t.batch ? "batched (3-D)" : "unbatched (2-D)", memory.dim()));
+  TORCH_CHECK(t.batch == s.batch, fmt::format("memory must have tgt's batch size {}, but got {}",
+                                              t.batch.value_or(0), s.batch.value_or(0)));
+}
+
 void check_attention_mask(const torch::Tensor& mask,
                           const char* name,
                           const SequenceShape& query,

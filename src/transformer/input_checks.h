@@ -25,6 +25,10 @@ SequenceShape check_sequence(const torch::Tensor& x,
                              int64_t d_model,
                              bool batch_first);
 
+/// Checks that `memory` (of shape `s`) is batched as tgt (of shape `t`) is,
+/// with the same batch size.
+void check_same_batch(const SequenceShape& t, const SequenceShape& s, const torch::Tensor& memory);
+
 /// Checks an attention mask of a query of shape `query` over `keys` keys:
 /// (L, S), or (N * nhead, L, S) ((nhead, L, S) unbatched). Undefined passes.
 void check_attention_mask(const torch::Tensor& mask,

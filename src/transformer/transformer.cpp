@@ -103,10 +103,39 @@ Tensor TransformerImpl::forward(const Tensor& src,
               fmt::format("the feature number of src and tgt must be equal to d_model={} "
                           "(src: {}, tgt: {})",
                           options.d_model(), src.size(-1), tgt.size(-1)));
-  // memory: shaped as src
-  const Tensor memory = encoder.forward<Tensor>(src, src_mask, src_key_padding_mask, src_is_causal);
+  const Tensor memory = encode(src, src_mask, src_key_padding_mask, src_is_causal);
   return decoder.forward<Tensor>(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                                  memory_key_padding_mask, tgt_is_causal, memory_is_causal);
+}
+
+Tensor TransformerImpl::encode(const Tensor& src,
+                               const Tensor& src_mask,
+                               const Tensor& src_key_padding_mask,
+                               std::optional<bool> src_is_causal) {
+  // memory: shaped as src
+  return encoder.forward<Tensor>(src, src_mask, src_key_padding_mask, src_is_causal);
+}
+
+TransformerDecoderImpl& TransformerImpl::cached_decoder() {
+  auto* built = dynamic_cast<TransformerDecoderImpl*>(decoder.ptr().get());
+  TORCH_CHECK(built != nullptr,
+              "decode_cached needs a mha::TransformerDecoder as the decoder, but custom_decoder "
+              "is another module");
+  return *built;
+}
+
+TransformerDecoderCache TransformerImpl::make_decoder_cache(int64_t max_len) {
+  return cached_decoder().make_cache(max_len);
+}
+
+Tensor TransformerImpl::decode_cached(const Tensor& tgt,
+                                      const Tensor& memory,
+                                      TransformerDecoderCache& cache,
+                                      const Tensor& tgt_key_padding_mask,
+                                      const Tensor& memory_key_padding_mask) {
+  // tgt: the new positions -> their output, shaped as tgt
+  return cached_decoder().forward_cached(tgt, memory, cache, tgt_key_padding_mask,
+                                         memory_key_padding_mask);
 }
 
 Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz,

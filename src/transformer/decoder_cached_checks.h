@@ -1,0 +1,28 @@
+#pragma once
+
+// Private: the checks of a cached decoder-layer step
+// (TransformerDecoderLayerImpl::forward_cached), all run before any cache
+// changes. A decoder runs them once with its first layer's caches: every
+// layer's caches hold the same positions and batch, so the later layers'
+// calls cannot fail halfway through the stack.
+
+#include <torch/types.h>
+
+#include "mha/transformer_layers.h"
+
+namespace mha {
+namespace detail {
+
+/// Eval mode; `tgt` and `memory` (shape, d_model, dtype and device, batch);
+/// `memory` present on the first call and of the cached length afterwards;
+/// the batch against the cache's; the padding masks' shapes (N, t0 + L) and
+/// (N, S) and dtypes. Throws `c10::Error` naming the argument.
+void check_cached_step(const TransformerDecoderLayerImpl& layer,
+                       const TransformerDecoderLayerCache& cache,
+                       const torch::Tensor& tgt,
+                       const torch::Tensor& memory,
+                       const torch::Tensor& tgt_key_padding_mask,
+                       const torch::Tensor& memory_key_padding_mask);
+
+}  // namespace detail
+}  // namespace mha
