@@ -36,6 +36,16 @@ void check_key_padding_mask_shape(const torch::Tensor& key_padding_mask,
 /// Python's "was expecting embedding dimension of {expected}, but got {actual}".
 void check_embed_dim(int64_t actual, int64_t expected);
 
+/// True when Python's `F.multi_head_attention_forward` drops `attn_mask` before
+/// checking its shape: the causal hint wins when `is_causal`, no weights are
+/// asked for and no `key_padding_mask` is given (off the native fast path,
+/// which raises on a wrong shape).
+inline bool causal_hint_drops_attn_mask(bool is_causal,
+                                        bool need_weights,
+                                        const torch::Tensor& key_padding_mask) {
+  return is_causal && !need_weights && !key_padding_mask.defined();
+}
+
 /// `query`, `key` and `value` must be defined tensors.
 void check_defined(const torch::Tensor& query,
                    const torch::Tensor& key,

@@ -137,11 +137,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query,
   const std::string why_not_fast_path =
       detail::why_not_fast_path(*this, query, key, value, key_padding_mask, attn_mask);
   const bool fast_path = why_not_fast_path.empty() && in_proj_bias.defined();
-  // Off the fast path, Python drops attn_mask before checking its shape when
-  // the causal hint wins (F.multi_head_attention_forward); the fast path
-  // raises on a wrong shape.
   const bool attn_mask_dropped =
-      !fast_path && is_causal && !need_weights && !key_padding_mask.defined();
+      !fast_path && detail::causal_hint_drops_attn_mask(is_causal, need_weights, key_padding_mask);
   const Tensor& first_weight = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
   detail::check_module_inputs(options, first_weight, query, key, value, key_padding_mask, attn_mask,
                               /*check_attn_mask_shape=*/!attn_mask_dropped);

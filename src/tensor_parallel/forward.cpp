@@ -82,7 +82,8 @@ std::tuple<Tensor, Tensor> TensorParallelMultiheadAttentionImpl::forward(
   detail::check_defined(query, key, value);
   // The whole module's checks and messages (off its fast path), then the
   // collective ones; as in Python, the causal hint may drop attn_mask unchecked.
-  const bool attn_mask_dropped = is_causal && !need_weights && !key_padding_mask.defined();
+  const bool attn_mask_dropped =
+      detail::causal_hint_drops_attn_mask(is_causal, need_weights, key_padding_mask);
   detail::check_module_inputs(options, out_proj->weight, query, key, value, key_padding_mask,
                               attn_mask, /*check_attn_mask_shape=*/!attn_mask_dropped);
   validate_across_ranks();
