@@ -38,9 +38,9 @@ endif()
 if(MHA_SANITIZER_FLAGS)
   message(STATUS "mha: sanitizing mha's own targets with ${MHA_SANITIZER_FLAGS}")
   # -O1 (after the build type's -O3, so it wins) and -g1 (line tables: enough
-  # for the reports' stack traces) compile in half the time of -O3 -g
-  # (src/functional.cpp: 23 s vs 48 s); compiling is most of CI's sanitizer
-  # phase, and -O1 is the level the sanitizers' documentation recommends.
+  # for the reports' stack traces) compile much faster than -O3 -g (the times:
+  # bench/results/history.md); compiling is most of CI's sanitizer phase, and
+  # -O1 is the level the sanitizers' documentation recommends.
   add_compile_options(${MHA_SANITIZER_FLAGS} -O1 -g1)
   add_link_options(${MHA_SANITIZER_FLAGS})
 endif()

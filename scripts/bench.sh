@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The full benchmark sweep: mha_bench (ours, LibTorch's MultiheadAttention, the
 # composite floor, the GEMM peak) and scripts/bench_python.py (Python's
-# nn.MultiheadAttention), then bench/results/<date>.json, docs/benchmarks.md
-# (the tables between its GENERATED markers) and docs/benchmarks.png.
+# nn.MultiheadAttention), then bench/results/<date>.json, bench/results/<date>.md
+# (every configuration), docs/benchmarks.md (the summary between its GENERATED
+# markers) and docs/benchmarks.png.
 #
 # The machine is shared and noisy, so the sweep runs in small groups, one
 # (shape, threads) pair at a time: the C++ binary (its benchmarks and

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Merge the raw outputs of scripts/bench.sh into one results JSON, the tables of
-docs/benchmarks.md and a PNG plot.
+"""Merge the raw outputs of scripts/bench.sh into one results JSON, its tables
+(bench/results/<date>.md, the summary in docs/benchmarks.md) and a PNG plot.
 
 Input: one directory of group files per sweep: cpp_NN.json (mha_bench,
 Google Benchmark JSON) and py_NN.json (bench_python.py) for the same group NN.
@@ -11,12 +11,16 @@ With several directories (the same groups measured again on a noisy
 machine), each implementation keeps its fastest per-sweep median, and the
 ratios are taken between those (merge_sweeps).
 
-Only the part of docs/benchmarks.md between the GENERATED markers is rewritten;
-the analysis around it is kept.
+Only the part of docs/benchmarks.md between the GENERATED markers is rewritten
+(the targets and one summary row per shape); the analysis around it is kept.
+Every configuration goes to a markdown file next to the results JSON
+(bench/results/<date>.md). --from-json rebuilds both from a results JSON.
 
 Usage:
     bench_report.py --raw DIR [DIR ...] --json OUT.json --markdown docs/benchmarks.md
-                    --plot docs/benchmarks.png [--no-docs]
+                    [--tables OUT.md] --plot docs/benchmarks.png [--no-docs]
+    bench_report.py --from-json bench/results/<date>.json --markdown docs/benchmarks.md
+                    [--tables OUT.md] [--plot docs/benchmarks.png]
 """
 
 import argparse
@@ -240,45 +244,68 @@ def fmt_mib(v):
     return "n/a" if v is None else f"{v / 2**20:.1f}"
 
 
-def markdown(records, gemm, tgts, contexts, machine):
-    lines = [BEGIN, ""]
-    lines.append(f"Sweep of {machine['date']}: {machine['cpu']}, {machine['cores']} cores, "
-                 f"torch {contexts.get('python', {}).get('torch', '?')} "
-                 f"(LibTorch from the same wheel), commit {machine['commit']}. "
-                 "E=512, H=8, float32, self-attention, batch_first. "
-                 "Times are medians in microseconds; every ratio compares medians from the "
-                 "same group (one shape and thread count, C++ and Python seconds apart).")
+def span(values, fmt=fmt_ratio):
+    """'lo-hi' of the values that exist, one value when both ends print alike."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "n/a"
+    lo, hi = fmt(min(vals)), fmt(max(vals))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def sweep_lines(records, contexts, machine):
+    """Which sweep, machine and build the numbers come from, and how sweeps were merged."""
+    lines = [f"Sweep of {machine['date']}: {machine['cpu']}, {machine['cores']} cores, "
+             f"torch {contexts.get('python', {}).get('torch', '?')} "
+             f"(LibTorch from the same wheel), commit {machine['commit']}. "
+             "E=512, H=8, float32, self-attention, batch_first. "
+             "Times are medians in microseconds; every ratio compares medians from the "
+             "same group (one shape and thread count, C++ and Python seconds apart)."]
     repeated = [r for r in records if r.get("sweeps", 1) > 1]
     if repeated:
         sweeps = max(r["sweeps"] for r in repeated)
-        lines.append("")
         lines.append(f"{len(repeated)} of {len(records)} configs were measured in {sweeps} "
                      "sweeps; each implementation's time is its fastest per-sweep median "
                      "(other processes only add time), and ratios are taken between those.")
     lines.append("")
-    lines.append("### Targets")
-    lines.append("")
-    lines.append("| target | worst measured | where | configs failing | met |")
-    lines.append("|---|---|---|---|---|")
+    return lines
+
+
+def targets_table(tgts):
+    """Each target's worst value over the configs it covers."""
+    lines = ["### Targets", "",
+             "| target | worst measured | where | configs failing | met |",
+             "|---|---|---|---|---|"]
     for t in tgts:
         worst = "n/a" if t["worst"] is None else (
             f"{t['worst']:.1f}%" if t["limit"] == 60.0 else f"{t['worst']:.3f}")
         lines.append(f"| {t['target']} | {worst} | {t['where']} | "
                      f"{t['failing']} of {t['count']} | {'yes' if t['met'] else '**no**'} |")
     lines.append("")
+    return lines
+
+
+def machine_load_lines(records, gemm):
+    """The GEMM peaks measured in the groups and the other processes' load."""
     gp = {}
     for g in gemm:
         gp.setdefault(g["threads"], []).append(g["gflops"])
-    lines.append("GEMM peak (`at::mm`, 2048^3, fp32), measured in every group: " + "; ".join(
+    lines = ["GEMM peak (`at::mm`, 2048^3, fp32), measured in every group: " + "; ".join(
         f"{t} thread{'s' if t > 1 else ''}: median {statistics.median(v):.0f} GFLOP/s "
-        f"(range {min(v):.0f}-{max(v):.0f} over {len(v)} groups)" for t, v in sorted(gp.items())))
+        f"(range {min(v):.0f}-{max(v):.0f} over {len(v)} groups)" for t, v in sorted(gp.items()))
+             + "."]
     busy = [r["others_busy_percent"] for r in records if r.get("others_busy_percent") is not None]
     if busy:
         lines.append(f"Other processes' CPU use just before each group (scripts/bench.sh waits for "
                      f"a quiet machine): median {statistics.median(busy):.0f}%, "
                      f"max {max(busy):.0f}%.")
-        lines.append("")
+    lines.append("")
+    return lines
 
+
+def inference_tables(records):
+    """Every inference config, one table per thread count."""
+    lines = []
     infer = [r for r in records if r["family"] == "infer"]
     for threads in sorted({r["threads"] for r in infer}):
         lines.append(f"### Inference, {threads} thread{'s' if threads > 1 else ''}")
@@ -299,41 +326,154 @@ def markdown(records, gemm, tgts, contexts, machine):
                 f"{r.get('pct_peak', 0):.0f}% | {fmt_mib(mem.get('ours'))} | "
                 f"{fmt_mib(mem.get('python_path'))} | {fmt_mib(mem.get('libtorch'))} |{err}")
         lines.append("")
+    return lines
 
-    train = [r for r in records if r["family"] == "train"]
-    if train:
-        lines.append("### Training (forward + backward, no masks)")
-        lines.append("")
-        lines.append("| threads | N | L | nw | ours us | Python us | LibTorch us | floor us | "
-                     "ours/Py | ours/LT | ours/floor | GFLOP/s (3x fwd) | % peak | "
-                     "MiB ours | MiB LT |")
-        lines.append("|" + "---|" * 15)
-        for r in train:
-            t, ratio, mem = r["time_us"], r["ratio"], r["peak_bytes"]
-            lines.append(
-                f"| {r['threads']} | {r['N']} | {r['L']} | {r['nw']} | {fmt_us(t.get('ours'))} | "
-                f"{fmt_us(t.get('python'))} | {fmt_us(t.get('libtorch'))} | "
-                f"{fmt_us(t.get('floor'))} | {fmt_ratio(ratio.get('python'))} | "
-                f"{fmt_ratio(ratio.get('libtorch'))} | {fmt_ratio(ratio.get('floor'))} | "
-                f"{r.get('gflops', 0):.1f} | {r.get('pct_peak', 0):.0f}% | "
-                f"{fmt_mib(mem.get('ours'))} | {fmt_mib(mem.get('libtorch'))} |")
-        lines.append("")
 
-    cross = [r for r in records if r["family"] == "crossover"]
-    if cross:
-        lines.append("### Fused path vs native fast path (no masks, need_weights=false)")
-        lines.append("")
-        lines.append("| threads | N | L | native us | fused us | fused/native |")
-        lines.append("|---|---|---|---|---|---|")
-        for r in sorted(cross, key=lambda r: (r["threads"], r["N"], r["L"])):
-            t = r["time_us"]
-            lines.append(f"| {r['threads']} | {r['N']} | {r['L']} | {fmt_us(t.get('native'))} | "
-                         f"{fmt_us(t.get('fused'))} | {fmt_ratio(r['ratio'].get('native'))} |")
-        lines.append("")
-    lines.append("![ratios and % of GEMM peak](benchmarks.png)")
+def inference_summary(records):
+    """One row per shape: for each thread count, the ratios' range over the four
+    mask settings (none, causal, padding, both), without and with weights."""
+    infer = [r for r in records if r["family"] == "infer"]
+    if not infer:
+        return []
+    threads = sorted({r["threads"] for r in infer})
+    lines = ["### Inference", "",
+             "Each cell: " + " / ".join(f"{t} thread{'s' if t > 1 else ''}" for t in threads)
+             + "; a range spans the four mask settings (none, causal, padding, both). "
+             "\"weights\": `need_weights=true`; ours/floor spans all eight; \"ours us\", "
+             "% peak and the MiB (one thread) are without masks.", "",
+             "| N | L | ours us | ours/Py | ours/Py, weights | ours/LT | ours/LT, weights | "
+             "ours/floor | % peak | MiB ours / LT | MiB ours / LT, weights |",
+             "|" + "---|" * 11]
+    for length, n in sorted({(r["L"], r["N"]) for r in infer}):
+        shape = [r for r in infer if (r["L"], r["N"]) == (length, n)]
+
+        def per_thread(cell):
+            return " / ".join(cell([r for r in shape if r["threads"] == t]) for t in threads)
+
+        def bare(rs, nw):
+            found = [r for r in rs if r["nw"] == nw and not r["kpm"] and not r["causal"]]
+            return found[0] if found else None
+
+        def ratios(peer, nws):
+            return lambda rs: span(r["ratio"].get(peer) for r in rs if r["nw"] in nws)
+
+        def ours_us(rs):
+            r = bare(rs, 0)
+            return fmt_us(r["time_us"].get("ours")) if r else "n/a"
+
+        def pct(rs):
+            r = bare(rs, 0)
+            return f"{r['pct_peak']:.0f}%" if r and r.get("pct_peak") else "n/a"
+
+        def mib(nw):
+            r = bare([r for r in shape if r["threads"] == threads[0]], nw)
+            if r is None:
+                return "n/a"
+            return (f"{fmt_mib(r['peak_bytes'].get('ours'))} / "
+                    f"{fmt_mib(r['peak_bytes'].get('libtorch'))}")
+
+        lines.append(
+            f"| {n} | {length} | {per_thread(ours_us)} | "
+            f"{per_thread(ratios('python', (0,)))} | {per_thread(ratios('python', (1,)))} | "
+            f"{per_thread(ratios('libtorch', (0,)))} | {per_thread(ratios('libtorch', (1,)))} | "
+            f"{per_thread(ratios('floor', (0, 1)))} | {per_thread(pct)} | "
+            f"{mib(0)} | {mib(1)} |")
     lines.append("")
-    lines.append(END)
+    return lines
+
+
+def training_table(records):
+    train = [r for r in records if r["family"] == "train"]
+    if not train:
+        return []
+    lines = ["### Training (forward + backward, no masks)", "",
+             "| threads | N | L | nw | ours us | Python us | LibTorch us | floor us | "
+             "ours/Py | ours/LT | ours/floor | GFLOP/s (3x fwd) | % peak | "
+             "MiB ours | MiB LT |",
+             "|" + "---|" * 15]
+    for r in train:
+        t, ratio, mem = r["time_us"], r["ratio"], r["peak_bytes"]
+        lines.append(
+            f"| {r['threads']} | {r['N']} | {r['L']} | {r['nw']} | {fmt_us(t.get('ours'))} | "
+            f"{fmt_us(t.get('python'))} | {fmt_us(t.get('libtorch'))} | "
+            f"{fmt_us(t.get('floor'))} | {fmt_ratio(ratio.get('python'))} | "
+            f"{fmt_ratio(ratio.get('libtorch'))} | {fmt_ratio(ratio.get('floor'))} | "
+            f"{r.get('gflops', 0):.1f} | {r.get('pct_peak', 0):.0f}% | "
+            f"{fmt_mib(mem.get('ours'))} | {fmt_mib(mem.get('libtorch'))} |")
+    lines.append("")
+    return lines
+
+
+CROSSOVER_TITLE = "### Fused path vs native fast path (need_weights=false)"
+
+
+def crossover_table(records):
+    """Every crossover config: fused against native, same process."""
+    cross = [r for r in records if r["family"] == "crossover"]
+    if not cross:
+        return []
+    lines = [CROSSOVER_TITLE, "",
+             "| threads | N | L | kpm | causal | native us | fused us | fused/native |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(cross, key=lambda r: (r["threads"], r["N"], r["L"], r["kpm"] or 0,
+                                          r["causal"] or 0)):
+        t = r["time_us"]
+        lines.append(f"| {r['threads']} | {r['N']} | {r['L']} | {r['kpm']} | {r['causal']} | "
+                     f"{fmt_us(t.get('native'))} | {fmt_us(t.get('fused'))} | "
+                     f"{fmt_ratio(r['ratio'].get('native'))} |")
+    lines.append("")
+    return lines
+
+
+def crossover_summary(records):
+    """fused / native per shape (rows) and thread count and mask setting (columns)."""
+    cross = [r for r in records if r["family"] == "crossover"]
+    if not cross:
+        return []
+    masks = ((0, 0, "none"), (0, 1, "causal"), (1, 0, "padding"), (1, 1, "both"))
+    threads = sorted({r["threads"] for r in cross})
+    by = {(r["threads"], r["N"], r["L"], r["kpm"] or 0, r["causal"] or 0): r for r in cross}
+    cols = [(t, kpm, causal, f"{t}T {name}") for t in threads for kpm, causal, name in masks]
+    lines = [CROSSOVER_TITLE, "",
+             "| N | L | fused / native, " + " | ".join(c[3] for c in cols) + " |",
+             "|---|---|" + "---|" * len(cols)]
+    for n, length in sorted({(r["N"], r["L"]) for r in cross}):
+        cells = [fmt_ratio(by[(t, n, length, kpm, causal)]["ratio"].get("native"))
+                 if (t, n, length, kpm, causal) in by else "n/a" for t, kpm, causal, _ in cols]
+        lines.append(f"| {n} | {length} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def markdown(records, gemm, tgts, contexts, machine, tables_link=None):
+    """The block between the GENERATED markers of docs/benchmarks.md: how many
+    targets hold, one summary row per shape, training, the crossover;
+    `tables_link` (text, href) points at the file with every configuration."""
+    lines = [BEGIN, ""] + sweep_lines(records, contexts, machine)[:-1]
+    met = sum(1 for t in tgts if t["met"])
+    where = (f"; every configuration and each target's worst value: "
+             f"[{tables_link[0]}]({tables_link[1]})" if tables_link else "")
+    lines += [f"Targets met in every configuration: {met} of {len(tgts)} (section 4 judges "
+              f"each){where}.", ""]
+    lines += machine_load_lines(records, gemm)
+    lines += inference_summary(records)
+    lines += training_table(records)
+    lines += crossover_summary(records)
+    lines += ["![ratios and % of GEMM peak](benchmarks.png)", "", END]
     return "\n".join(lines)
+
+
+def tables_markdown(records, gemm, tgts, contexts, machine):
+    """The file of one sweep with every configuration (bench/results/<date>.md)."""
+    lines = [f"# Benchmark sweep of {machine['date']}: every configuration", "",
+             "Generated by scripts/bench_report.py with the results JSON of the same name. "
+             "docs/benchmarks.md has the method, the targets and what the numbers mean.", ""]
+    lines += sweep_lines(records, contexts, machine)
+    lines += targets_table(tgts) + machine_load_lines(records, gemm)
+    lines += inference_tables(records)
+    lines += training_table(records)
+    lines += crossover_table(records)
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def write_markdown(path, text):
@@ -458,30 +598,53 @@ def merge_sweeps(sweeps):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--raw", required=True, nargs="+", help="one directory per sweep")
-    parser.add_argument("--json", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--raw", nargs="+", help="one directory per sweep")
+    source.add_argument("--from-json", help="rebuild the docs from a results JSON of this script")
+    parser.add_argument("--json", help="the results JSON to write (with --raw)")
     parser.add_argument("--markdown")
+    parser.add_argument("--tables", help="the file with every configuration "
+                                         "(default: the results JSON's path, .md)")
     parser.add_argument("--plot")
     parser.add_argument("--no-docs", action="store_true", help="write only the JSON")
     args = parser.parse_args()
+    if args.raw and not args.json:
+        parser.error("--raw needs --json")
+    if args.from_json and args.json:
+        parser.error("--from-json reads a results JSON; --json writes one from --raw")
 
-    sweeps = [collect(raw) for raw in args.raw]
-    records = merge_sweeps([records for records, _, _ in sweeps])
-    gemm = [g for _, sweep_gemm, _ in sweeps for g in sweep_gemm]
-    contexts = sweeps[-1][2]
-    tgts = targets(records)
-    machine = machine_info()
-    with open(args.json, "w") as f:
-        json.dump({"machine": machine, "context": contexts, "targets": tgts, "gemm_peak": gemm,
-                   "configs": records}, f, indent=1)
+    if args.from_json:
+        with open(args.from_json) as f:
+            data = json.load(f)
+        records, gemm = data["configs"], data["gemm_peak"]
+        contexts, machine = data["context"], data["machine"]
+        tgts = targets(records)
+    else:
+        sweeps = [collect(raw) for raw in args.raw]
+        records = merge_sweeps([records for records, _, _ in sweeps])
+        gemm = [g for _, sweep_gemm, _ in sweeps for g in sweep_gemm]
+        contexts = sweeps[-1][2]
+        tgts = targets(records)
+        machine = machine_info()
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "context": contexts, "targets": tgts,
+                       "gemm_peak": gemm, "configs": records}, f, indent=1)
     for t in tgts:
         print(f"{'MET ' if t['met'] else 'MISS'} {t['target']}: worst {t['worst']} ({t['where']})")
     errors = [r for r in records if r["errors"]]
     for r in errors:
         print(f"ERROR {describe(r)}: {r['errors']}")
     if not args.no_docs:
+        tables = args.tables or os.path.splitext(args.json or args.from_json)[0] + ".md"
+        with open(tables, "w") as f:
+            f.write(tables_markdown(records, gemm, tgts, contexts, machine))
         if args.markdown:
-            write_markdown(args.markdown, markdown(records, gemm, tgts, contexts, machine))
+            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            link = (os.path.relpath(os.path.abspath(tables), root),
+                    os.path.relpath(os.path.abspath(tables),
+                                    os.path.dirname(os.path.abspath(args.markdown))))
+            write_markdown(args.markdown,
+                           markdown(records, gemm, tgts, contexts, machine, tables_link=link))
         if args.plot:
             plot(records, args.plot)
     return 1 if errors else 0

@@ -81,8 +81,8 @@ constexpr int64_t kByHeadMinLength = 128;
 
 /// Both thresholds for one sequence (N = 1) without masks: there the native
 /// op's batched GEMMs and unmasked softmax tie with or beat both kernels up to
-/// L = 512 (2026-12-01 sweeps: `kFused` 1.00-1.12x and `kByHead` 1.13-1.82x
-/// its time), and both win from L = 1024, also in memory.
+/// L = 512, and both win from L = 1024, also in memory (docs/benchmarks.md,
+/// "`need_weights=true`: the head-by-head kernel and its rule", has the measurements).
 constexpr int64_t kUnmaskedSingleMinLength = 1024;
 
 /// The module's rule for a batch of `batch` (N) queries of length `seq_len`

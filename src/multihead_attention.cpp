@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "fast_path.h"
+#include "generator_state.h"
 #include "input_checks.h"
 #include "masks.h"
 #include "mha/functional.h"
@@ -110,6 +111,11 @@ void MultiheadAttentionImpl::reset_parameters() {
   }
 }
 
+std::shared_ptr<torch::nn::Module> MultiheadAttentionImpl::clone(
+    const std::optional<torch::Device>& device) const {
+  return detail::clone_keeping_generator(*this, device);
+}
+
 void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
   std::string text = fmt::format("mha::MultiheadAttention(embed_dim={}, num_heads={}",
                                  options.embed_dim(), options.num_heads());
@@ -199,5 +205,9 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query,
 void set_fastpath_enabled(bool enabled) { fastpath_enabled.store(enabled); }
 
 bool get_fastpath_enabled() { return fastpath_enabled.load(); }
+
+FastPathGuard::FastPathGuard(bool enabled) : previous_(fastpath_enabled.exchange(enabled)) {}
+
+FastPathGuard::~FastPathGuard() { fastpath_enabled.store(previous_); }
 
 }  // namespace mha

@@ -710,7 +710,7 @@ std::vector<Row> bad_file_rows() {
              {"cannot load the TorchScript archive"}),
       // Found by tests/fuzz (mha_fuzz_torchscript): a pickled string whose length
       // reaches past the end of its record. LibTorch's unpickler trusts the length
-      // and holds about 2 GB before it fails; the error still reaches the caller.
+      // and allocates that much before it fails; the error still reaches the caller.
       loader("TorchScriptStringPastItsRecord",
              [](const std::string& dir) {
                return write_bytes(

@@ -194,10 +194,12 @@ TEST_F(MultiheadAttentionTest, FastPathSwitchKeepsResultsWithinTolerance) {
   const auto kpm = torch::rand({2, 5}) < 0.3;
   kpm.select(1, 0).fill_(false);
   const auto fast = m(x, x, x, kpm);
-  mha::set_fastpath_enabled(false);
-  EXPECT_FALSE(mha::get_fastpath_enabled());
-  const auto slow = m(x, x, x, kpm);
-  mha::set_fastpath_enabled(true);
+  const auto slow = [&] {
+    const mha::FastPathGuard slow_path(false);
+    EXPECT_FALSE(mha::get_fastpath_enabled());
+    return m(x, x, x, kpm);
+  }();
+  EXPECT_TRUE(mha::get_fastpath_enabled());  // the guard restored it
   EXPECT_TRUE(mha::test::tensors_close(std::get<0>(fast), std::get<0>(slow), 1e-4, 1e-5));
   EXPECT_TRUE(mha::test::tensors_close(std::get<1>(fast), std::get<1>(slow), 1e-4, 1e-5));
 }
@@ -262,6 +264,47 @@ TEST_F(MultiheadAttentionTest, CudaBackwardMatchesCpu) {
                                          p.value().grad(), 1e-4, 1e-5))
         << p.key();
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The README's claims about which kernel a fast-path call takes: at L = 128
+// with a padding mask, mha's fused kernel (SDPA), not Python's native op; at
+// L = 5, Python's native op itself.
+TEST_F(MultiheadAttentionTest, FastPathCallsTakeTheKernelTheReadmeNames) {
+  MultiheadAttention attn(MultiheadAttentionOptions(512, 8).batch_first(true));
+  attn->eval();
+  torch::NoGradGuard no_grad;
+  const std::string native = "aten::_native_multi_head_attention";
+  const std::string sdpa = "aten::scaled_dot_product_attention";
+  const auto x = torch::randn({4, 128, 512});  // (N, L, E)
+  const auto pad = torch::zeros({4, 128}, torch::kBool);
+  const auto fused = mha::test::ops_called([&] { attn(x, x, x, pad, /*need_weights=*/false); });
+  EXPECT_TRUE(mha::test::called(fused, sdpa));
+  EXPECT_FALSE(mha::test::called(fused, native));
+  const auto y = torch::randn({4, 5, 512});
+  const auto short_call =
+      mha::test::ops_called([&] { attn(y, y, y, pad.narrow(1, 0, 5), /*need_weights=*/false); });
+  EXPECT_TRUE(mha::test::called(short_call, native));
+}
+
+// docs/semantics.md: Python's native op ignores `is_causal`, mha's fused
+// kernel trusts it (no key padding mask): a non-causal mask flagged causal
+// gives the causal result there.
+TEST_F(MultiheadAttentionTest, FusedKernelTrustsTheCausalHint) {
+  MultiheadAttention attn(MultiheadAttentionOptions(16, 2).batch_first(true));
+  attn->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({2, 128, 16});  // (N, L, E): L = 128 takes kFused
+  const auto nothing_masked = torch::zeros({128, 128}, torch::kBool);
+  const auto causal = torch::ones({128, 128}, torch::kBool).triu(1);
+  const auto hinted = std::get<0>(attn->forward(x, x, x, {}, false, nothing_masked, true, true));
+  const auto as_causal = std::get<0>(attn->forward(x, x, x, {}, false, causal));
+  const auto as_given = std::get<0>(attn->forward(x, x, x, {}, false, nothing_masked));
+  EXPECT_TRUE(mha::test::tensors_close(hinted, as_causal, 1e-4, 1e-5));
+  EXPECT_FALSE(mha::test::tensors_close(hinted, as_given, 1e-4, 1e-5));
 }
 
 }  // namespace

@@ -3,11 +3,15 @@
 // Shared test helpers: seeding fixture, exception-message assertions and tensor
 // comparison that reports where and by how much two tensors differ.
 
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace mha {
 namespace test {
@@ -45,10 +49,40 @@ struct SeedingFixture : public ::testing::Test {
     }                                                                        \
   } while (false)
 
-/// Element-wise equality that treats NaN as equal to NaN (bit-for-bit parity).
+/// Bit-for-bit parity: the same shape, dtype and bit pattern in every element
+/// (so -0.0 differs from 0.0), except that any NaN equals any NaN.
 inline bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
   if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
-  return ((a == b) | (a.isnan() & b.isnan())).all().item<bool>();
+  if (!a.is_floating_point()) return torch::equal(a, b);
+  const auto bits = a.element_size() == 8   ? torch::kInt64
+                    : a.element_size() == 4 ? torch::kInt32
+                                            : torch::kInt16;
+  const auto same = a.detach().contiguous().view(bits) == b.detach().contiguous().view(bits);
+  return (same | (a.isnan() & b.isnan())).all().item<bool>();
+}
+
+/// The names of the ATen ops `call` runs on this thread, in order (e.g.
+/// "aten::_native_multi_head_attention"), recorded with a RecordFunction callback.
+inline std::vector<std::string> ops_called(const std::function<void()>& call) {
+  static thread_local std::vector<std::string>* sink = nullptr;
+  std::vector<std::string> names;
+  sink = &names;
+  const auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (sink) sink->emplace_back(fn.name());
+        return nullptr;
+      }));
+  call();
+  at::removeCallback(handle);
+  sink = nullptr;
+  return names;
+}
+
+/// Whether `op` is among `ops` (from `ops_called`).
+inline bool called(const std::vector<std::string>& ops, const std::string& op) {
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
 }
 
 /// Max |a - b| over finite pairs, with where it happens; NaN/inf must match exactly.

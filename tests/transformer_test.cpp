@@ -4,7 +4,6 @@
 // transformer_decoding_test.cpp; bad input is the Transformer table of
 // bad_input_table_test.cpp.
 
-#include <ATen/record_function.h>
 #include <mha/transformer.h>
 
 #include <algorithm>
@@ -17,6 +16,8 @@
 
 namespace {
 
+using mha::test::called;
+using mha::test::ops_called;
 using torch::Tensor;
 
 mha::TransformerLayerOptions small(bool batch_first = false) {
@@ -87,26 +88,6 @@ TEST(TransformerNested, WarnsAsPythonWhenTheLayerCannotUseNestedTensors) {
   EXPECT_EQ(warnings.messages.size(), 1u);
 }
 
-/// The ATen ops `call` dispatches on this thread (a RecordFunction observer).
-std::vector<std::string> ops_called(const std::function<void()>& call) {
-  static thread_local std::vector<std::string>* sink = nullptr;
-  std::vector<std::string> names;
-  sink = &names;
-  const auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
-      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        if (sink) sink->emplace_back(fn.name());
-        return nullptr;
-      }));
-  call();
-  at::removeCallback(handle);
-  sink = nullptr;
-  return names;
-}
-
-bool called(const std::vector<std::string>& ops, const std::string& op) {
-  return std::find(ops.begin(), ops.end(), op) != ops.end();
-}
-
 TEST(TransformerFastPath, EncoderLayerCallsPythonsFusedOpWherePythonDoes) {
   torch::NoGradGuard no_grad;
   const Tensor src = torch::randn({2, 5, 8});  // (N, L, E)
@@ -122,9 +103,8 @@ TEST(TransformerFastPath, EncoderLayerCallsPythonsFusedOpWherePythonDoes) {
   fast->train();
   EXPECT_FALSE(called(ops_called([&] { fast(src); }), op));
   fast->eval();
-  mha::set_fastpath_enabled(false);
+  const mha::FastPathGuard slow_path(false);
   EXPECT_FALSE(called(ops_called([&] { fast(src); }), op));
-  mha::set_fastpath_enabled(true);
 }
 
 TEST(TransformerFastPath, EncoderConvertsToNestedTensorsWherePythonDoes) {

@@ -52,8 +52,9 @@ struct MultiheadAttentionOptions {
 /// Multi-head attention that gives the numbers of Python's
 /// `torch.nn.MultiheadAttention` (PyTorch 2.13): the same parameters and
 /// names, shapes, mask rules, `is_causal`, fast paths and fully-masked-row
-/// behaviour. See the README's "Semantics" section for the details and for
-/// what differs from LibTorch's `torch::nn::MultiheadAttention`.
+/// behaviour. docs/semantics.md has the details, the calls whose results are
+/// within float32 rounding of Python's rather than bitwise, and what differs
+/// from LibTorch's `torch::nn::MultiheadAttention`.
 ///
 /// Example:
 /// ```
@@ -123,6 +124,11 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   /// biases, xavier_normal_ `bias_k`/`bias_v`, default Linear init for
   /// `out_proj.weight`.
   void reset_parameters();
+  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
+  /// (the copy's `reset()` draws, then the original's values replace them), as
+  /// Python's `copy.deepcopy` does.
+  std::shared_ptr<torch::nn::Module> clone(
+      const std::optional<torch::Device>& device = std::nullopt) const override;
 
   /// Prints e.g. `mha::MultiheadAttention(embed_dim=8, num_heads=2, batch_first=true)`.
   void pretty_print(std::ostream& stream) const override;
@@ -168,5 +174,28 @@ void set_fastpath_enabled(bool enabled);
 
 /// Python's `torch.backends.mha.get_fastpath_enabled` (default true).
 bool get_fastpath_enabled();
+
+/// Sets `set_fastpath_enabled(enabled)` for a scope and restores the previous
+/// value when it ends. The switch is process-wide (as Python's is), so the
+/// guard affects every thread while it lives.
+///
+/// Example:
+/// ```
+/// {
+///   mha::FastPathGuard slow_path(false);  // Python's functional path only
+/// }                                       // the previous setting again
+/// ```
+class FastPathGuard {
+ public:
+  /// Remembers the current setting, then sets `enabled`.
+  explicit FastPathGuard(bool enabled);
+  /// Restores the setting remembered at construction.
+  ~FastPathGuard();
+  FastPathGuard(const FastPathGuard&) = delete;
+  FastPathGuard& operator=(const FastPathGuard&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace mha

@@ -3,6 +3,7 @@
 #include <mha/transformer_layers.h>
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
+#include <torch/nn/modules/common.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
@@ -20,8 +21,9 @@ namespace mha {
 torch::Tensor generate_square_subsequent_mask(int64_t sz, const torch::TensorOptions& options = {});
 
 /// Python's `_detect_is_causal_mask`: `is_causal` when given; otherwise, with a
-/// mask, whether it equals (by broadcasting) the causal mask of `size` (or of
-/// the mask's size(-2)) element for element; false without a mask.
+/// mask, whether it has the causal mask's size, (`size`, `size`) or (size(-2),
+/// size(-2)) without `size`, and equals it element for element; false without
+/// a mask (a batched mask is never detected as causal).
 bool detect_is_causal_mask(const torch::Tensor& mask,
                            std::optional<bool> is_causal = std::nullopt,
                            std::optional<int64_t> size = std::nullopt);
@@ -69,6 +71,11 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
 
   /// Registers `layers` (fresh clones of the options' layer) and `norm`.
   void reset() override;
+  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
+  /// (the copy's `reset()` draws, then the original's values replace them), as
+  /// Python's `copy.deepcopy` does.
+  std::shared_ptr<torch::nn::Module> clone(
+      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints `mha::TransformerEncoder(num_layers=2)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -80,6 +87,12 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
   torch::nn::AnyModule norm;
   /// Python's `use_nested_tensor`: `enable_nested_tensor` and the layer allows it.
   bool use_nested_tensor = false;
+
+ protected:
+  // Python's defaults, for AnyModule and Sequential: masks None, is_causal None.
+  FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(torch::Tensor())},
+                           {2, torch::nn::AnyValue(torch::Tensor())},
+                           {3, torch::nn::AnyValue(std::optional<bool>())})
 
  private:
   std::string why_not_nested(const torch::Tensor& src,
@@ -152,6 +165,11 @@ class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImp
 
   /// Registers `layers` (fresh clones of the options' layer) and `norm`.
   void reset() override;
+  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
+  /// (the copy's `reset()` draws, then the original's values replace them), as
+  /// Python's `copy.deepcopy` does.
+  std::shared_ptr<torch::nn::Module> clone(
+      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints `mha::TransformerDecoder(num_layers=2)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -161,6 +179,15 @@ class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImp
   torch::nn::ModuleList layers{nullptr};
   /// The final norm, or empty.
   torch::nn::AnyModule norm;
+
+ protected:
+  // Python's defaults, for AnyModule and Sequential: masks None, tgt_is_causal None.
+  FORWARD_HAS_DEFAULT_ARGS({2, torch::nn::AnyValue(torch::Tensor())},
+                           {3, torch::nn::AnyValue(torch::Tensor())},
+                           {4, torch::nn::AnyValue(torch::Tensor())},
+                           {5, torch::nn::AnyValue(torch::Tensor())},
+                           {6, torch::nn::AnyValue(std::optional<bool>())},
+                           {7, torch::nn::AnyValue(false)})
 };
 
 /// A `ModuleHolder` for `TransformerDecoderImpl`.
@@ -268,6 +295,11 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
 
   /// Registers `encoder` and `decoder` and calls `reset_parameters`.
   void reset() override;
+  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
+  /// (the copy's `reset()` draws, then the original's values replace them), as
+  /// Python's `copy.deepcopy` does.
+  std::shared_ptr<torch::nn::Module> clone(
+      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Python's `_reset_parameters`: `xavier_uniform_` on every parameter with dim > 1.
   void reset_parameters();
   /// Prints `mha::Transformer(d_model=16, nhead=4, ...)`.
@@ -283,6 +315,18 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   torch::nn::AnyModule encoder;
   /// The decoder: a `TransformerDecoder` or `custom_decoder`.
   torch::nn::AnyModule decoder;
+
+ protected:
+  // Python's defaults, for AnyModule and Sequential: masks None, *_is_causal None/False.
+  FORWARD_HAS_DEFAULT_ARGS({2, torch::nn::AnyValue(torch::Tensor())},
+                           {3, torch::nn::AnyValue(torch::Tensor())},
+                           {4, torch::nn::AnyValue(torch::Tensor())},
+                           {5, torch::nn::AnyValue(torch::Tensor())},
+                           {6, torch::nn::AnyValue(torch::Tensor())},
+                           {7, torch::nn::AnyValue(torch::Tensor())},
+                           {8, torch::nn::AnyValue(std::optional<bool>())},
+                           {9, torch::nn::AnyValue(std::optional<bool>())},
+                           {10, torch::nn::AnyValue(false)})
 
  private:
   TransformerDecoderImpl& cached_decoder();

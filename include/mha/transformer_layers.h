@@ -6,6 +6,7 @@
 #include <torch/arg.h>
 #include <torch/enum.h>
 #include <torch/nn/cloneable.h>
+#include <torch/nn/modules/common.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -88,6 +89,11 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
 
   /// Registers the submodules in Python's order and initialises them.
   void reset() override;
+  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
+  /// (the copy's `reset()` draws, then the original's values replace them), as
+  /// Python's `copy.deepcopy` does.
+  std::shared_ptr<torch::nn::Module> clone(
+      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints the options, e.g. `mha::TransformerEncoderLayer(d_model=16, nhead=4, ...)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -109,6 +115,12 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
   torch::nn::Dropout dropout1{nullptr};
   /// Dropout on the feed-forward block's output.
   torch::nn::Dropout dropout2{nullptr};
+
+ protected:
+  // Python's defaults, for AnyModule and Sequential: masks None, is_causal False.
+  FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(torch::Tensor())},
+                           {2, torch::nn::AnyValue(torch::Tensor())},
+                           {3, torch::nn::AnyValue(false)})
 
  private:
   torch::Tensor sa_block(const torch::Tensor& x,
@@ -172,6 +184,11 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
 
   /// Registers the submodules in Python's order and initialises them.
   void reset() override;
+  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
+  /// (the copy's `reset()` draws, then the original's values replace them), as
+  /// Python's `copy.deepcopy` does.
+  std::shared_ptr<torch::nn::Module> clone(
+      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints the options, e.g. `mha::TransformerDecoderLayer(d_model=16, nhead=4, ...)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -199,6 +216,15 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
   torch::nn::Dropout dropout2{nullptr};
   /// Dropout on the feed-forward block's output.
   torch::nn::Dropout dropout3{nullptr};
+
+ protected:
+  // Python's defaults, for AnyModule and Sequential: masks None, *_is_causal False.
+  FORWARD_HAS_DEFAULT_ARGS({2, torch::nn::AnyValue(torch::Tensor())},
+                           {3, torch::nn::AnyValue(torch::Tensor())},
+                           {4, torch::nn::AnyValue(torch::Tensor())},
+                           {5, torch::nn::AnyValue(torch::Tensor())},
+                           {6, torch::nn::AnyValue(false)},
+                           {7, torch::nn::AnyValue(false)})
 
  private:
   // One method per block, as Python's `_sa_block`/`_mha_block`/`_ff_block`:

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
+#include "generator_state.h"
 #include "mha/transformer.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/layer_parts.h"
@@ -90,6 +91,11 @@ Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
     output = norm.forward(output);
   }
   return output;
+}
+
+std::shared_ptr<torch::nn::Module> TransformerDecoderImpl::clone(
+    const std::optional<torch::Device>& device) const {
+  return detail::clone_keeping_generator(*this, device);
 }
 
 void TransformerDecoderImpl::pretty_print(std::ostream& stream) const {

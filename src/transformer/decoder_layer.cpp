@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
+#include "generator_state.h"
 #include "mha/transformer_layers.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
@@ -142,6 +143,11 @@ Tensor TransformerDecoderLayerImpl::mha_block_cached(const Tensor& x,
                                                      const Tensor& key_padding_mask) {
   // x (L, N, E), memory (S, N, E) or undefined (cached) -> (L, N, E) (batch first likewise)
   return std::get<0>(multihead_attn->forward_cached(x, memory, memory, cache, key_padding_mask));
+}
+
+std::shared_ptr<torch::nn::Module> TransformerDecoderLayerImpl::clone(
+    const std::optional<torch::Device>& device) const {
+  return detail::clone_keeping_generator(*this, device);
 }
 
 void TransformerDecoderLayerImpl::pretty_print(std::ostream& stream) const {

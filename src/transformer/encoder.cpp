@@ -2,6 +2,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include "generator_state.h"
 #include "mha/functional.h"
 #include "mha/transformer.h"
 #include "transformer/encoder_layer_fast_path.h"
@@ -136,6 +137,11 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
     output = norm.forward(output);
   }
   return output;
+}
+
+std::shared_ptr<torch::nn::Module> TransformerEncoderImpl::clone(
+    const std::optional<torch::Device>& device) const {
+  return detail::clone_keeping_generator(*this, device);
 }
 
 void TransformerEncoderImpl::pretty_print(std::ostream& stream) const {

@@ -1,3 +1,4 @@
+#include "generator_state.h"
 #include "mha/functional.h"
 #include "mha/transformer_layers.h"
 #include "transformer/encoder_layer_fast_path.h"
@@ -72,6 +73,11 @@ Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
   // (..., E) -> (..., dim_feedforward) -> (..., E)
   const Tensor hidden = dropout(detail::apply_activation(options.activation(), linear1(x)));
   return dropout2(linear2(hidden));
+}
+
+std::shared_ptr<torch::nn::Module> TransformerEncoderLayerImpl::clone(
+    const std::optional<torch::Device>& device) const {
+  return detail::clone_keeping_generator(*this, device);
 }
 
 void TransformerEncoderLayerImpl::pretty_print(std::ostream& stream) const {

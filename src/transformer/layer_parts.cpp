@@ -1,9 +1,6 @@
 #include "transformer/layer_parts.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
-
-#include <mutex>
 
 namespace mha {
 
@@ -11,18 +8,6 @@ TransformerLayerOptions::TransformerLayerOptions(int64_t d_model, int64_t nhead)
     : d_model_(d_model), nhead_(nhead) {}
 
 namespace detail {
-
-CpuGeneratorStateGuard::CpuGeneratorStateGuard() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  state_ = generator.get_state();
-}
-
-CpuGeneratorStateGuard::~CpuGeneratorStateGuard() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state_);
-}
 
 MultiheadAttention make_attention(const TransformerLayerOptions& options) {
   TORCH_CHECK(options.nhead() > 0 && options.d_model() % options.nhead() == 0,

@@ -12,21 +12,6 @@
 namespace mha {
 namespace detail {
 
-/// Keeps ATen's default CPU generator state across a scope. `clone()` re-runs
-/// the cloned module's `reset()`, which draws initial values before the
-/// original's are copied in; Python's `copy.deepcopy` draws nothing, so the
-/// stacks clone under this guard and later seeded inits stay Python's.
-class CpuGeneratorStateGuard {
- public:
-  CpuGeneratorStateGuard();
-  ~CpuGeneratorStateGuard();
-  CpuGeneratorStateGuard(const CpuGeneratorStateGuard&) = delete;
-  CpuGeneratorStateGuard& operator=(const CpuGeneratorStateGuard&) = delete;
-
- private:
-  torch::Tensor state_;
-};
-
 /// Python's `MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
 /// batch_first=batch_first)` of a transformer layer.
 MultiheadAttention make_attention(const TransformerLayerOptions& options);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <torch/nn/init.h>
 
+#include "generator_state.h"
 #include "shape_format.h"
 #include "transformer/layer_parts.h"
 
@@ -141,6 +142,11 @@ Tensor TransformerImpl::decode_cached(const Tensor& tgt,
 Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz,
                                                         const torch::TensorOptions& options) {
   return mha::generate_square_subsequent_mask(sz, options);
+}
+
+std::shared_ptr<torch::nn::Module> TransformerImpl::clone(
+    const std::optional<torch::Device>& device) const {
+  return detail::clone_keeping_generator(*this, device);
 }
 
 void TransformerImpl::pretty_print(std::ostream& stream) const {

@@ -299,7 +299,7 @@ void run_one(FuzzedDataProvider& provider) {
   module->to(dtype);
   module->train(d.rarely(3));
   const bool grad = d.rarely(3);
-  mha::set_fastpath_enabled(!d.rarely(6));
+  const mha::FastPathGuard fast_path(!d.rarely(6));
 
   Call c;
   decode_inputs(d, module->options, dtype, grad, c);
@@ -348,6 +348,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const std::exception& e) {
     finding(std::string("exception other than c10::Error: ") + e.what());
   }
-  mha::set_fastpath_enabled(true);
   return 0;
 }
