@@ -698,7 +698,22 @@ std::vector<Row> bad_file_rows() {
              {"__metadata__ entry 'format' is 1, expected a string"}),
       loader(
           "PrefixMatchesNothing", [](const std::string&) { return fixture("encoder_layer.pt"); },
-          {"prefix 'decoder.' matches no key; the keys are"}, mha::LoadOptions().prefix("decoder")),
+          {"prefix 'decoder.' matches no key; did you mean 'self_attn.'?",
+           "The 12 keys hold 1 attention block under self_attn. (embed_dim=16)"},
+          mha::LoadOptions().prefix("decoder")),
+      loader(
+          "PrefixMatchesNothingWithoutAttention",
+          [](const std::string&) { return fixture("dtypes.pt"); },
+          {"prefix 'decoder.' matches no key; the keys are 'bf16.weight', 'bool.mask', 'empty', "
+           "'f16.weight', 'f32.weight', 'f64.weight', 'i64.buffer', 'scalar'"},
+          mha::LoadOptions().prefix("decoder")),
+      loader(
+          "PrefixGuessInATorchvisionViT",
+          [](const std::string&) { return fixture("library_models/vit_b_16.pth"); },
+          {"prefix 'encoder.layers.0.self_attention.' matches no key; did you mean "
+           "'encoder.layers.encoder_layer_0.self_attention.'?",
+           "12 attention blocks under encoder.layers.encoder_layer_{0..11}.self_attention."},
+          mha::LoadOptions().prefix("encoder.layers.0.self_attention.")),
       // Found by tests/fuzz (mha_fuzz_torchscript): a corrupt code/*.debug_pkl made
       // LibTorch's unpickler allocate tens of GB before the reader skipped the debug files.
       loader("TorchScriptCorruptDebugPickle",
@@ -722,45 +737,75 @@ std::vector<Row> bad_file_rows() {
 
 /// Loaders: the file is fine, the module does not match.
 std::vector<Row> mismatched_module_rows() {
-  return {loader(
-              "SizeMismatch", [](const std::string&) { return fixture("mha.pt"); },
-              {"error(s) in loading state_dict for",
-               "size mismatch for in_proj_weight: copying a param with shape [48, 16] from "
-               "checkpoint, the shape in current model is [24, 8]."},
-              {}, opts(8, 2)),
-          loader("MissingKeys",
-                 [](const std::string& dir) {
-                   return weights_of(in(dir, "no_bias.safetensors"),
-                                     *MultiheadAttention(opts(16, 4).bias(false)));
-                 },
-                 {"Missing key(s) in state_dict: \"in_proj_bias\", \"out_proj.bias\"."}),
-          loader("UnexpectedKeys",
-                 [](const std::string& dir) {
-                   return weights_of(in(dir, "bias_kv.pt"),
-                                     *MultiheadAttention(opts(16, 4).add_bias_kv(true)));
-                 },
-                 {"Unexpected key(s) in state_dict: \"bias_k\", \"bias_v\"."}),
-          loader("SeparateProjectionsIntoPacked",
-                 [](const std::string& dir) {
-                   return weights_of(in(dir, "kdim.pt"), *MultiheadAttention(opts(16, 4).kdim(8)));
-                 },
-                 {"Missing key(s) in state_dict: \"in_proj_weight\".",
-                  "Unexpected key(s) in state_dict:", "\"k_proj_weight\""}),
-          loader(
-              "KeyMapCollision", [](const std::string&) { return fixture("mha.pt"); },
-              {"keys 'in_proj_bias' and 'in_proj_weight' both map to 'in_proj_weight'"},
-              mha::LoadOptions().key_map(mha::KeyMap().rename("in_proj_bias", "in_proj_weight"))),
-          loader(
-              "PrefixOfNothingNonStrict", [](const std::string&) { return fixture("mha.pt"); },
-              {"prefix 'decoder.' matches no key"},
-              mha::LoadOptions().prefix("decoder.").strict(false))};
+  return {
+      loader(
+          "SizeMismatch", [](const std::string&) { return fixture("mha.pt"); },
+          {"error(s) in loading state_dict for",
+           "size mismatch for in_proj_weight: copying a param with shape [48, 16] from "
+           "checkpoint, the shape in current model is [24, 8]."},
+          {}, opts(8, 2)),
+      loader("MissingKeys",
+             [](const std::string& dir) {
+               return weights_of(in(dir, "no_bias.safetensors"),
+                                 *MultiheadAttention(opts(16, 4).bias(false)));
+             },
+             {"Missing key(s) in state_dict: \"in_proj_bias\", \"out_proj.bias\".",
+              "build it with mha::MultiheadAttentionOptions(16, num_heads).bias(false)"}),
+      loader("UnexpectedKeys",
+             [](const std::string& dir) {
+               return weights_of(in(dir, "bias_kv.pt"),
+                                 *MultiheadAttention(opts(16, 4).add_bias_kv(true)));
+             },
+             {"Unexpected key(s) in state_dict: \"bias_k\", \"bias_v\".",
+              "build it with mha::MultiheadAttentionOptions(16, num_heads).add_bias_kv(true)"}),
+      loader("SeparateProjectionsIntoPacked",
+             [](const std::string& dir) {
+               return weights_of(in(dir, "kdim.pt"), *MultiheadAttention(opts(16, 4).kdim(8)));
+             },
+             {"Missing key(s) in state_dict: \"in_proj_weight\".",
+              "Unexpected key(s) in state_dict:", "\"k_proj_weight\"",
+              "hint: the attention at '' has embed_dim=16, kdim=8, vdim=16, separate q/k/v; "
+              "the module's has embed_dim=16: build it with "
+              "mha::MultiheadAttentionOptions(16, num_heads).kdim(8).vdim(16)"}),
+      loader(
+          "CocaPoolerIntoAPackedModule",
+          [](const std::string&) { return fixture("library_models/coca_vit_b_32.safetensors"); },
+          {"Missing key(s) in state_dict: \"in_proj_weight\".",
+           "hint: the attention at 'visual.attn_pool.attn.' has embed_dim=8, kdim=16, vdim=16, "
+           "separate q/k/v",
+           "build it with mha::MultiheadAttentionOptions(8, num_heads).kdim(16).vdim(16)"},
+          mha::LoadOptions().prefix("visual.attn_pool.attn."), opts(8, 2)),
+      loader(
+          "TimmNamesWithoutKeyMap",
+          [](const std::string&) { return fixture("library_models/timm_vit.safetensors"); },
+          {"Unexpected key(s) in state_dict: \"proj.bias\", \"proj.weight\", \"qkv.bias\", "
+           "\"qkv.weight\".",
+           "the attention at 'blocks.0.attn.' has timm's qkv/proj names: load it with "
+           "LoadOptions().key_map(mha::KeyMap::vit())"},
+          mha::LoadOptions().prefix("blocks.0.attn.")),
+      loader("WholeModelIntoOneAttention",
+             [](const std::string&) { return fixture("library_models/vit_b_16.pth"); },
+             {"Missing key(s) in state_dict: \"in_proj_weight\"", "... (152 in all).",
+              "hint: the 152 keys hold 12 attention blocks under "
+              "encoder.layers.encoder_layer_{0..11}.self_attention. (embed_dim=16); did you mean "
+              "LoadOptions().prefix(\"encoder.layers.encoder_layer_0.self_attention.\")?"}),
+      loader(
+          "KeyMapCollision", [](const std::string&) { return fixture("mha.pt"); },
+          {"keys 'in_proj_bias' and 'in_proj_weight' both map to 'in_proj_weight'"},
+          mha::LoadOptions().key_map(mha::KeyMap().rename("in_proj_bias", "in_proj_weight"))),
+      loader(
+          "PrefixOfNothingNonStrict", [](const std::string&) { return fixture("mha.pt"); },
+          {"prefix 'decoder.' matches no key; did you mean '' (no prefix)?",
+           "The 4 keys hold 1 attention block with no prefix (embed_dim=16)"},
+          mha::LoadOptions().prefix("decoder.").strict(false))};
 }
 
 /// mha-parity's arguments (exit status 2, the message on stderr).
 std::vector<Row> parity_cli_rows() {
   const Tensor none;
   return {
-      parity_cli("CliNoArguments", {}, {"give a bundle file, or --weights FILE and --inputs FILE"}),
+      parity_cli("CliNoArguments", {},
+                 {"give a bundle file, --weights FILE and --inputs FILE, or --list FILE"}),
       parity_cli("CliUnknownOption", {"--frobnicate"}, {"unknown option '--frobnicate'"}),
       parity_cli("CliOptionWithoutValue", {"--weights"}, {"--weights needs a value"}),
       parity_cli("CliNumHeadsNotANumber", {"--num-heads", "zero"},
@@ -791,11 +836,22 @@ std::vector<Row> parity_cli_rows() {
       parity_cli("CliPrefixWithoutWeights",
                  {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "nope.", "--inputs",
                   "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
-                 {"encoder_layer.pt: prefix 'nope.' matches no key"}),
+                 {"encoder_layer.pt: prefix 'nope.' matches no key; did you mean 'self_attn.'?"}),
       parity_cli("CliPrefixWithoutAttention",
                  {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "linear1.", "--inputs",
                   "{fixtures}/encoder_layer.io.safetensors", "--num-heads", "4"},
-                 {"encoder_layer.pt: no 'out_proj.weight' under prefix 'linear1.'"}),
+                 {"encoder_layer.pt: no attention block under prefix 'linear1.'; the file has 1 "
+                  "attention block under self_attn. (embed_dim=16) (mha-parity --list"}),
+      parity_cli("CliQkvProjNamesWithoutVit",
+                 {"--weights", "{fixtures}/vit_block.pt", "--prefix", "attn.", "--inputs",
+                  "{fixtures}/vit_block.attn.io.safetensors", "--num-heads", "4"},
+                 {"vit_block.pt: the attention under prefix 'attn.' has timm's qkv/proj names: "
+                  "add --vit"}),
+      parity_cli("CliListWithoutAttention", {"--list", "{fixtures}/dtypes.pt"},
+                 {"dtypes.pt: no attention block among its 8 keys"}),
+      parity_cli("CliListMissingFile", {"--list", "{fixtures}/none.pt"}, {"none.pt: no such file"}),
+      parity_cli("CliListWithOtherArguments", {"--list", "a.pt", "--weights", "w.pt"},
+                 {"give --list FILE alone, without a bundle, --weights or --inputs"}),
       parity_cli(
           "CliEmbedDimDisagrees",
           {"--weights", "{fixtures}/encoder_layer.pt", "--prefix", "self_attn.", "--inputs",
@@ -896,7 +952,7 @@ TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
   bool thrown = false;
   try {
     if (row.file) {
-      mha::load_state_dict(*m, file, row.load_options);
+      mha::load_state_dict(m, file, row.load_options);  // the holder overload
     } else if (row.call) {
       row.call(m, inputs);
     } else {

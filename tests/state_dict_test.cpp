@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
+#include <mha/transformer.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -123,6 +124,10 @@ TEST_F(StateDictModelsTest, VitBlockWithoutKeyMapReportsTimmNames) {
       load_state_dict(*attn, fixture("vit_block.pt"), LoadOptions().prefix("attn.")),
       "Unexpected key(s) in state_dict: \"proj.bias\", \"proj.weight\", \"qkv.bias\", "
       "\"qkv.weight\".");
+  MHA_ASSERT_THROWS_WITH(
+      load_state_dict(*attn, fixture("vit_block.pt"), LoadOptions().prefix("attn.")),
+      "hint: the attention at 'attn.' has timm's qkv/proj names: load it with "
+      "LoadOptions().key_map(mha::KeyMap::vit())");
 }
 
 // A C++ twin of export_test_checkpoints.py's TinyViT, attention only.
@@ -384,6 +389,40 @@ TEST_F(StateDictLoadTest, KeyMapRules) {
   EXPECT_EQ(vit.apply("blocks.3.attn.proj.weight"), "blocks.3.attn.out_proj.weight");
   EXPECT_EQ(vit.apply("patch_embed.proj.weight"), "patch_embed.proj.weight");
   EXPECT_TRUE(KeyMap().empty());
+}
+
+TEST_F(StateDictLoadTest, ModuleHoldersLoadAndSaveLikeTheirModules) {
+  MultiheadAttention attn(E, H);
+  load_state_dict(attn, fixture("encoder_layer.pt"), LoadOptions().prefix("self_attn."));
+  expect_forward_matches(attn, "encoder_layer.io.safetensors");
+  MultiheadAttention from_memory(E, H);
+  load_state_dict(from_memory, read_state_dict(fixture("mha.pt")), {}, "mha.pt");
+  expect_same_tensors(snapshot(*from_memory), read_state_dict(fixture("mha.pt")));
+  EXPECT_EQ(state_dict(attn).size(), 4u);
+  save_state_dict(attn, scratch("attn.safetensors"));
+  expect_same_tensors(read_state_dict(scratch("attn.safetensors")), snapshot(*attn));
+  // The Transformer classes, from Python's nn.TransformerEncoderLayer and nn.Transformer.
+  TransformerEncoderLayer layer(TransformerLayerOptions(E, H).dim_feedforward(32));
+  load_state_dict(layer, fixture("encoder_layer.pt"));
+  expect_same_tensors(snapshot(*layer), read_state_dict(fixture("encoder_layer.pt")));
+  Transformer model(TransformerOptions(E, H, 1, 2).dim_feedforward(32));
+  load_state_dict(model, fixture("transformer.pt"));
+  save_state_dict(model, scratch("transformer.pt"));
+  expect_same_tensors(read_state_dict(scratch("transformer.pt")),
+                      read_state_dict(fixture("transformer.pt")));
+}
+
+TEST_F(StateDictLoadTest, AnEmptyHolderIsAValueError) {
+  MultiheadAttention empty{nullptr};
+  EXPECT_THROW(load_state_dict(empty, fixture("mha.pt")), c10::ValueError);
+  MHA_ASSERT_THROWS_WITH(
+      load_state_dict(empty, fixture("mha.pt")),
+      fixture("mha.pt") + ": expected module to hold a module, but got an empty holder (nullptr)");
+  MHA_ASSERT_THROWS_WITH(load_state_dict(empty, read_state_dict(fixture("mha.pt")), {}, "in.pt"),
+                         "in.pt: expected module to hold a module");
+  MHA_ASSERT_THROWS_WITH(save_state_dict(empty, scratch("empty.pt")),
+                         "empty.pt: expected module to hold a module");
+  MHA_ASSERT_THROWS_WITH(state_dict(empty), "expected module to hold a module");
 }
 
 TEST_F(StateDictLoadTest, TwoKeysRenamedToOneNameIsAnError) {

@@ -1,6 +1,7 @@
 #pragma once
 
 /// Umbrella header: everything public in mha.
+#include <mha/attention_blocks.h>
 #include <mha/functional.h>
 #include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>

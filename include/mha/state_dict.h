@@ -4,8 +4,10 @@
 // from the files PyTorch users have: `torch.save(model.state_dict())` archives,
 // `.safetensors` files and TorchScript archives.
 
+#include <c10/util/Exception.h>
 #include <torch/arg.h>
 #include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
 #include <functional>
@@ -151,11 +153,15 @@ std::map<std::string, torch::Tensor> select_state_dict(
 /// unexpected keys when `strict`, shape mismatches with expected and actual
 /// shapes, a prefix that matches no key).
 ///
+/// A strict load that fails on a file with attention blocks elsewhere (a
+/// whole model, a prefix that matches nothing, timm's names, other kdim/vdim)
+/// says where they are and what to change: the prefix ("did you mean ..."),
+/// `KeyMap::vit()`, the options; long key lists are shortened with a count.
+///
 /// Example:
 /// ```
 /// mha::MultiheadAttention attn(512, 8);
-/// mha::load_state_dict(*attn, "encoder_layer.pt",
-///                      mha::LoadOptions().prefix("self_attn."));
+/// mha::load_state_dict(attn, "encoder_layer.pt", mha::LoadOptions().prefix("self_attn."));
 /// ```
 LoadResult load_state_dict(torch::nn::Module& module,
                            const std::string& path,
@@ -179,5 +185,48 @@ std::vector<std::pair<std::string, torch::Tensor>> state_dict(const torch::nn::M
 /// `dict` of tensors. Throws `c10::Error` for another extension or when the
 /// file cannot be written.
 void save_state_dict(const torch::nn::Module& module, const std::string& path);
+
+// The same for module holders (`mha::MultiheadAttention`, the Transformer
+// classes, `torch::nn::Linear`, ...): `load_state_dict(attn, ...)` as well as
+// `load_state_dict(*attn, ...)`. An empty holder (built from `nullptr`) is a
+// `c10::ValueError`.
+
+/// `load_state_dict` of a file into the module `module` holds.
+template <typename ModuleType>
+LoadResult load_state_dict(const torch::nn::ModuleHolder<ModuleType>& module,
+                           const std::string& path,
+                           const LoadOptions& options = {}) {
+  TORCH_CHECK_VALUE(!module.is_empty(), path,
+                    ": expected module to hold a module, but got an empty holder (nullptr)");
+  return load_state_dict(*module.ptr(), path, options);
+}
+
+/// `load_state_dict` of tensors in memory into the module `module` holds.
+template <typename ModuleType>
+LoadResult load_state_dict(const torch::nn::ModuleHolder<ModuleType>& module,
+                           const std::map<std::string, torch::Tensor>& state_dict,
+                           const LoadOptions& options = {},
+                           const std::string& source = "state_dict") {
+  TORCH_CHECK_VALUE(!module.is_empty(), source,
+                    ": expected module to hold a module, but got an empty holder (nullptr)");
+  return load_state_dict(*module.ptr(), state_dict, options, source);
+}
+
+/// `state_dict` of the module `module` holds.
+template <typename ModuleType>
+std::vector<std::pair<std::string, torch::Tensor>> state_dict(
+    const torch::nn::ModuleHolder<ModuleType>& module) {
+  TORCH_CHECK_VALUE(!module.is_empty(),
+                    "expected module to hold a module, but got an empty holder (nullptr)");
+  return state_dict(*module.ptr());
+}
+
+/// `save_state_dict` of the module `module` holds.
+template <typename ModuleType>
+void save_state_dict(const torch::nn::ModuleHolder<ModuleType>& module, const std::string& path) {
+  TORCH_CHECK_VALUE(!module.is_empty(), path,
+                    ": expected module to hold a module, but got an empty holder (nullptr)");
+  save_state_dict(*module.ptr(), path);
+}
 
 }  // namespace mha

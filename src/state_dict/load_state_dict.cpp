@@ -1,10 +1,10 @@
 // read_state_dict, load_state_dict, state_dict and save_state_dict: format
-// dispatch, key selection and renaming, validation, then the copy.
+// dispatch, key selection and renaming, validation (with hints,
+// load_messages.cpp), then the copy.
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <fmt/ranges.h>
 #include <mha/state_dict.h>
 #include <torch/utils.h>
 
@@ -14,32 +14,12 @@
 
 #include "state_dict/errors.h"
 #include "state_dict/formats.h"
+#include "state_dict/load_messages.h"
 
 namespace mha {
 namespace {
 
 using detail::TensorMap;
-
-/// Up to `limit` keys of `tensors`, quoted, for messages.
-std::string some_keys(const TensorMap& tensors, size_t limit = 8) {
-  std::vector<std::string> keys;
-  for (const auto& item : tensors) {
-    if (keys.size() == limit) {
-      keys.push_back(fmt::format("... ({} in all)", tensors.size()));
-      break;
-    }
-    keys.push_back("'" + item.first + "'");
-  }
-  return keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", "));
-}
-
-std::string quoted_list(const std::vector<std::string>& names) {
-  std::vector<std::string> quoted;
-  for (const auto& name : names) {
-    quoted.push_back("\"" + name + "\"");
-  }
-  return fmt::format("{}", fmt::join(quoted, ", "));
-}
 
 void add_state(const torch::nn::Module& module,
                const std::string& prefix,
@@ -69,9 +49,11 @@ std::string dotted_prefix(const LoadOptions& options) {
 }
 
 /// Step 1: the keys under `prefix` (which ends with '.' unless empty), stripped.
+/// `module` (may be null): what they are for, to suggest a prefix.
 TensorMap select_prefix(const TensorMap& state_dict_in,
                         const std::string& prefix,
-                        const std::string& source) {
+                        const std::string& source,
+                        const torch::nn::Module* module) {
   TensorMap selected;
   for (const auto& [key, tensor] : state_dict_in) {
     if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0) {
@@ -79,8 +61,7 @@ TensorMap select_prefix(const TensorMap& state_dict_in,
     }
   }
   if (!prefix.empty() && selected.empty()) {
-    detail::fail_file(source, fmt::format("prefix '{}' matches no key; the keys are {}", prefix,
-                                          some_keys(state_dict_in)));
+    detail::fail_file(source, detail::unmatched_prefix_message(state_dict_in, prefix, module));
   }
   return selected;
 }
@@ -155,30 +136,48 @@ LoadPlan plan_load(const torch::nn::Module& module, const TensorMap& provided, b
     }
   }
   if (strict && !plan.result.unexpected_keys.empty()) {
-    plan.errors.insert(plan.errors.begin(), fmt::format("Unexpected key(s) in state_dict: {}.",
-                                                        quoted_list(plan.result.unexpected_keys)));
+    plan.errors.insert(plan.errors.begin(),
+                       fmt::format("Unexpected key(s) in state_dict: {}.",
+                                   detail::quoted_keys(plan.result.unexpected_keys)));
   }
   if (strict && !plan.result.missing_keys.empty()) {
-    plan.errors.insert(plan.errors.begin(), fmt::format("Missing key(s) in state_dict: {}.",
-                                                        quoted_list(plan.result.missing_keys)));
+    plan.errors.insert(plan.errors.begin(),
+                       fmt::format("Missing key(s) in state_dict: {}.",
+                                   detail::quoted_keys(plan.result.missing_keys)));
   }
   return plan;
 }
 
-/// Step 4: one error listing every problem, if there is any.
+/// Step 4: one error listing every problem, if there is any, and the hints
+/// that the attention blocks of the file and of the module give.
 void check_plan(const LoadPlan& plan,
                 const torch::nn::Module& module,
-                const std::string& prefix,
+                const TensorMap& state_dict_in,
+                const LoadOptions& options,
                 const std::string& source) {
   if (plan.errors.empty()) {
     return;
   }
+  const std::string prefix = dotted_prefix(options);
   std::string message = fmt::format("error(s) in loading state_dict for {}{}:", module.name(),
                                     prefix.empty() ? "" : fmt::format(" (prefix '{}')", prefix));
   for (const auto& error : plan.errors) {
     message += "\n\t" + error;
   }
+  for (const auto& hint : detail::load_hints(state_dict_in, prefix, options.key_map(), module)) {
+    message += "\n\t" + hint;
+  }
   detail::fail_file(source, message);
+}
+
+/// Steps 1 and 2.
+TensorMap select_keys(const TensorMap& state_dict_in,
+                      const LoadOptions& options,
+                      const std::string& source,
+                      const torch::nn::Module* module) {
+  const std::string prefix = dotted_prefix(options);
+  return rename_keys(select_prefix(state_dict_in, prefix, source, module), options.key_map(),
+                     prefix, source);
 }
 
 }  // namespace
@@ -218,18 +217,16 @@ std::map<std::string, torch::Tensor> select_state_dict(
     const std::map<std::string, torch::Tensor>& state_dict_in,
     const LoadOptions& options,
     const std::string& source) {
-  return rename_keys(select_prefix(state_dict_in, dotted_prefix(options), source),
-                     options.key_map(), dotted_prefix(options), source);
+  return select_keys(state_dict_in, options, source, nullptr);
 }
 
 LoadResult load_state_dict(torch::nn::Module& module,
                            const std::map<std::string, torch::Tensor>& state_dict_in,
                            const LoadOptions& options,
                            const std::string& source) {
-  const std::string prefix = dotted_prefix(options);
-  const TensorMap provided = select_state_dict(state_dict_in, options, source);
+  const TensorMap provided = select_keys(state_dict_in, options, source, &module);
   LoadPlan plan = plan_load(module, provided, options.strict());
-  check_plan(plan, module, prefix, source);
+  check_plan(plan, module, state_dict_in, options, source);
   // Step 5, the copy: cannot fail any more (same shapes, dtypes and devices).
   torch::NoGradGuard no_grad;
   for (auto& [destination, converted] : plan.copies) {

@@ -3,12 +3,14 @@
 //
 //   mha-parity BUNDLE                  a file of `scripts/export_reference.py --bundle`
 //   mha-parity --weights W --inputs I --num-heads H [options]
+//   mha-parity --list W                the attention blocks of a weights file
 //
 // Exit status: 0 parity, 1 no parity, 2 bad input (arguments or files).
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
+#include <mha/attention_blocks.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
 #include <reference_bundle.h>
@@ -26,6 +28,7 @@
 
 #include "compare.h"
 #include "dtype_names.h"
+#include "list_blocks.h"
 #include "tolerances.h"
 
 namespace mha {
@@ -41,6 +44,7 @@ constexpr int kBadInput = 2;
 constexpr const char* kUsage = R"(usage:
   mha-parity BUNDLE [--rtol R] [--atol A] [--time-s S]
   mha-parity --weights FILE --inputs FILE --num-heads H [options]
+  mha-parity --list FILE
 
 Runs mha::MultiheadAttention (C++) on what Python's torch.nn.MultiheadAttention
 was given and prints, per output, the shape, max abs and max rel error and the
@@ -48,6 +52,10 @@ allclose verdict, then the C++ and Python forward times.
 
 BUNDLE: a file written by `scripts/export_reference.py --bundle FILE` (options,
 weights, inputs, masks, Python's outputs and median forward time).
+
+--list FILE: prints the attention blocks of a weights file, one row per block
+(prefix, naming, embed_dim, kdim, vdim, bias, add_bias_kv, packed), to choose
+--prefix; num_heads is not stored in a state_dict.
 
 Separate files:
   --weights FILE     state_dict: torch.save (OrderedDict or dict), safetensors or
@@ -81,6 +89,7 @@ Exit status: 0 parity, 1 no parity, 2 bad input.
 )";
 
 struct Args {
+  std::string list;
   std::string bundle;
   std::string weights;
   std::string prefix;
@@ -144,6 +153,8 @@ Args parse_args(int argc, char** argv) {
     if (arg == "-h" || arg == "--help") {
       std::cout << kUsage;
       std::exit(kParity);
+    } else if (arg == "--list") {
+      args.list = value();
     } else if (arg == "--weights") {
       args.weights = value();
     } else if (arg == "--prefix") {
@@ -182,6 +193,12 @@ Args parse_args(int argc, char** argv) {
       positional.push_back(arg);
     }
   }
+  if (!args.list.empty()) {
+    if (!positional.empty() || !args.weights.empty() || !args.inputs.empty()) {
+      throw UsageError{"give --list FILE alone, without a bundle, --weights or --inputs"};
+    }
+    return args;
+  }
   if (positional.size() > 1) {
     throw UsageError{fmt::format("give one bundle file, got {}: '{}'", positional.size(),
                                  fmt::join(positional, "' '"))};
@@ -192,7 +209,7 @@ Args parse_args(int argc, char** argv) {
       throw UsageError{"give a bundle or --weights and --inputs, not both"};
     }
   } else if (args.weights.empty() || args.inputs.empty()) {
-    throw UsageError{"give a bundle file, or --weights FILE and --inputs FILE"};
+    throw UsageError{"give a bundle file, --weights FILE and --inputs FILE, or --list FILE"};
   } else if (!args.num_heads) {
     throw UsageError{"--num-heads is required with --weights"};
   }
@@ -268,6 +285,27 @@ Job job_from_bundle(const Args& args) {
   return job;
 }
 
+/// The attention block the selected (prefix-stripped, renamed) weights
+/// `named` hold at their top level; else an error that says where the file's are.
+AttentionBlock block_under_prefix(const Args& args,
+                                  const std::map<std::string, Tensor>& weights,
+                                  const std::map<std::string, Tensor>& named) {
+  const auto blocks = find_attention_blocks(named);
+  const auto found = std::find_if(blocks.begin(), blocks.end(),
+                                  [](const AttentionBlock& b) { return b.prefix.empty(); });
+  TORCH_CHECK(
+      found == blocks.end() || found->naming == AttentionNaming::kMultiheadAttention,
+      fmt::format("{}: the attention under prefix '{}' has timm's qkv/proj names: add --vit",
+                  args.weights, args.prefix));
+  TORCH_CHECK(
+      found != blocks.end(),
+      fmt::format("{}: no attention block under prefix '{}'; the file has {} (mha-parity "
+                  "--list {} shows each block)",
+                  args.weights, args.prefix,
+                  summarize_attention_blocks(find_attention_blocks(weights)), args.weights));
+  return *found;
+}
+
 Job job_from_files(const Args& args) {
   auto weights = read_state_dict(args.weights);
   // Options from the selected, renamed weights, as Python's constructor made them.
@@ -276,28 +314,16 @@ Job job_from_files(const Args& args) {
   if (args.vit) {
     load.key_map(KeyMap::vit());
   }
-  const auto named = select_state_dict(weights, load, args.weights);
-  TORCH_CHECK(named.count("out_proj.weight"),
-              fmt::format("{}: no 'out_proj.weight' under prefix '{}' (use --prefix, or --vit "
-                          "for qkv/proj names)",
-                          args.weights, args.prefix));
-  const int64_t embed_dim = named.at("out_proj.weight").size(0);
-  TORCH_CHECK(
-      !args.embed_dim || *args.embed_dim == embed_dim,
-      fmt::format("--embed-dim {} but the weights have embed_dim {}", *args.embed_dim, embed_dim));
-  MultiheadAttentionOptions options(embed_dim, *args.num_heads);
-  options.batch_first(args.batch_first)
-      .bias(named.count("in_proj_bias") > 0)
-      .add_bias_kv(named.count("bias_k") > 0);
-  if (named.count("k_proj_weight")) {
-    options.kdim(named.at("k_proj_weight").size(1));
-  }
-  if (named.count("v_proj_weight")) {
-    options.vdim(named.at("v_proj_weight").size(1));
-  }
+  const auto block =
+      block_under_prefix(args, weights, select_state_dict(weights, load, args.weights));
+  TORCH_CHECK(!args.embed_dim || *args.embed_dim == block.embed_dim,
+              fmt::format("--embed-dim {} but the weights have embed_dim {}", *args.embed_dim,
+                          block.embed_dim));
+  MultiheadAttentionOptions options = block.options(*args.num_heads);
+  options.batch_first(args.batch_first);
   Job job;
   job.module = MultiheadAttention(options);
-  job.module->to(named.at("out_proj.weight").scalar_type());
+  job.module->to(block.dtype);
   load_state_dict(*job.module, weights, load, args.weights);
 
   const auto inputs = read_state_dict(args.inputs);
@@ -374,6 +400,10 @@ void print_times(const std::pair<double, int>& cpp, const Job& job) {
 }
 
 int run(const Args& args) {
+  if (!args.list.empty()) {
+    list_attention_blocks(args.list);
+    return kParity;
+  }
   Job job = args.bundle.empty() ? job_from_files(args) : job_from_bundle(args);
   if (args.threads || job.python_threads) {
     torch::set_num_threads(static_cast<int>(args.threads ? *args.threads : *job.python_threads));
