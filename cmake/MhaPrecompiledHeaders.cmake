@@ -5,8 +5,8 @@
 # (position-independent, with its private definitions), and one that every
 # other target of this project reuses. Default ON for the top-level project
 # only, so a consumer's add_subdirectory build compiles every header as
-# written. The fuzz preset (CI's clang build of the library) turns it off, so
-# that one build checks that each file includes what it uses. With clang only
+# written (the packaging test package_add_subdirectory is such a build: it
+# checks that each file includes what it uses). With clang only
 # the library's is used: clang rejects a precompiled header when any
 # command-line macro differs, and the tests' macros do.
 

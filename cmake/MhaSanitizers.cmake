@@ -37,11 +37,18 @@ endif()
 
 if(MHA_SANITIZER_FLAGS)
   message(STATUS "mha: sanitizing mha's own targets with ${MHA_SANITIZER_FLAGS}")
-  # -O1 (after the build type's -O3, so it wins) and -g1 (line tables: enough
-  # for the reports' stack traces) compile much faster than -O3 -g (the times:
-  # bench/results/history.md); compiling is most of CI's sanitizer phase, and
-  # -O1 is the level the sanitizers' documentation recommends.
-  add_compile_options(${MHA_SANITIZER_FLAGS} -O1 -g1)
+  # After the build type's -O3, so they win: -g1 (line tables: enough for the
+  # reports' stack traces), and -O1 for the fuzzers (executions per second
+  # matter there; the level the sanitizers' documentation recommends) but -O0
+  # for the test suite, whose heavy work runs in LibTorch, which is not
+  # instrumented: compiling is most of CI's sanitizer phase, and -O0 compiles
+  # fastest (docs/hardening.md, "CI").
+  if(MHA_BUILD_FUZZERS)
+    set(MHA_SANITIZER_OPTIMIZATION -O1)
+  else()
+    set(MHA_SANITIZER_OPTIMIZATION -O0)
+  endif()
+  add_compile_options(${MHA_SANITIZER_FLAGS} ${MHA_SANITIZER_OPTIMIZATION} -g1)
   add_link_options(${MHA_SANITIZER_FLAGS})
 endif()
 if(MHA_BUILD_FUZZERS)
