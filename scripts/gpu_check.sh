@@ -35,6 +35,16 @@ if [ -d .gpu-deps ]; then
   DEPS_ARGS=("-DCMAKE_PREFIX_PATH=$MHA_TORCH_PREFIX;$PWD/.gpu-deps/usr"
              "-DMHA_GTEST_SOURCE_DIR=$PWD/.gpu-deps/googletest")
 fi
+# A pip CUDA torch keeps libnvrtc in its nvidia/ wheels, where Torch's CMake
+# package (Caffe2/public/cuda.cmake) does not look when the CUDA toolkit has none.
+NVRTC="$("$PY" -c 'import glob, os, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+found = sorted(glob.glob(os.path.join(site, "nvidia", "**", "libnvrtc.so*"), recursive=True))
+print(next((f for f in found if ".alt." not in f), ""))')"
+if [ -n "$NVRTC" ]; then DEPS_ARGS+=("-DCUDA_nvrtc_LIBRARY=$NVRTC"); fi
+# Torch's CMake package finds the toolkit from the folder of the first nvcc on
+# PATH, which may be a wrapper script elsewhere: the standard location first.
+if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 cmake --preset gpu "${DEPS_ARGS[@]}"
 cmake --build "$BUILD" --parallel --target mha_tests mha_parity_tests
 "$PY" scripts/export_reference.py --out "$BUILD/tests/reference"
