@@ -8,6 +8,8 @@ the single-process module's.
   shard(p)       = 4 (4 E^2 / p + 3 E / p + E)  (out_proj.bias is whole on every rank)
   construction   = shard(p)                     (exact_init: + one block of 2^18 floats)
   load           = shard(p)                     (the rows and columns read, before the copy)
+  save           = 2 * 4 * 3 E^2, every rank    (in_proj_weight's all-gather: Gloo's flat
+                                                 buffer and the received tensors)
 
 The single process allocates P for each: its construction, and load_state_dict's
 whole state dict read beside the module. p cannot exceed the number of heads H.
@@ -28,7 +30,9 @@ def main():
     args = parser.parse_args()
     e = args.embed_dim
     whole = 4 * (4 * e * e + 4 * e)
-    print(f"E = {e}, H = {args.heads}: the whole layer P = {whole / 1e6:.1f} MB\n")
+    save = 2 * 4 * 3 * e * e
+    print(f"E = {e}, H = {args.heads}: the whole layer P = {whole / 1e6:.1f} MB; a save "
+          f"peaks at {save / 1e6:.1f} MB ({save / whole:.2f} P) on every rank\n")
     print("| p | construction, load (MB) | x P | exact_init construction (MB) |")
     print("|---|---|---|---|")
     for p in (p for p in WORLDS if p <= args.heads):

@@ -83,7 +83,7 @@ struct TensorParallelOptions {
 /// ```
 /// auto group = mha::process_group_from_env();
 /// mha::TensorParallelMultiheadAttention attn(mha::MultiheadAttentionOptions(512, 8), group);
-/// attn->load("attn.pt");  // the full checkpoint; this rank keeps its shard
+/// attn->load("attn.pt");  // the whole checkpoint; this rank reads its shard
 /// auto x = torch::randn({10, 2, 512});
 /// auto [out, weights] = attn(x, x, x);  // whole (10, 2, 512) and (2, 10, 10) on every rank
 /// ```
