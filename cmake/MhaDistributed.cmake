@@ -22,7 +22,9 @@ if(MHA_DISTRIBUTED)
   target_sources(mha PRIVATE
     src/tensor_parallel/collectives.cpp
     src/tensor_parallel/forward.cpp
+    src/tensor_parallel/load.cpp
     src/tensor_parallel/process_group.cpp
+    src/tensor_parallel/shard_init.cpp
     src/tensor_parallel/state.cpp
     src/tensor_parallel/tensor_parallel.cpp
   )

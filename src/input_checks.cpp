@@ -13,6 +13,29 @@ namespace detail {
 
 using torch::Tensor;
 
+void check_module_options(const MultiheadAttentionOptions& options) {
+  const int64_t embed_dim = options.embed_dim();
+  const int64_t num_heads = options.num_heads();
+  TORCH_CHECK_VALUE(
+      embed_dim > 0 && num_heads > 0,
+      fmt::format(
+          "embed_dim and num_heads must be greater than 0, got embed_dim={} and num_heads={} "
+          "instead",
+          embed_dim, num_heads));
+  TORCH_CHECK_VALUE(
+      embed_dim % num_heads == 0,
+      fmt::format("embed_dim must be divisible by num_heads, got embed_dim={} and num_heads={}",
+                  embed_dim, num_heads));
+  TORCH_CHECK_VALUE(
+      options.dropout() >= 0.0 && options.dropout() <= 1.0,
+      fmt::format("dropout probability has to be between 0 and 1, but got {}", options.dropout()));
+  const int64_t kdim = options.kdim().value_or(embed_dim);
+  const int64_t vdim = options.vdim().value_or(embed_dim);
+  TORCH_CHECK_VALUE(
+      kdim > 0 && vdim > 0,
+      fmt::format("kdim and vdim must be greater than 0, got kdim={} and vdim={}", kdim, vdim));
+}
+
 void check_dtypes_and_devices(const Tensor& parameter,
                               const Tensor& query,
                               const Tensor& key,

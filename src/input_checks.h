@@ -46,6 +46,11 @@ inline bool causal_hint_drops_attn_mask(bool is_causal,
   return is_causal && !need_weights && !key_padding_mask.defined();
 }
 
+/// The options' own checks of Python's `MultiheadAttention.__init__` (with
+/// its wording) and of kdim/vdim: positive sizes, embed_dim divisible by
+/// num_heads, dropout in [0, 1]. Throws `c10::ValueError`.
+void check_module_options(const MultiheadAttentionOptions& options);
+
 /// `query`, `key` and `value` must be defined tensors.
 void check_defined(const torch::Tensor& query,
                    const torch::Tensor& key,

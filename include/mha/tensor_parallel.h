@@ -49,6 +49,19 @@ struct ProcessGroupFromEnvOptions {
 c10::intrusive_ptr<c10d::Backend> process_group_from_env(
     const ProcessGroupFromEnvOptions& options = {});
 
+/// Options of `TensorParallelMultiheadAttention` beyond the whole module's.
+struct TensorParallelOptions {
+  /// Initialise the shard with exactly the values (and leave the global CPU
+  /// generator in the state) that constructing the single-process
+  /// `MultiheadAttention` from the same generator state gives: every whole
+  /// tensor is drawn from the global generator, a block of rows at a time,
+  /// and only this rank's part is kept, so each rank draws the whole layer's
+  /// numbers (time grows with the whole layer, memory stays the shard's plus
+  /// one block). Default (false): each rank draws only its shard, from a
+  /// generator of its own (see the constructor).
+  TORCH_ARG(bool, exact_init) = false;
+};
+
 /// Megatron-LM's tensor-parallel `MultiheadAttention`: rank r of a group of p
 /// holds heads [r * H / p, (r + 1) * H / p): their rows of the q, k and v
 /// projections (and of `bias_k`/`bias_v`), the matching E / p input columns of
@@ -70,7 +83,7 @@ c10::intrusive_ptr<c10d::Backend> process_group_from_env(
 /// ```
 /// auto group = mha::process_group_from_env();
 /// mha::TensorParallelMultiheadAttention attn(mha::MultiheadAttentionOptions(512, 8), group);
-/// attn->load("attn.pt");  // the full checkpoint; this rank keeps its shard
+/// attn->load("attn.pt");  // the whole checkpoint; this rank reads its shard
 /// auto x = torch::randn({10, 2, 512});
 /// auto [out, weights] = attn(x, x, x);  // whole (10, 2, 512) and (2, 10, 10) on every rank
 /// ```
@@ -78,10 +91,20 @@ class TensorParallelMultiheadAttentionImpl
     : public torch::nn::Cloneable<TensorParallelMultiheadAttentionImpl> {
  public:
   /// Validates `options` as `MultiheadAttention` does, plus `num_heads`
-  /// divisible by the group's size, and initialises this rank's shard with
-  /// Python's scheme (a full module's init, sliced).
+  /// divisible by the group's size, and allocates and initialises only this
+  /// rank's shard, with Python's scheme: xavier_uniform_ of the q, k, v rows,
+  /// Linear's kaiming_uniform_(a=sqrt(5)) of `out_proj.weight`'s columns,
+  /// xavier_normal_ of `bias_k`/`bias_v`, zero biases, each bound from the
+  /// whole tensor's fans (as DTensor's `distribute_module` initialises local
+  /// shards). The shard is drawn from a CPU generator of this rank's own,
+  /// seeded with one 64-bit draw of the global generator plus the rank
+  /// (Megatron-LM seeds its tensor-parallel generator with seed + 2718 +
+  /// rank): shards differ between ranks, and ranks seeded alike reproduce a
+  /// run. Draws one number from the global generator.
+  /// `parallel_options.exact_init(true)`: the single-process module's values.
   TensorParallelMultiheadAttentionImpl(const MultiheadAttentionOptions& options,
-                                       c10::intrusive_ptr<c10d::Backend> group);
+                                       c10::intrusive_ptr<c10d::Backend> group,
+                                       const TensorParallelOptions& parallel_options = {});
 
   /// `MultiheadAttention::forward`'s signature and semantics (masks,
   /// `batch_first`, unbatched input, `is_causal`, dropout); the whole output
@@ -100,7 +123,7 @@ class TensorParallelMultiheadAttentionImpl
                                                    bool is_causal = false);
 
   /// Registers this rank's shard (Python's names, local shapes) and
-  /// initialises it.
+  /// initialises it (see the constructor).
   void reset() override;
 
   /// Copies this rank's slices of `full`'s parameters (same options, whole
@@ -111,15 +134,19 @@ class TensorParallelMultiheadAttentionImpl
   /// (on every rank) equal to the single-process module.
   MultiheadAttention gather_full() const;
 
-  /// Every rank reads the same full checkpoint (any format and options of
-  /// `mha::load_state_dict`: prefix, key map, strict) into a whole module and
-  /// keeps its shard. Local. Throws as `load_state_dict`; the shard is then
-  /// unchanged.
+  /// Every rank reads its shard from the same whole checkpoint (any format
+  /// and options of `mha::load_state_dict`: prefix, key map, strict; the keys
+  /// and whole shapes are checked as `load_state_dict` checks them).
+  /// safetensors files and torch.save archives stream: only the bytes of
+  /// the rank's rows and columns are read, into tensors of the shard's size.
+  /// A TorchScript archive is read whole. Local. Throws as `load_state_dict`;
+  /// the shard is then unchanged.
   LoadResult load(const std::string& path, const LoadOptions& options = {});
 
-  /// Collective: gathers the whole module and, on rank 0, writes its state
-  /// dict (`mha::save_state_dict`: `.pt` that Python's `nn.MultiheadAttention`
-  /// loads, or `.safetensors`).
+  /// Collective: gathers the whole tensors one at a time (an all-gather
+  /// each) and, on rank 0, writes them (`mha::save_state_dict`: `.pt` that
+  /// Python's `nn.MultiheadAttention` loads, or `.safetensors`). Rank 0 holds
+  /// the whole state dict while it writes; the other ranks one tensor at a time.
   void save(const std::string& path) const;
 
   // Module's own serialization (OutputArchive/InputArchive) stays visible.
@@ -134,6 +161,8 @@ class TensorParallelMultiheadAttentionImpl
   MultiheadAttentionOptions options;
   /// The communicator: one `c10d::Backend` (Gloo on CPU, NCCL on CUDA).
   c10::intrusive_ptr<c10d::Backend> group;
+  /// How the shard is initialised.
+  TensorParallelOptions parallel_options;
 
   /// This rank's [q; k; v] rows (3E/p, E), when kdim == vdim == embed_dim.
   torch::Tensor in_proj_weight;

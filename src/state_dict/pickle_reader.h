@@ -24,7 +24,8 @@ namespace mha {
 namespace detail {
 
 /// persistent_load of a storage: the record `key` as a storage of `numel`
-/// elements of `dtype` (at least that many bytes). Called once per key.
+/// elements of `dtype` (at least that many bytes), on the CPU or, to read
+/// sizes only, on the meta device. Called once per key.
 using StorageLoader =
     std::function<c10::Storage(const std::string& key, c10::ScalarType dtype, int64_t numel)>;
 

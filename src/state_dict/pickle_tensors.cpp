@@ -84,8 +84,11 @@ Value* view_of_storage(const Value& args, c10::ScalarType dtype, ValueArena& are
   check_view(sizes, strides, offset.integer, static_cast<int64_t>(c10::elementSize(dtype)),
              storage.storage.nbytes());
   Value* out = arena.make(ValueKind::kTensor);
-  out->tensor = torch::empty({0}, torch::TensorOptions().dtype(dtype))
-                    .set_(storage.storage, offset.integer, sizes, strides);
+  // On the storage's device: the CPU, or the meta device when only the sizes
+  // are read (torch_save_slices.cpp).
+  out->tensor =
+      torch::empty({0}, torch::TensorOptions().dtype(dtype).device(storage.storage.device()))
+          .set_(storage.storage, offset.integer, sizes, strides);
   return out;
 }
 

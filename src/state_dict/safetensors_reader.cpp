@@ -22,6 +22,7 @@
 #include "state_dict/file_io.h"
 #include "state_dict/formats.h"
 #include "state_dict/safetensors_dtype.h"
+#include "state_dict/safetensors_index.h"
 
 namespace mha {
 namespace detail {
@@ -33,14 +34,6 @@ using nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 /// A valid header nests 3 levels (root, tensor info, shape/offsets).
 constexpr int kMaxHeaderDepth = 4;
-
-struct TensorEntry {
-  std::string name;
-  c10::ScalarType dtype;
-  std::vector<int64_t> shape;
-  uint64_t begin;
-  uint64_t end;
-};
 
 /// Parses the header, rejecting duplicate keys (which nlohmann would silently
 /// overwrite) and nesting deeper than a valid header has.
@@ -132,7 +125,7 @@ std::vector<int64_t> entry_shape(const std::string& path,
   return shape;
 }
 
-TensorEntry parse_entry(const std::string& path, const std::string& name, const json& info) {
+SafetensorsEntry parse_entry(const std::string& path, const std::string& name, const json& info) {
   if (!info.is_object()) {
     fail_file(path, fmt::format("invalid safetensors header: tensor '{}' is {}, expected an "
                                 "object",
@@ -144,7 +137,7 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
                 fmt::format("invalid safetensors header: tensor '{}' has no '{}'", name, field));
     }
   }
-  TensorEntry entry{name, entry_dtype(path, name, info), {}, 0, 0};
+  SafetensorsEntry entry{name, entry_dtype(path, name, info), {}, 0, 0};
   uint64_t bytes = c10::elementSize(entry.dtype);
   entry.shape = entry_shape(path, name, info, bytes);
   const auto& offsets = info.at("data_offsets");
@@ -215,10 +208,10 @@ void check_metadata(const std::string& path, const json& metadata) {
 }
 
 /// The header's tensor entries, each inside the `data_bytes` after the header.
-std::vector<TensorEntry> parse_entries(const std::string& path,
-                                       const json& header,
-                                       uint64_t data_bytes) {
-  std::vector<TensorEntry> entries;
+std::vector<SafetensorsEntry> parse_entries(const std::string& path,
+                                            const json& header,
+                                            uint64_t data_bytes) {
+  std::vector<SafetensorsEntry> entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
       check_metadata(path, info);
@@ -237,18 +230,19 @@ std::vector<TensorEntry> parse_entries(const std::string& path,
 
 /// The ranges, in file order, must tile the data exactly.
 void check_coverage(const std::string& path,
-                    const std::vector<TensorEntry>& entries,
+                    const std::vector<SafetensorsEntry>& entries,
                     uint64_t data_bytes) {
-  std::vector<const TensorEntry*> by_offset;
+  std::vector<const SafetensorsEntry*> by_offset;
   for (const auto& entry : entries) {
     by_offset.push_back(&entry);
   }
-  std::sort(by_offset.begin(), by_offset.end(), [](const TensorEntry* a, const TensorEntry* b) {
-    return std::tie(a->begin, a->end) < std::tie(b->begin, b->end);
-  });
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+              return std::tie(a->begin, a->end) < std::tie(b->begin, b->end);
+            });
   uint64_t expected_begin = 0;
-  const TensorEntry* previous = nullptr;
-  for (const TensorEntry* entry : by_offset) {
+  const SafetensorsEntry* previous = nullptr;
+  for (const SafetensorsEntry* entry : by_offset) {
     if (entry->begin < expected_begin) {
       fail_file(path,
                 fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", previous->name,
@@ -268,39 +262,44 @@ void check_coverage(const std::string& path,
   }
 }
 
-/// Reads each tensor's bytes straight into it (everything was checked).
-TensorMap read_tensors(InputFile& file,
-                       const std::vector<TensorEntry>& entries,
-                       uint64_t data_start) {
+}  // namespace
+
+SafetensorsIndex read_safetensors_index(InputFile& file) {
+  uint64_t header_bytes = 0;
+  const json header = read_header(file, header_bytes);
+  SafetensorsIndex index;
+  index.data_start = 8 + header_bytes;
+  const uint64_t data_bytes = file.size() - index.data_start;
+  index.entries = parse_entries(file.path(), header, data_bytes);
+  check_coverage(file.path(), index.entries, data_bytes);
+  return index;
+}
+
+void check_bool_bytes(const std::string& path,
+                      const std::string& name,
+                      const void* data,
+                      size_t bytes) {
+  const auto* begin = static_cast<const uint8_t*>(data);
+  const auto* bad = std::find_if(begin, begin + bytes, [](uint8_t byte) { return byte > 1; });
+  if (bad != begin + bytes) {
+    fail_file(path, fmt::format("tensor '{}' of dtype BOOL holds byte {} at index {}", name, *bad,
+                                bad - begin));
+  }
+}
+
+TensorMap read_safetensors(const std::string& path) {
+  InputFile file(path);
+  const SafetensorsIndex index = read_safetensors_index(file);
   TensorMap out;
-  for (const auto& entry : entries) {
+  for (const auto& entry : index.entries) {  // each tensor's bytes straight into it
     auto tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(entry.dtype));
-    const size_t bytes = entry.end - entry.begin;
-    file.read_at(data_start + entry.begin, tensor.data_ptr(), bytes);
+    file.read_at(index.data_start + entry.begin, tensor.data_ptr(), entry.end - entry.begin);
     if (entry.dtype == c10::kBool) {
-      const auto* data = static_cast<const uint8_t*>(tensor.data_ptr());
-      const auto* bad = std::find_if(data, data + bytes, [](uint8_t byte) { return byte > 1; });
-      if (bad != data + bytes) {
-        fail_file(file.path(), fmt::format("tensor '{}' of dtype BOOL holds byte {} at index {}",
-                                           entry.name, *bad, bad - data));
-      }
+      check_bool_bytes(path, entry.name, tensor.data_ptr(), entry.end - entry.begin);
     }
     out.emplace(entry.name, std::move(tensor));
   }
   return out;
-}
-
-}  // namespace
-
-TensorMap read_safetensors(const std::string& path) {
-  InputFile file(path);
-  uint64_t header_bytes = 0;
-  const json header = read_header(file, header_bytes);
-  const uint64_t data_start = 8 + header_bytes;
-  const uint64_t data_bytes = file.size() - data_start;
-  const auto entries = parse_entries(path, header, data_bytes);
-  check_coverage(path, entries, data_bytes);
-  return read_tensors(file, entries, data_start);
 }
 
 }  // namespace detail

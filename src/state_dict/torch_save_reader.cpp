@@ -3,7 +3,6 @@
 // (pickle_reader.h) for data.pkl, then the naming rules (tensor_names.h).
 
 #include <c10/core/CPUAllocator.h>
-#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -11,8 +10,8 @@
 
 #include "state_dict/errors.h"
 #include "state_dict/formats.h"
-#include "state_dict/pickle_reader.h"
 #include "state_dict/tensor_names.h"
+#include "state_dict/torch_save_archive.h"
 
 namespace mha {
 namespace detail {
@@ -32,53 +31,63 @@ void check_byte_order(const std::string& path, PyTorchStreamReader& reader) {
   }
 }
 
-/// persistent_load: the record data/<key> as a storage of `numel` elements,
-/// checked against the bytes the record holds (which cannot exceed the file's:
-/// torch.save stores records uncompressed).
-c10::Storage load_storage(PyTorchStreamReader& reader,
-                          uint64_t file_size,
-                          const std::string& key,
-                          c10::ScalarType dtype,
-                          int64_t numel) {
-  const std::string record = "data/" + key;
-  if (!reader.hasRecord(record)) {
-    pickle_corrupt(fmt::format("storage '{}': the archive has no record '{}'", key, record));
-  }
-  const size_t record_bytes = reader.getRecordSize(record);
-  uint64_t nbytes = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), c10::elementSize(dtype), &nbytes) ||
-      nbytes > record_bytes || record_bytes > file_size) {
-    pickle_corrupt(
-        fmt::format("storage '{}' claims {} elements of {} but its record '{}' holds "
-                    "{} bytes (file: {} bytes)",
-                    key, numel, c10::toString(dtype), record, record_bytes, file_size));
-  }
-  auto [data, size] = reader.getRecord(record);
-  return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes), std::move(data),
-                      /*allocator=*/nullptr, /*resizable=*/false);
-}
-
 }  // namespace
 
-ReadResult read_torch_save(const std::string& path) {
+std::unique_ptr<PyTorchStreamReader> open_torch_save(const std::string& path) {
   auto reader = with_file_context(path, "not a readable zip archive",
                                   [&] { return std::make_unique<PyTorchStreamReader>(path); });
   check_byte_order(path, *reader);
-  const uint64_t file_size = std::filesystem::file_size(path);
+  return reader;
+}
+
+StorageRecord storage_record(PyTorchStreamReader& reader,
+                             uint64_t file_size,
+                             const std::string& key,
+                             c10::ScalarType dtype,
+                             int64_t numel) {
+  StorageRecord record{"data/" + key, 0};
+  if (!reader.hasRecord(record.name)) {
+    pickle_corrupt(fmt::format("storage '{}': the archive has no record '{}'", key, record.name));
+  }
+  const size_t record_bytes = reader.getRecordSize(record.name);
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), c10::elementSize(dtype),
+                             &record.nbytes) ||
+      record.nbytes > record_bytes || record_bytes > file_size) {
+    pickle_corrupt(
+        fmt::format("storage '{}' claims {} elements of {} but its record '{}' holds "
+                    "{} bytes (file: {} bytes)",
+                    key, numel, c10::toString(dtype), record.name, record_bytes, file_size));
+  }
+  return record;
+}
+
+ReadResult read_archive_tensors(const std::string& path,
+                                PyTorchStreamReader& reader,
+                                const StorageLoader& load_storage) {
   const auto pickle_record = with_file_context(path, "corrupt record 'data.pkl'",
-                                               [&] { return reader->getRecord("data.pkl"); });
+                                               [&] { return reader.getRecord("data.pkl"); });
   const std::string_view pickle(static_cast<const char*>(std::get<0>(pickle_record).get()),
                                 std::get<1>(pickle_record));
   ValueArena arena(/*copy_budget=*/pickle.size());
-  const StorageLoader loader = [&](const std::string& key, c10::ScalarType dtype, int64_t numel) {
-    return load_storage(*reader, file_size, key, dtype, numel);
-  };
   ReadResult out;
   with_file_context(path, "data.pkl", [&] {
-    const Value* root = read_weights_pickle(pickle, loader, arena);
+    const Value* root = read_weights_pickle(pickle, load_storage, arena);
     name_tensors(*root, pickle.size(), out);
   });
   return out;
+}
+
+ReadResult read_torch_save(const std::string& path) {
+  const auto reader = open_torch_save(path);
+  const uint64_t file_size = std::filesystem::file_size(path);
+  // persistent_load: the record as a storage of the bytes the pickle claims.
+  const StorageLoader loader = [&](const std::string& key, c10::ScalarType dtype, int64_t numel) {
+    const StorageRecord record = storage_record(*reader, file_size, key, dtype, numel);
+    auto [data, size] = reader->getRecord(record.name);
+    return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(record.nbytes),
+                        std::move(data), /*allocator=*/nullptr, /*resizable=*/false);
+  };
+  return read_archive_tensors(path, *reader, loader);
 }
 
 }  // namespace detail

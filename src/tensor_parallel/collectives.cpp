@@ -94,10 +94,9 @@ void all_reduce_sum(c10d::Backend& group, Tensor& tensor, const std::string& wha
   wait_for(group, *work, what);
 }
 
-Tensor all_gather_cat(c10d::Backend& group,
-                      const Tensor& tensor,
-                      int64_t dim,
-                      const std::string& what) {
+std::vector<Tensor> all_gather(c10d::Backend& group,
+                               const Tensor& tensor,
+                               const std::string& what) {
   std::vector<Tensor> inputs{tensor.contiguous()};
   std::vector<std::vector<Tensor>> outputs(1);
   for (int r = 0; r < group.getSize(); ++r) {
@@ -105,7 +104,14 @@ Tensor all_gather_cat(c10d::Backend& group,
   }
   auto work = group.allgather(outputs, inputs);
   wait_for(group, *work, what);
-  return at::cat(outputs[0], dim);
+  return std::move(outputs[0]);
+}
+
+Tensor all_gather_cat(c10d::Backend& group,
+                      const Tensor& tensor,
+                      int64_t dim,
+                      const std::string& what) {
+  return at::cat(all_gather(group, tensor, what), dim);
 }
 
 Tensor copy_to_tensor_parallel(const Tensor& x, const c10::intrusive_ptr<c10d::Backend>& group) {

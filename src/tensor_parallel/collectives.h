@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <vector>
 
 namespace mha {
 namespace detail {
@@ -16,6 +17,11 @@ namespace detail {
 /// timed-out collective throws `c10::Error` naming `what`, the rank and the
 /// group's error.
 void all_reduce_sum(c10d::Backend& group, torch::Tensor& tensor, const std::string& what);
+
+/// Every rank's `tensor` (same shape on all ranks), in rank order.
+std::vector<torch::Tensor> all_gather(c10d::Backend& group,
+                                      const torch::Tensor& tensor,
+                                      const std::string& what);
 
 /// Every rank's `tensor` (same shape on all ranks) concatenated along `dim`,
 /// in rank order.

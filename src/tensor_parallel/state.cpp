@@ -1,15 +1,20 @@
-// TensorParallelMultiheadAttention: the shard from a whole module or a whole
-// checkpoint, and the whole module gathered back (for saving).
+// TensorParallelMultiheadAttention: the shard from a whole module, and the
+// whole tensors gathered back one at a time (gather_full, save).
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <array>
+#include <functional>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "collectives.h"
 #include "mha/tensor_parallel.h"
-#include "shape_format.h"
+#include "plain_module.h"
 #include "sharding.h"
 
 namespace mha {
@@ -31,68 +36,68 @@ void check_same_options(const MultiheadAttentionOptions& mine,
                                 describe(mine), describe(theirs)));
 }
 
+/// Collective: hands each whole parameter of `m` (Python's name, whole
+/// shape) to `use`, one at a time, each gathered from the ranks' shards by
+/// an all-gather (in this order on every rank, the protocol a Python rank
+/// follows in tests/tensor_parallel/tp_interop.py); `out_proj.bias` is
+/// every rank's own. A gathered tensor lives until `use` returns, unless it
+/// keeps it.
+void for_each_whole(const TensorParallelMultiheadAttentionImpl& m,
+                    const std::function<void(const std::string&, Tensor)>& use) {
+  static const std::array<const char*, 9> kOrder{
+      "in_proj_weight", "q_proj_weight",   "k_proj_weight", "v_proj_weight", "in_proj_bias",
+      "out_proj.bias",  "out_proj.weight", "bias_k",        "bias_v"};
+  const detail::Shard shard(m.options.embed_dim(), m.group->getRank(), m.group->getSize());
+  const auto params = m.named_parameters();
+  for (const std::string name : kOrder) {
+    const Tensor* local = params.find(name);
+    if (local == nullptr) continue;
+    if (!detail::split_dim(name)) {
+      use(name, local->detach());
+      continue;
+    }
+    use(name, shard.whole_from(name, detail::all_gather(*m.group, local->detach(),
+                                                        "the gather of the whole module")));
+  }
+}
+
 }  // namespace
 
 void TensorParallelMultiheadAttentionImpl::load_shard_from(const MultiheadAttentionImpl& whole) {
   check_same_options(options, whole.options);
   const detail::Shard shard(options.embed_dim(), group->getRank(), group->getSize());
+  const auto from = whole.named_parameters();
   torch::NoGradGuard no_grad;
-  const auto copy = [](Tensor& to, const Tensor& from) {
-    if (to.defined()) to.copy_(from);
-  };
-  copy(in_proj_weight, in_proj_weight.defined() ? shard.of_packed(whole.in_proj_weight) : Tensor());
-  copy(q_proj_weight, q_proj_weight.defined() ? shard.of(whole.q_proj_weight, 0) : Tensor());
-  copy(k_proj_weight, k_proj_weight.defined() ? shard.of(whole.k_proj_weight, 0) : Tensor());
-  copy(v_proj_weight, v_proj_weight.defined() ? shard.of(whole.v_proj_weight, 0) : Tensor());
-  copy(in_proj_bias, in_proj_bias.defined() ? shard.of_packed(whole.in_proj_bias) : Tensor());
-  copy(out_proj->weight, shard.of(whole.out_proj->weight, 1));
-  copy(out_proj->bias, whole.out_proj->bias);
-  copy(bias_k, bias_k.defined() ? shard.of(whole.bias_k, 2) : Tensor());
-  copy(bias_v, bias_v.defined() ? shard.of(whole.bias_v, 2) : Tensor());
+  for (auto& parameter : named_parameters()) {
+    parameter.value().copy_(shard.of(parameter.key(), from[parameter.key()]));
+  }
   validated_ = false;
 }
 
 MultiheadAttention TensorParallelMultiheadAttentionImpl::gather_full() const {
-  const detail::Shard shard(options.embed_dim(), group->getRank(), group->getSize());
-  const auto gather = [this](const Tensor& local, int64_t dim) {
-    return detail::all_gather_cat(*group, local.detach(), dim, "the gather of the whole module");
-  };
   MultiheadAttention whole(options);
   whole->to(out_proj->weight.scalar_type());
+  auto targets = whole->named_parameters();
   torch::NoGradGuard no_grad;
-  if (in_proj_weight.defined()) {
-    whole->in_proj_weight.copy_(shard.whole_packed(gather(in_proj_weight, 0)));
-  } else {
-    whole->q_proj_weight.copy_(gather(q_proj_weight, 0));
-    whole->k_proj_weight.copy_(gather(k_proj_weight, 0));
-    whole->v_proj_weight.copy_(gather(v_proj_weight, 0));
-  }
-  if (in_proj_bias.defined()) {
-    whole->in_proj_bias.copy_(shard.whole_packed(gather(in_proj_bias, 0)));
-    whole->out_proj->bias.copy_(out_proj->bias);
-  }
-  whole->out_proj->weight.copy_(gather(out_proj->weight, 1));
-  if (bias_k.defined()) {
-    whole->bias_k.copy_(gather(bias_k, 2));
-    whole->bias_v.copy_(gather(bias_v, 2));
-  }
+  for_each_whole(*this, [&](const std::string& name, const Tensor& gathered) {
+    targets[name].copy_(gathered);
+  });
   return whole;
 }
 
-LoadResult TensorParallelMultiheadAttentionImpl::load(const std::string& path,
-                                                      const LoadOptions& load_options) {
-  MultiheadAttention whole(options);
-  whole->to(out_proj->weight.scalar_type());
-  LoadResult result = load_state_dict(*whole, path, load_options);
-  load_shard_from(*whole);
-  return result;
-}
-
 void TensorParallelMultiheadAttentionImpl::save(const std::string& path) const {
-  const MultiheadAttention whole = gather_full();
-  if (group->getRank() == 0) {
-    save_state_dict(*whole, path);
+  const bool writes = group->getRank() == 0;
+  std::map<std::string, Tensor> gathered;  // rank 0's; the others drop each one
+  for_each_whole(*this, [&](const std::string& name, Tensor tensor) {
+    if (writes) gathered.emplace(name, std::move(tensor));
+  });
+  if (!writes) return;
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in the module's state_dict order
+  for (const auto& [name, local] : mha::state_dict(*this)) {
+    tensors.emplace_back(name, gathered.at(name));
   }
+  gathered.clear();
+  save_state_dict(*detail::module_holding(tensors, name()), path);
 }
 
 }  // namespace mha

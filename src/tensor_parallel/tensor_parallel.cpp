@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "collectives.h"
+#include "generator_state.h"
+#include "input_checks.h"
 #include "shape_format.h"
+#include "shard_init.h"
 #include "sharding.h"
 
 namespace mha {
@@ -22,42 +25,47 @@ namespace mha {
 using torch::Tensor;
 
 TensorParallelMultiheadAttentionImpl::TensorParallelMultiheadAttentionImpl(
-    const MultiheadAttentionOptions& options_, c10::intrusive_ptr<c10d::Backend> group_)
+    const MultiheadAttentionOptions& options_,
+    c10::intrusive_ptr<c10d::Backend> group_,
+    const TensorParallelOptions& parallel_options_)
     : torch::nn::Cloneable<TensorParallelMultiheadAttentionImpl>(
           "mha::TensorParallelMultiheadAttention"),
       options(options_),
-      group(std::move(group_)) {
+      group(std::move(group_)),
+      parallel_options(parallel_options_) {
   reset();
 }
 
 void TensorParallelMultiheadAttentionImpl::reset() {
   TORCH_CHECK_VALUE(group, "TensorParallelMultiheadAttention: group must not be null");
-  MultiheadAttention whole(options);  // validates the options, draws Python's init
+  detail::check_module_options(options);
   const int world_size = group->getSize();
   TORCH_CHECK_VALUE(options.num_heads() % world_size == 0,
                     fmt::format("TensorParallelMultiheadAttention: num_heads ({}) must be "
                                 "divisible by the group's world size ({})",
                                 options.num_heads(), world_size));
-  // Python's names and order, this rank's shapes: the whole module's, sliced.
+  // Python's names and order, this rank's shapes.
   const detail::Shard shard(options.embed_dim(), group->getRank(), world_size);
-  auto local = [&](const std::string& name, const Tensor& t) {
-    return register_parameter(name, t.defined() ? t.detach().clone() : Tensor(), t.defined());
+  const int64_t E = options.embed_dim(), w = shard.width;
+  const int64_t kdim = options.kdim().value_or(E), vdim = options.vdim().value_or(E);
+  const bool packed = kdim == E && vdim == E;
+  const auto local = [&](const std::string& name, std::vector<int64_t> sizes, bool defined) {
+    return register_parameter(name, defined ? torch::empty(sizes) : Tensor(), defined);
   };
-  const bool packed = whole->in_proj_weight.defined();
-  q_proj_weight = local("q_proj_weight", packed ? Tensor() : shard.of(whole->q_proj_weight, 0));
-  k_proj_weight = local("k_proj_weight", packed ? Tensor() : shard.of(whole->k_proj_weight, 0));
-  v_proj_weight = local("v_proj_weight", packed ? Tensor() : shard.of(whole->v_proj_weight, 0));
-  in_proj_weight =
-      local("in_proj_weight", packed ? shard.of_packed(whole->in_proj_weight) : Tensor());
-  in_proj_bias =
-      local("in_proj_bias", options.bias() ? shard.of_packed(whole->in_proj_bias) : Tensor());
-  out_proj = register_module(
-      "out_proj",
-      torch::nn::Linear(
-          torch::nn::LinearOptions(shard.width, options.embed_dim()).bias(options.bias())));
-  bias_k = local("bias_k", options.add_bias_kv() ? shard.of(whole->bias_k, 2) : Tensor());
-  bias_v = local("bias_v", options.add_bias_kv() ? shard.of(whole->bias_v, 2) : Tensor());
-  load_shard_from(*whole);
+  q_proj_weight = local("q_proj_weight", {w, E}, !packed);
+  k_proj_weight = local("k_proj_weight", {w, kdim}, !packed);
+  v_proj_weight = local("v_proj_weight", {w, vdim}, !packed);
+  in_proj_weight = local("in_proj_weight", {3 * w, E}, packed);
+  in_proj_bias = local("in_proj_bias", {3 * w}, options.bias());
+  {
+    const detail::CpuGeneratorStateGuard keep_generator;  // Linear's own init is overwritten
+    out_proj = register_module(
+        "out_proj", torch::nn::Linear(torch::nn::LinearOptions(w, E).bias(options.bias())));
+  }
+  bias_k = local("bias_k", {1, 1, w}, options.add_bias_kv());
+  bias_v = local("bias_v", {1, 1, w}, options.add_bias_kv());
+  detail::init_shard(*this, shard, parallel_options.exact_init());
+  validated_ = false;
 }
 
 void TensorParallelMultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
