@@ -31,8 +31,10 @@ function(_mha_targets_below dir out)
 endfunction()
 
 # Called last in the top-level CMakeLists.txt: every executable and static
-# library below `dir` other than `library` (not position-independent, like
-# the shared header's own object library) reuses one precompiled <torch/torch.h>.
+# library below `dir` that links `library` (as mha::mha; not
+# position-independent, like the shared header's own object library) reuses one
+# precompiled <torch/torch.h>. Others (a GoogleTest built from sources) have no
+# LibTorch headers to precompile.
 function(mha_reuse_precompiled_headers dir library)
   if(NOT MHA_PRECOMPILE_HEADERS OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     return()
@@ -42,7 +44,8 @@ function(mha_reuse_precompiled_headers dir library)
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
     get_target_property(pic ${target} POSITION_INDEPENDENT_CODE)
-    if(NOT target STREQUAL library AND NOT pic
+    get_target_property(links ${target} LINK_LIBRARIES)
+    if(NOT target STREQUAL library AND NOT pic AND "${library}::${library}" IN_LIST links
        AND (type STREQUAL "EXECUTABLE" OR type STREQUAL "STATIC_LIBRARY"))
       list(APPEND reusing ${target})
     endif()
