@@ -5,8 +5,7 @@
 # (position-independent, with its private definitions), and one that every
 # other target of this project reuses. Default ON for the top-level project
 # only, so a consumer's add_subdirectory build compiles every header as
-# written (the packaging test package_add_subdirectory is such a build: it
-# checks that each file includes what it uses). With clang only
+# written (no CI build does: a missing include shows only there). With clang only
 # the library's is used: clang rejects a precompiled header when any
 # command-line macro differs, and the tests' macros do.
 
