@@ -53,8 +53,8 @@
 #include <utility>
 #include <vector>
 
+#include "attention/fast_kernels.h"
 #include "counting_allocator.h"
-#include "fast_path.h"
 #include "tolerances.h"
 
 namespace {
@@ -213,7 +213,7 @@ std::shared_ptr<Setup> get_setup(Shape s) {
 
 // ~~~ The implementations ~~~
 
-using mha::detail::FastPathKernel;
+using FastPathKernel = mha::detail::AttentionKernel;
 
 /// The kernel ours runs: the module's rule, or for calls without weights the
 /// --mha_min_length override of the fused kernel's threshold.
@@ -228,9 +228,16 @@ FastPathKernel ours_kernel(const InferConfig& c) {
 /// Every benchmarked call is on Python's fast path (eval, batch-first
 /// self-attention, bool masks), computed here with `kernel`.
 Tensor run_fast_path(Setup& s, const InferConfig& c, FastPathKernel kernel) {
-  return std::get<0>(mha::detail::fast_path_forward(
-      kernel, *s.ours, s.x, c.kpm ? s.kpm : Tensor(), c.need_weights,
-      c.causal ? s.causal : Tensor(), /*average_attn_weights=*/true, /*is_causal=*/c.causal));
+  const Tensor kpm = c.kpm ? s.kpm : Tensor(), mask = c.causal ? s.causal : Tensor();
+  const mha::detail::AttentionCall call{s.x,
+                                        s.x,
+                                        s.x,
+                                        kpm,
+                                        mask,
+                                        c.need_weights,
+                                        /*average_attn_weights=*/true,
+                                        /*is_causal=*/c.causal};
+  return std::get<0>(mha::detail::fast_path_forward(kernel, *s.ours, call));
 }
 
 Tensor run_ours(Setup& s, const InferConfig& c) {
@@ -504,11 +511,10 @@ void weights_benchmark(benchmark::State& state, bool by_head, bool average, Infe
   auto setup = get_setup(c.shape);
   Setup& s = *setup;
   const FastPathKernel kernel = by_head ? FastPathKernel::kByHead : FastPathKernel::kNative;
-  auto call = [&] {
-    return mha::detail::fast_path_forward(kernel, *s.ours, s.x, c.kpm ? s.kpm : Tensor(),
-                                          /*need_weights=*/true, c.causal ? s.causal : Tensor(),
-                                          average, /*is_causal=*/c.causal);
-  };
+  const Tensor kpm = c.kpm ? s.kpm : Tensor(), mask = c.causal ? s.causal : Tensor();
+  const mha::detail::AttentionCall args{s.x,  s.x,  s.x,     kpm,
+                                        mask, true, average, /*is_causal=*/c.causal};
+  auto call = [&] { return mha::detail::fast_path_forward(kernel, *s.ours, args); };
   benchmark::DoNotOptimize(call());  // warm-up
   for (auto _ : state) {
     benchmark::DoNotOptimize(call());

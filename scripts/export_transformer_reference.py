@@ -20,7 +20,8 @@ it with `torch::pickle_load`):
 
 Also two real checkpoints, `torch.save(module.state_dict())` with their inputs
 and eval outputs: checkpoint_transformer.pt (nn.Transformer) and
-checkpoint_encoder6.pt (a 6-layer nn.TransformerEncoder with a final norm).
+checkpoint_encoder6.pt (a 6-layer nn.TransformerEncoder with a final norm),
+checkpoint_encoder_nested.pt (an encoder called with a NestedTensor).
 
 Usage:
     export_transformer_reference.py --out DIR    # every case + manifest.txt + checkpoints
@@ -386,6 +387,20 @@ def write_checkpoints(out):
     torch.save(encoder.state_dict(), os.path.join(out, "checkpoint_encoder6.pt"))
     torch.save({"src": src, "src_key_padding_mask": kpm, "output": output},
                os.path.join(out, "checkpoint_encoder6.io.pt"))
+
+    # A NestedTensor input: Python's encoder returns a nested output. The
+    # sequences and the output's are saved as plain tensors (C++'s pickle
+    # reader takes no nested tensors).
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True),
+                                    2).eval()
+    sequences = [torch.randn(2, 8), torch.randn(3, 8)]
+    with torch.no_grad():
+        output = encoder(torch.nested.nested_tensor(sequences))
+    assert output.is_nested
+    torch.save(encoder.state_dict(), os.path.join(out, "checkpoint_encoder_nested.pt"))
+    torch.save({"sequence0": sequences[0], "sequence1": sequences[1],
+                "output0": output.unbind()[0], "output1": output.unbind()[1]},
+               os.path.join(out, "checkpoint_encoder_nested.io.pt"))
 
 
 def main():

@@ -6,14 +6,15 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
-#include <torch/nn/functional/linear.h>
 
 #include <cmath>
 #include <limits>
 
-#include "input_checks.h"
+#include "attention/attention_call.h"
+#include "attention/input_checks.h"
+#include "attention/masks.h"
+#include "attention/projector.h"
 #include "kv_cache_state.h"
-#include "mha/functional.h"
 #include "mha/kv_cache.h"
 #include "mha/multihead_attention.h"
 #include "shape_format.h"
@@ -21,7 +22,6 @@
 namespace mha {
 
 using torch::Tensor;
-namespace F = mha::functional;
 
 namespace {
 
@@ -38,9 +38,8 @@ struct CallShape {
 /// and dtype/device the cache was filled with.
 void check_cache_use(const MultiheadAttentionImpl& m,
                      const detail::KVCacheState& cache,
-                     const Tensor& query,
-                     const Tensor& key,
-                     const Tensor& value) {
+                     const detail::AttentionCall& call) {
+  const Tensor &query = call.query, &key = call.key, &value = call.value;
   TORCH_CHECK(
       !m.is_training(),
       "forward_cached is for inference, but the module is in training mode; call module->eval()");
@@ -67,7 +66,7 @@ void check_cache_use(const MultiheadAttentionImpl& m,
         "expected key and value (the memory) on the first call with a static_kv cache, but got "
         "undefined ones");
   }
-  const Tensor& param = m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
+  const Tensor param = detail::Projector::of(m).first_weight();
   if (cache.owner != nullptr) {
     TORCH_CHECK_TYPE(
         cache.keys.scalar_type() == param.scalar_type(),
@@ -86,18 +85,13 @@ void check_cache_use(const MultiheadAttentionImpl& m,
 
 /// dtype, device and feature size of query/key/value (as `forward` checks
 /// them), the masks' device and dtype.
-void check_tensors(const MultiheadAttentionImpl& m,
-                   const Tensor& query,
-                   const Tensor& key,
-                   const Tensor& value,
-                   const Tensor& key_padding_mask,
-                   const Tensor& attn_mask) {
-  const Tensor& param = m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
-  detail::check_dtypes_and_devices(param, query, key, value, key_padding_mask, attn_mask);
-  detail::check_feature_sizes(m.options, query, key, value);
+void check_tensors(const MultiheadAttentionImpl& m, const detail::AttentionCall& call) {
+  detail::check_dtypes_and_devices(detail::Projector::of(m).first_weight(), call);
+  detail::check_feature_sizes(m.options, call.query, call.key, call.value);
+  const Tensor& query = call.query;
   for (const auto& [mask, name] :
-       {std::pair<const Tensor&, const char*>{key_padding_mask, "key_padding_mask"},
-        std::pair<const Tensor&, const char*>{attn_mask, "attn_mask"}}) {
+       {std::pair<const Tensor&, const char*>{call.key_padding_mask, "key_padding_mask"},
+        std::pair<const Tensor&, const char*>{call.attn_mask, "attn_mask"}}) {
     TORCH_CHECK_TYPE(
         !mask.defined() || mask.scalar_type() == at::kBool ||
             mask.scalar_type() == query.scalar_type(),
@@ -109,9 +103,8 @@ void check_tensors(const MultiheadAttentionImpl& m,
 /// Batch and sequence sizes of the call against each other, the cache and its capacity.
 CallShape check_sizes(const MultiheadAttentionImpl& m,
                       const detail::KVCacheState& cache,
-                      const Tensor& query,
-                      const Tensor& key,
-                      const Tensor& value) {
+                      const detail::AttentionCall& call) {
+  const Tensor &query = call.query, &key = call.key, &value = call.value;
   CallShape s;
   s.batched = query.dim() == 3;
   s.batch_first = !s.batched || m.options.batch_first();
@@ -165,14 +158,11 @@ Tensor attention_mask(const MultiheadAttentionImpl& m,
                       int64_t extra,
                       const Tensor& key_padding_mask,
                       const Tensor& attn_mask) {
-  const Tensor& param = m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
+  const Tensor param = detail::Projector::of(m).first_weight();
   const auto dtype = param.scalar_type();
   const int64_t num_heads = m.options.num_heads();
-  const Tensor kpm = F::canonical_mask(
-      key_padding_mask, "key_padding_mask",
-      attn_mask.defined() ? std::optional<c10::ScalarType>(attn_mask.scalar_type()) : std::nullopt,
-      "attn_mask", dtype);
-  Tensor mask = F::canonical_mask(attn_mask, "attn_mask", std::nullopt, "", dtype, false);
+  const Tensor kpm = detail::canonical_key_padding_mask(key_padding_mask, attn_mask, dtype);
+  Tensor mask = detail::canonical_attn_mask(attn_mask, dtype);
   if (mask.defined()) {
     // (L, S) -> (1, 1, L, S); (N * H, L, S) -> (N, H, L, S)
     mask = mask.dim() == 2 ? mask.reshape({1, 1, s.tgt_len, s.total_len})
@@ -184,8 +174,7 @@ Tensor attention_mask(const MultiheadAttentionImpl& m,
     const auto bool_options = at::TensorOptions(at::kBool).device(param.device());
     const Tensor causal = at::ones({s.tgt_len, s.total_len}, bool_options).triu_(t0 + 1);
     const Tensor causal_float =
-        F::canonical_mask(causal, "attn_mask", std::nullopt, "", dtype, false)
-            .view({1, 1, s.tgt_len, s.total_len});
+        detail::canonical_attn_mask(causal, dtype).view({1, 1, s.tgt_len, s.total_len});
     mask = mask.defined() ? mask + causal_float : causal_float;
   }
   if (kpm.defined()) {
@@ -193,7 +182,7 @@ Tensor attention_mask(const MultiheadAttentionImpl& m,
     mask = mask.defined() ? mask + kpm4 : kpm4;
   }
   if (mask.defined() && extra > 0) {
-    mask = at::constant_pad_nd(mask, {0, extra});  // (.., S + extra): 0 = visible
+    mask = detail::pad_visible_keys(mask, extra);  // (.., S + extra)
   }
   return mask;
 }
@@ -212,24 +201,14 @@ std::tuple<Tensor, Tensor, Tensor> project(const MultiheadAttentionImpl& m,
                                            bool batch_first) {
   const int64_t num_heads = m.options.num_heads();
   auto heads = [&](const Tensor& x) { return to_heads(x, batch_first, num_heads); };
-  if (m.in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
-    // One GEMM (L, N, 3E), split into three views.
-    const auto qkv = at::linear(query, m.in_proj_weight, m.in_proj_bias).chunk(3, -1);
+  const detail::Projector projector = detail::Projector::of(m);
+  if (projector.is_packed() && query.is_same(key) && key.is_same(value)) {
+    const auto qkv = projector.self(query).chunk(3, -1);  // one GEMM (L, N, 3E), three views
     return {heads(qkv[0]), heads(qkv[1]), heads(qkv[2])};
   }
-  Tensor b_q, b_k, b_v;
-  if (m.in_proj_bias.defined()) {
-    const auto b = m.in_proj_bias.chunk(3);
-    b_q = b[0], b_k = b[1], b_v = b[2];
-  }
-  Tensor w_q = m.q_proj_weight, w_k = m.k_proj_weight, w_v = m.v_proj_weight;
-  if (m.in_proj_weight.defined()) {
-    const auto w = m.in_proj_weight.chunk(3);
-    w_q = w[0], w_k = w[1], w_v = w[2];
-  }
-  const Tensor q = heads(at::linear(query, w_q, b_q));
+  const Tensor q = heads(projector.query(query));
   if (!key.defined()) return {q, Tensor(), Tensor()};
-  return {q, heads(at::linear(key, w_k, b_k)), heads(at::linear(value, w_v, b_v))};
+  return {q, heads(projector.key(key)), heads(projector.value(value))};
 }
 
 /// Attention of q (N, H, L, hd) over k, v (N, H, S, hd): SDPA, or, with
@@ -255,18 +234,16 @@ std::tuple<Tensor, Tensor> attend(
 /// sizes and the SDPA mask (see `attention_mask`).
 std::pair<CallShape, Tensor> check_call(const MultiheadAttentionImpl& m,
                                         const detail::KVCacheState& cache,
-                                        const Tensor& query,
-                                        const Tensor& key,
-                                        const Tensor& value,
-                                        const Tensor& key_padding_mask,
-                                        const Tensor& attn_mask,
+                                        const detail::AttentionCall& call,
                                         int64_t extra) {
-  check_cache_use(m, cache, query, key, value);
+  const Tensor &query = call.query, &key = call.key, &value = call.value;
+  const Tensor &key_padding_mask = call.key_padding_mask, &attn_mask = call.attn_mask;
+  check_cache_use(m, cache, call);
   // Ranks; attn_mask is checked below against the cached length.
   detail::mha_shape_check(query, key.defined() ? key : query, value.defined() ? value : query,
                           key_padding_mask, Tensor(), m.options.num_heads());
-  check_tensors(m, query, key, value, key_padding_mask, attn_mask);
-  const CallShape s = check_sizes(m, cache, query, key, value);
+  check_tensors(m, call);
+  const CallShape s = check_sizes(m, cache, call);
   if (attn_mask.defined()) {
     detail::check_attn_mask_shape(attn_mask, s.tgt_len, s.total_len, s.bsz * m.options.num_heads());
   }
@@ -293,8 +270,15 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
   const int64_t extra = (bias_k.defined() ? 1 : 0) + (options.add_zero_attn() ? 1 : 0);
   CallShape s;
   Tensor mask;
-  std::tie(s, mask) =
-      check_call(*this, cache, query_in, key_in, value_in, key_padding_mask, attn_mask, extra);
+  const detail::AttentionCall call{query_in,
+                                   key_in,
+                                   value_in,
+                                   key_padding_mask,
+                                   attn_mask,
+                                   need_weights,
+                                   average_attn_weights,
+                                   /*is_causal=*/false};
+  std::tie(s, mask) = check_call(*this, cache, call, extra);
 
   // Everything is validated: from here on the cache changes.
   torch::NoGradGuard no_grad;
@@ -306,10 +290,10 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
   const Tensor value = self_qkv ? query : batch(value_in);
   auto [q, k, v] = project(*this, query, key, value, s.batch_first);  // (N, H, L, hd)
   if (k.defined()) {
-    const Tensor& param = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
+    const Tensor param = detail::Projector::of(*this).first_weight();
     const auto buffer_options = at::TensorOptions(param.scalar_type()).device(param.device());
-    detail::reserve(cache, s.bsz, options.num_heads(), q.size(-1), extra, buffer_options,
-                    s.total_len);
+    const detail::CacheLayout layout{s.bsz, options.num_heads(), q.size(-1), extra};
+    detail::reserve(cache, layout, buffer_options, s.total_len);
     detail::append(cache, k, v, bias_k, bias_v, options.add_zero_attn());
     cache.owner = this;
     cache.filled = cache.is_static;

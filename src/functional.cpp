@@ -10,9 +10,10 @@
 #include <cmath>
 #include <optional>
 
-#include "functional_detail.h"
-#include "input_checks.h"
-#include "masks.h"
+#include "attention/functional_steps.h"
+#include "attention/input_checks.h"
+#include "attention/masks.h"
+#include "attention/projector.h"
 #include "shape_format.h"
 
 namespace mha {
@@ -69,64 +70,7 @@ Tensor canonical_mask(const Tensor& mask,
       .masked_fill_(mask, -std::numeric_limits<double>::infinity());
 }
 
-}  // namespace functional
-
-namespace detail {
-
-using torch::Tensor;
-
-Tensor canonical_key_padding_mask(const Tensor& key_padding_mask,
-                                  const Tensor& attn_mask,
-                                  c10::ScalarType target_type) {
-  const auto attn_mask_dtype = attn_mask.defined()
-                                   ? std::optional<c10::ScalarType>(attn_mask.scalar_type())
-                                   : std::nullopt;  // Python's F._none_or_dtype
-  return functional::canonical_mask(key_padding_mask, "key_padding_mask", attn_mask_dtype,
-                                    "attn_mask", target_type);
-}
-
-}  // namespace detail
-
-namespace functional {
-
 namespace {
-
-/// Python's `_in_projection_packed`: one GEMM for self-attention, two when
-/// key is value, three otherwise. Returns q (L, N, E), k and v (S, N, E).
-std::tuple<Tensor, Tensor, Tensor> in_projection_packed(
-    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w, const Tensor& b) {
-  const int64_t E = q.size(-1);
-  // (..., 3E) -> (3, ..., E): each of q, k, v contiguous
-  auto split_packed = [E](const Tensor& proj, int64_t parts) {
-    return proj.unflatten(-1, {parts, E}).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous();
-  };
-  if (k.is_same(v)) {
-    if (q.is_same(k)) {
-      const Tensor proj = split_packed(at::linear(q, w, b), 3);  // (3, L, N, E)
-      return {proj[0], proj[1], proj[2]};
-    }
-    const auto w_parts = w.split_with_sizes({E, 2 * E});
-    Tensor b_q, b_kv;
-    if (b.defined()) {
-      const auto b_parts = b.split_with_sizes({E, 2 * E});
-      b_q = b_parts[0];
-      b_kv = b_parts[1];
-    }
-    Tensor q_proj = at::linear(q, w_parts[0], b_q);                           // (L, N, E)
-    const Tensor kv_proj = split_packed(at::linear(k, w_parts[1], b_kv), 2);  // (2, S, N, E)
-    return {q_proj, kv_proj[0], kv_proj[1]};
-  }
-  const auto w_chunks = w.chunk(3);
-  Tensor b_q, b_k, b_v;
-  if (b.defined()) {
-    const auto b_chunks = b.chunk(3);
-    b_q = b_chunks[0];
-    b_k = b_chunks[1];
-    b_v = b_chunks[2];
-  }
-  return {at::linear(q, w_chunks[0], b_q), at::linear(k, w_chunks[1], b_k),
-          at::linear(v, w_chunks[2], b_v)};
-}
 
 void check_weight_shape(const Tensor& weight, std::vector<int64_t> expected, const char* what) {
   TORCH_CHECK(weight.sizes() == c10::IntArrayRef(expected),
@@ -134,29 +78,21 @@ void check_weight_shape(const Tensor& weight, std::vector<int64_t> expected, con
                           detail::python_tuple(expected), detail::torch_size(weight.sizes())));
 }
 
-/// Python's `_in_projection`: separate weights for q, k and v (kdim/vdim).
-std::tuple<Tensor, Tensor, Tensor> in_projection(const Tensor& q,
-                                                 const Tensor& k,
-                                                 const Tensor& v,
-                                                 const Tensor& w_q,
-                                                 const Tensor& w_k,
-                                                 const Tensor& w_v,
-                                                 const Tensor& b_q,
-                                                 const Tensor& b_k,
-                                                 const Tensor& b_v) {
+/// The shape checks of Python's `_in_projection` (separate weights, kdim/vdim).
+void check_separate_weights(const Tensor& q,
+                            const Tensor& k,
+                            const Tensor& v,
+                            const MultiheadAttentionForwardFuncOptions& o) {
   const int64_t Eq = q.size(-1), Ek = k.size(-1), Ev = v.size(-1);
-  check_weight_shape(w_q, {Eq, Eq}, "query weights");
-  check_weight_shape(w_k, {Eq, Ek}, "key weights");
-  check_weight_shape(w_v, {Eq, Ev}, "value weights");
-  if (b_q.defined()) check_weight_shape(b_q, {Eq}, "query bias");
-  if (b_k.defined()) check_weight_shape(b_k, {Eq}, "key bias");
-  if (b_v.defined()) check_weight_shape(b_v, {Eq}, "value bias");
-  return {at::linear(q, w_q, b_q), at::linear(k, w_k, b_k), at::linear(v, w_v, b_v)};
-}
-
-/// `F.pad(mask, (0, 1))`: one 0.0 column so an appended key is never masked.
-Tensor pad_one_key(const Tensor& mask) {
-  return mask.defined() ? at::constant_pad_nd(mask, {0, 1}) : mask;
+  check_weight_shape(o.q_proj_weight(), {Eq, Eq}, "query weights");
+  check_weight_shape(o.k_proj_weight(), {Eq, Ek}, "key weights");
+  check_weight_shape(o.v_proj_weight(), {Eq, Ev}, "value weights");
+  if (o.in_proj_bias().defined()) {
+    const auto b = o.in_proj_bias().chunk(3);
+    check_weight_shape(b[0], {Eq}, "query bias");
+    check_weight_shape(b[1], {Eq}, "key bias");
+    check_weight_shape(b[2], {Eq}, "value bias");
+  }
 }
 
 /// Replaces `static_k`/`static_v` after checking Python's conditions.
@@ -189,7 +125,7 @@ Masks canonical_masks(const MultiheadAttentionForwardFuncOptions& o,
   if (m.is_causal && !m.key_padding_mask.defined() && !o.need_weights()) {
     m.attn_mask = Tensor();  // SDPA's own causal mode replaces the explicit mask
   } else {
-    m.attn_mask = canonical_mask(m.attn_mask, "attn_mask", std::nullopt, "", dtype, false);
+    m.attn_mask = detail::canonical_attn_mask(m.attn_mask, dtype);
     if (m.key_padding_mask.defined()) {
       m.is_causal = false;
     }
@@ -215,7 +151,8 @@ std::tuple<Tensor, Tensor, Tensor> project_inputs(const Tensor& query,
   if (!o.use_separate_proj_weight()) {
     TORCH_CHECK(o.in_proj_weight().defined(),
                 "use_separate_proj_weight is False but in_proj_weight is None");
-    return in_projection_packed(query, key, value, o.in_proj_weight(), o.in_proj_bias());
+    return detail::Projector::packed(o.in_proj_weight(), o.in_proj_bias())
+        .python(query, key, value);
   }
   TORCH_CHECK(o.q_proj_weight().defined(),
               "use_separate_proj_weight is True but q_proj_weight is None");
@@ -223,15 +160,10 @@ std::tuple<Tensor, Tensor, Tensor> project_inputs(const Tensor& query,
               "use_separate_proj_weight is True but k_proj_weight is None");
   TORCH_CHECK(o.v_proj_weight().defined(),
               "use_separate_proj_weight is True but v_proj_weight is None");
-  Tensor b_q, b_k, b_v;
-  if (o.in_proj_bias().defined()) {
-    const auto b = o.in_proj_bias().chunk(3);
-    b_q = b[0];
-    b_k = b[1];
-    b_v = b[2];
-  }
-  return in_projection(query, key, value, o.q_proj_weight(), o.k_proj_weight(), o.v_proj_weight(),
-                       b_q, b_k, b_v);
+  check_separate_weights(query, key, value, o);
+  return detail::Projector::separate(o.q_proj_weight(), o.k_proj_weight(), o.v_proj_weight(),
+                                     o.in_proj_bias())
+      .python(query, key, value);
 }
 
 /// Projected q, k, v with the heads folded into the batch, and the one
@@ -265,8 +197,8 @@ Heads fold_heads(
     TORCH_CHECK(!o.static_v().defined(), "bias cannot be added to static value.");
     k = at::cat({k, bias_k.repeat({1, bsz, 1})});  // (S + 1, N, E)
     v = at::cat({v, bias_v.repeat({1, bsz, 1})});
-    attn_mask = pad_one_key(attn_mask);
-    key_padding_mask = pad_one_key(key_padding_mask);
+    attn_mask = detail::pad_visible_keys(attn_mask);
+    key_padding_mask = detail::pad_visible_keys(key_padding_mask);
   } else {
     TORCH_CHECK(!bias_k.defined(), "bias_k is set but bias_v is None");
     TORCH_CHECK(!bias_v.defined(), "bias_v is set but bias_k is None");
@@ -279,8 +211,8 @@ Heads fold_heads(
   if (o.add_zero_attn()) {  // a zero key/value row: (N * H, S + 1, hd)
     k = at::cat({k, at::zeros({bsz * num_heads, 1, head_dim}, k.options())}, /*dim=*/1);
     v = at::cat({v, at::zeros({bsz * num_heads, 1, head_dim}, v.options())}, /*dim=*/1);
-    attn_mask = pad_one_key(attn_mask);
-    key_padding_mask = pad_one_key(key_padding_mask);
+    attn_mask = detail::pad_visible_keys(attn_mask);
+    key_padding_mask = detail::pad_visible_keys(key_padding_mask);
   }
   const int64_t src_len = k.size(1);
   if (key_padding_mask.defined()) {  // (N, S) -> (N * H, 1, S), merged additively
@@ -353,10 +285,7 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     const Tensor& key,
     const Tensor& value,
     const MultiheadAttentionForwardFuncOptions& o) {
-  return detail::multi_head_attention_forward_with(
-      query, key, value, o, [&o](const Tensor& q, const Tensor& k, const Tensor& v) {
-        return project_inputs(q, k, v, o);
-      });
+  return detail::multi_head_attention_forward(query, key, value, o, std::nullopt);
 }
 
 }  // namespace functional
@@ -370,13 +299,15 @@ using functional::fold_heads;
 using functional::Heads;
 using functional::Masks;
 using functional::MultiheadAttentionForwardFuncOptions;
+using functional::project_inputs;
+using torch::Tensor;
 
-std::tuple<Tensor, Tensor> multi_head_attention_forward_with(
+std::tuple<Tensor, Tensor> multi_head_attention_forward(
     const Tensor& query_in,
     const Tensor& key_in,
     const Tensor& value_in,
     const MultiheadAttentionForwardFuncOptions& o,
-    const InProjection& project) {
+    const std::optional<Projector>& projector) {
   const int64_t num_heads = o.num_heads();
   const bool is_batched =
       mha_shape_check(query_in, key_in, value_in, o.key_padding_mask(), o.attn_mask(), num_heads);
@@ -400,7 +331,8 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward_with(
   TORCH_CHECK(embed_dim % num_heads == 0,
               fmt::format("embed_dim {} not divisible by num_heads {}", embed_dim, num_heads));
 
-  auto [q, k, v] = project(query, key, value);
+  auto [q, k, v] = projector ? projector->python(query, key, value)
+                             : functional::project_inputs(query, key, value, o);
   const Heads heads = fold_heads(q, k, v, masks, o);
   const double dropout_p = o.training() ? o.dropout_p() : 0.0;
   if (o.need_weights()) {

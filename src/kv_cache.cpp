@@ -25,14 +25,12 @@ constexpr int64_t kMinGrowingCapacity = 16;
 
 /// (N, H, capacity + extra, head_dim) buffers holding the first `keep` positions of `state`.
 void reallocate(KVCacheState& state,
-                int64_t bsz,
-                int64_t num_heads,
-                int64_t head_dim,
-                int64_t extra,
+                const CacheLayout& layout,
                 const torch::TensorOptions& options,
                 int64_t capacity,
                 int64_t keep) {
-  const std::vector<int64_t> shape{bsz, num_heads, capacity + extra, head_dim};
+  const std::vector<int64_t> shape{layout.bsz, layout.num_heads, capacity + layout.extra,
+                                   layout.head_dim};
   Tensor keys = at::empty(shape, options);
   Tensor values = at::empty(shape, options);
   if (keep > 0) {
@@ -42,33 +40,31 @@ void reallocate(KVCacheState& state,
   state.keys = std::move(keys);
   state.values = std::move(values);
   state.capacity = capacity;
-  state.extra = extra;
+  state.extra = layout.extra;
 }
 
 }  // namespace
 
 void reserve(KVCacheState& state,
-             int64_t bsz,
-             int64_t num_heads,
-             int64_t head_dim,
-             int64_t extra,
+             const CacheLayout& layout,
              const torch::TensorOptions& options,
              int64_t new_length) {
   c10::InferenceMode inference;
-  const bool reusable = state.keys.defined() && state.keys.size(0) == bsz &&
-                        state.keys.size(1) == num_heads && state.keys.size(3) == head_dim &&
-                        state.extra == extra && state.keys.dtype() == options.dtype() &&
+  const bool reusable = state.keys.defined() && state.keys.size(0) == layout.bsz &&
+                        state.keys.size(1) == layout.num_heads &&
+                        state.keys.size(3) == layout.head_dim && state.extra == layout.extra &&
+                        state.keys.dtype() == options.dtype() &&
                         state.keys.device() == options.device();
   if (!reusable) {
     // Only an empty cache gets here (forward_cached rejects a filled cache of another shape).
     const int64_t capacity = state.max_len > 0 ? state.max_len
                              : state.is_static ? new_length
                                                : std::max(new_length, kMinGrowingCapacity);
-    reallocate(state, bsz, num_heads, head_dim, extra, options, capacity, /*keep=*/0);
+    reallocate(state, layout, options, capacity, /*keep=*/0);
   } else if (new_length > state.capacity) {
     // Fixed capacities are checked by forward_cached; this is growth or a new static memory.
     const int64_t capacity = std::max(new_length, state.is_static ? 0 : 2 * state.capacity);
-    reallocate(state, bsz, num_heads, head_dim, extra, options, capacity, state.length);
+    reallocate(state, layout, options, capacity, state.length);
   }
 }
 

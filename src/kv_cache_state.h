@@ -27,15 +27,20 @@ struct KVCacheState {
   torch::Tensor values;                           ///< (N, H, capacity + extra, head_dim)
 };
 
-/// Makes room for `new_length` key positions of batch `bsz`, heads of
-/// `head_dim` features and `extra` rows, with `options`' dtype and device:
-/// allocates on first use (or when the batch or dtype changed on an empty
-/// cache), grows by doubling when `max_len == 0`. Keeps the cached positions.
+/// The layout of a cache's buffers: (bsz, num_heads, positions + extra, head_dim).
+struct CacheLayout {
+  int64_t bsz;
+  int64_t num_heads;
+  int64_t head_dim;
+  int64_t extra;  ///< bias_k/bias_v row and zero row, stored after the keys
+};
+
+/// Makes room for `new_length` key positions in `layout`, with `options`'
+/// dtype and device: allocates on first use (or when the batch or dtype
+/// changed on an empty cache), grows by doubling when `max_len == 0`. Keeps
+/// the cached positions.
 void reserve(KVCacheState& state,
-             int64_t bsz,
-             int64_t num_heads,
-             int64_t head_dim,
-             int64_t extra,
+             const CacheLayout& layout,
              const torch::TensorOptions& options,
              int64_t new_length);
 

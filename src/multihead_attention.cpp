@@ -9,25 +9,50 @@
 #include <string>
 #include <utility>
 
-#include "fast_path.h"
+#include "attention/attention_call.h"
+#include "attention/call_plan.h"
+#include "attention/input_checks.h"
+#include "attention/projector.h"
+#include "attention/run_plan.h"
 #include "generator_state.h"
-#include "input_checks.h"
-#include "masks.h"
-#include "mha/functional.h"
+#include "validated_scope.h"
 
 namespace mha {
 
 using torch::Tensor;
-namespace F = mha::functional;
 
 namespace {
 
 std::atomic<bool> fastpath_enabled{true};
+std::atomic<bool> python_kernels{false};
 
 }  // namespace
 
 MultiheadAttentionOptions::MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads)
     : embed_dim_(embed_dim), num_heads_(num_heads) {}
+
+void MultiheadAttentionOptions::validate() const {
+  const int64_t embed_dim = this->embed_dim();
+  const int64_t num_heads = this->num_heads();
+  TORCH_CHECK_VALUE(
+      embed_dim > 0 && num_heads > 0,
+      fmt::format(
+          "embed_dim and num_heads must be greater than 0, got embed_dim={} and num_heads={} "
+          "instead",
+          embed_dim, num_heads));
+  TORCH_CHECK_VALUE(
+      embed_dim % num_heads == 0,
+      fmt::format("embed_dim must be divisible by num_heads, got embed_dim={} and num_heads={}",
+                  embed_dim, num_heads));
+  TORCH_CHECK_VALUE(
+      dropout() >= 0.0 && dropout() <= 1.0,
+      fmt::format("dropout probability has to be between 0 and 1, but got {}", dropout()));
+  const int64_t key_dim = kdim().value_or(embed_dim);
+  const int64_t value_dim = vdim().value_or(embed_dim);
+  TORCH_CHECK_VALUE(key_dim > 0 && value_dim > 0,
+                    fmt::format("kdim and vdim must be greater than 0, got kdim={} and vdim={}",
+                                key_dim, value_dim));
+}
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& options_)
     : torch::nn::Cloneable<MultiheadAttentionImpl>("mha::MultiheadAttention"), options(options_) {
@@ -41,7 +66,7 @@ bool MultiheadAttentionImpl::qkv_same_embed_dim() const {
 }
 
 void MultiheadAttentionImpl::reset() {
-  detail::check_module_options(options);
+  options.validate();
   const int64_t embed_dim = options.embed_dim();
   const int64_t kdim = options.kdim().value_or(embed_dim);
   const int64_t vdim = options.vdim().value_or(embed_dim);
@@ -121,69 +146,17 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query,
                                                            const Tensor& attn_mask,
                                                            bool average_attn_weights,
                                                            bool is_causal) {
+  const detail::AttentionCall call{
+      query,    key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights,
+      is_causal};
+  if (detail::ValidatedScope::active()) {  // a layer's attention: the layer checked its inputs
+    return detail::attend(*this, call);
+  }
   detail::check_defined(query, key, value);
-  // Where Python calls its native fused op (silently not without biases), so
-  // do we, with the masks as given: bool or none there.
-  const std::string why_not_fast_path =
-      detail::why_not_fast_path(*this, query, key, value, key_padding_mask, attn_mask);
-  const bool fast_path = why_not_fast_path.empty() && in_proj_bias.defined();
-  const bool attn_mask_dropped =
-      !fast_path && detail::causal_hint_drops_attn_mask(is_causal, need_weights, key_padding_mask);
-  const Tensor& first_weight = in_proj_weight.defined() ? in_proj_weight : q_proj_weight;
-  detail::check_module_inputs(options, first_weight, query, key, value, key_padding_mask, attn_mask,
-                              /*check_attn_mask_shape=*/!attn_mask_dropped);
-  if (fast_path) {
-    const bool masked = key_padding_mask.defined() || attn_mask.defined();
-    const auto kernel =  // query: (N, L, E)
-        detail::choose_fast_path_kernel(query.size(0), query.size(1), need_weights, masked);
-    return detail::fast_path_forward(kernel, *this, query, key_padding_mask, need_weights,
-                                     attn_mask, average_attn_weights, is_causal);
-  }
-
-  // Both masks become additive floats of the query's dtype (Python's order):
-  // other dtypes are rejected here, mismatched types warn.
-  const bool is_batched = query.dim() == 3;
-  const Tensor kpm =
-      detail::canonical_key_padding_mask(key_padding_mask, attn_mask, query.scalar_type());
-  const Tensor mask = F::canonical_mask(attn_mask, "attn_mask", std::nullopt, "",
-                                        query.scalar_type(), /*check_other=*/false);
-
-  TORCH_CHECK(
-      !(query.is_nested() || key.is_nested() || value.is_nested()),
-      "MultiheadAttention does not support NestedTensor outside of its fast path. The fast path "
-      "was not hit because ",
-      why_not_fast_path);
-
-  // batch_first: (N, L, E) -> (L, N, E), keeping which inputs are the same tensor.
-  Tensor q = query, k = key, v = value;
-  const bool transpose = options.batch_first() && is_batched;
-  if (transpose) {
-    q = query.transpose(1, 0);
-    k = key.is_same(query) ? q : key.transpose(1, 0);
-    v = value.is_same(key) ? k : value.is_same(query) ? q : value.transpose(1, 0);
-  }
-
-  auto func_options =
-      F::MultiheadAttentionForwardFuncOptions(
-          options.embed_dim(), options.num_heads(), in_proj_weight, in_proj_bias, bias_k, bias_v,
-          options.add_zero_attn(), options.dropout(), out_proj->weight, out_proj->bias)
-          .training(is_training())
-          .key_padding_mask(kpm)
-          .need_weights(need_weights)
-          .attn_mask(mask)
-          .average_attn_weights(average_attn_weights)
-          .is_causal(is_causal);
-  if (!qkv_same_embed_dim()) {
-    func_options.use_separate_proj_weight(true)
-        .q_proj_weight(q_proj_weight)
-        .k_proj_weight(k_proj_weight)
-        .v_proj_weight(v_proj_weight);
-  }
-  auto [out, weights] = F::multi_head_attention_forward(q, k, v, func_options);
-  if (transpose) {
-    out = out.transpose(1, 0);  // (L, N, E) -> (N, L, E)
-  }
-  return {out, weights};
+  const detail::CallPlan plan = detail::plan_call(*this, call);
+  detail::check_module_inputs(options, detail::Projector::of(*this).first_weight(), call,
+                              /*check_attn_mask_shape=*/!plan.attn_mask_dropped);
+  return detail::run_plan(plan, *this, call);
 }
 
 void set_fastpath_enabled(bool enabled) { fastpath_enabled.store(enabled); }
@@ -193,5 +166,14 @@ bool get_fastpath_enabled() { return fastpath_enabled.load(); }
 FastPathGuard::FastPathGuard(bool enabled) : previous_(fastpath_enabled.exchange(enabled)) {}
 
 FastPathGuard::~FastPathGuard() { fastpath_enabled.store(previous_); }
+
+void set_python_kernels(bool enabled) { python_kernels.store(enabled); }
+
+bool python_kernels_enabled() { return python_kernels.load(); }
+
+PythonKernelsGuard::PythonKernelsGuard(bool enabled)
+    : previous_(python_kernels.exchange(enabled)) {}
+
+PythonKernelsGuard::~PythonKernelsGuard() { python_kernels.store(previous_); }
 
 }  // namespace mha

@@ -217,20 +217,20 @@ std::vector<Row> input_rows() {
               {"expected value sequence length 6 (the key's), but got 7"}),
       forward(
           "QueryDtypeDouble", [](M& m, const I& x) { m(x.q.to(torch::kFloat64), x.k, x.v); },
-          {"expected query to have the parameters' dtype Float, but got Double"}, Kind::kTypeError),
+          {"expected query to have the parameters' dtype Float, but got Double"}, Kind::kError),
       forward(
           "KeyDtypeHalf", [](M& m, const I& x) { m(x.q, x.k.to(torch::kFloat16), x.v); },
-          {"expected key to have the parameters' dtype Float, but got Half"}, Kind::kTypeError),
+          {"expected key to have the parameters' dtype Float, but got Half"}, Kind::kError),
       forward(
           "ValueDtypeLong", [](M& m, const I& x) { m(x.q, x.k, x.v.to(torch::kInt64)); },
-          {"expected value to have the parameters' dtype Float, but got Long"}, Kind::kTypeError),
+          {"expected value to have the parameters' dtype Float, but got Long"}, Kind::kError),
       forward(
           "QueryFloatOnDoubleModule",
           [](M& m, const I& x) {
             m->to(torch::kFloat64);
             m(x.q, x.k, x.v);
           },
-          {"expected query to have the parameters' dtype Double, but got Float"}, Kind::kTypeError),
+          {"expected query to have the parameters' dtype Double, but got Float"}, Kind::kError),
       forward("QueryOnMeta", [](M& m, const I& x) { m(on_meta({4, 3, 8}), x.k, x.v); },
               {"expected query on the parameters' device cpu, but got meta"}),
       forward("ValueOnMeta", [](M& m, const I& x) { m(x.q, x.k, on_meta({6, 3, 8})); },
@@ -881,8 +881,10 @@ bool of_kind(const c10::Error& e, Kind kind) {
       return dynamic_cast<const c10::TypeError*>(&e) != nullptr;
     case Kind::kIndexError:
       return dynamic_cast<const c10::IndexError*>(&e) != nullptr;
-    default:
-      return true;
+    default:  // a plain c10::Error: Python's RuntimeError
+      return dynamic_cast<const c10::ValueError*>(&e) == nullptr &&
+             dynamic_cast<const c10::TypeError*>(&e) == nullptr &&
+             dynamic_cast<const c10::IndexError*>(&e) == nullptr;
   }
 }
 
@@ -1063,16 +1065,16 @@ std::vector<TransformerRow> transformer_forward_rows() {
   using S = TransformerSubjects;
   std::vector<TransformerRow> rows{
       {"EncoderLayerNheadNotDividing",
-       {"nhead must be positive and divide d_model, but got d_model=8, nhead=3"},
-       Kind::kError,
+       {"embed_dim must be divisible by num_heads, got embed_dim=8 and num_heads=3"},
+       Kind::kValueError,
        [](S&) { static_cast<void>(mha::TransformerEncoderLayer(8, 3)); }},
       {"DecoderLayerNheadZero",
-       {"d_model=8, nhead=0"},
-       Kind::kError,
+       {"embed_dim and num_heads must be greater than 0, got embed_dim=8 and num_heads=0"},
+       Kind::kValueError,
        [](S&) { static_cast<void>(mha::TransformerDecoderLayer(8, 0)); }},
       {"TransformerNheadNotDividing",
-       {"d_model=10, nhead=4"},
-       Kind::kError,
+       {"got embed_dim=10 and num_heads=4"},
+       Kind::kValueError,
        [](S&) { static_cast<void>(mha::Transformer(mha::TransformerOptions(10, 4, 1, 1))); }},
   };
   // The encoder layer on the slow path (training, grad) and Python's fast path.
@@ -1095,7 +1097,7 @@ std::vector<TransformerRow> transformer_forward_rows() {
                     [=](S& s) { run(s, src, torch::zeros({len, len + 1}), {}); }});
     rows.push_back({"EncoderLayer" + path + "SrcMaskDtype",
                     {"only bool and floating types of src_mask are supported, but got Int"},
-                    Kind::kError,
+                    Kind::kTypeError,
                     [=](S& s) { run(s, src, torch::zeros({len, len}, torch::kInt), {}); }});
     rows.push_back({"EncoderLayer" + path + "KeyPaddingMaskShape",
                     {"src_key_padding_mask must have shape"},
@@ -1103,7 +1105,7 @@ std::vector<TransformerRow> transformer_forward_rows() {
                     [=](S& s) { run(s, src, {}, bools({batch + 1, len})); }});
     rows.push_back({"EncoderLayer" + path + "KeyPaddingMaskDtype",
                     {"only bool and floating types of src_key_padding_mask"},
-                    Kind::kError,
+                    Kind::kTypeError,
                     [=](S& s) { run(s, src, {}, torch::zeros({batch, len}, torch::kLong)); }});
   }
   return rows;
@@ -1194,8 +1196,8 @@ std::vector<TransformerRow> transformer_cached_rows() {
        Kind::kError,
        [=](S& s) { decode(s, torch::randn({0, 3, 8}), {}); }},
       {"CachedTgtDtype",
-       {"tgt must have the module's dtype Float, but got Double"},
-       Kind::kTypeError,
+       {"expected tgt to have the parameters' dtype Float, but got Double"},
+       Kind::kError,
        [=](S& s) { decode(s, new_position().to(torch::kDouble), {}); }},
       {"CachedTgtBatch",
        {"tgt must have the cache's batch size 3 (reorder() changes it), but got 2"},
@@ -1222,8 +1224,8 @@ std::vector<TransformerRow> transformer_cached_rows() {
        Kind::kError,
        [=](S& s) { decode(s, new_position(), torch::randn({4, 3, 8})); }},
       {"CachedMemoryDtype",
-       {"memory must have the module's dtype Float, but got Double"},
-       Kind::kTypeError,
+       {"expected memory to have the parameters' dtype Float, but got Double"},
+       Kind::kError,
        [](S& s) { s.model->decode_cached(s.prompt, s.memory.to(torch::kDouble), s.empty); }},
   };
 }

@@ -214,4 +214,21 @@ TEST(FastPathGuard, SetsForTheScopeAndRestoresThePreviousValue) {
   EXPECT_TRUE(mha::get_fastpath_enabled());
 }
 
+TEST(PythonKernelsGuard, SetsForTheScopeAndRestoresThePreviousValue) {
+  ASSERT_FALSE(mha::python_kernels_enabled());  // off by default
+  {
+    const mha::PythonKernelsGuard on;
+    EXPECT_TRUE(mha::python_kernels_enabled());
+    {
+      const mha::PythonKernelsGuard off(false);
+      EXPECT_FALSE(mha::python_kernels_enabled());
+    }
+    EXPECT_TRUE(mha::python_kernels_enabled());
+  }
+  EXPECT_FALSE(mha::python_kernels_enabled());
+  mha::set_python_kernels(true);
+  EXPECT_TRUE(mha::python_kernels_enabled());
+  mha::set_python_kernels(false);
+}
+
 }  // namespace

@@ -290,6 +290,22 @@ TEST_F(MultiheadAttentionTest, FastPathCallsTakeTheKernelTheReadmeNames) {
   EXPECT_TRUE(mha::test::called(short_call, native));
 }
 
+// With Python's kernels the call that took mha's fused kernel above runs
+// Python's native op, merged float masks and all (its bits: reference_parity_test.cpp).
+TEST_F(MultiheadAttentionTest, PythonKernelsRunPythonsNativeOp) {
+  MultiheadAttention attn(MultiheadAttentionOptions(64, 8).batch_first(true));
+  attn->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({2, 128, 64});  // (N, L, E)
+  const auto pad = torch::zeros({2, 128}, torch::kBool);
+  const mha::PythonKernelsGuard pythons;
+  for (const bool need_weights : {false, true}) {
+    const auto ops = mha::test::ops_called([&] { attn(x, x, x, pad, need_weights); });
+    EXPECT_TRUE(mha::test::called(ops, "aten::_native_multi_head_attention")) << need_weights;
+    EXPECT_FALSE(mha::test::called(ops, "aten::scaled_dot_product_attention")) << need_weights;
+  }
+}
+
 // docs/semantics.md: Python's native op ignores `is_causal`, mha's fused
 // kernel trusts it (no key padding mask): a non-causal mask flagged causal
 // gives the causal result there.

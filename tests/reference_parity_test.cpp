@@ -1,6 +1,10 @@
 // Parity with Python: each case written by scripts/export_reference.py (from the
 // installed torch, at test time) is rebuilt in C++ and compared output, weights,
-// gradients and initialisation. Prints how many cases are bitwise equal.
+// gradients and initialisation, twice: with mha's kernels, and with Python's
+// (mha::PythonKernelsGuard). Each run asserts the kernel the call must take
+// (Python's path, as the case records it, and mha's rule) by the ATen ops it
+// ran, and bitwise equality wherever that kernel is Python's. Prints how many
+// cases are bitwise equal.
 
 #include <mha/multihead_attention.h>
 #include <torch/serialize.h>
@@ -9,6 +13,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "attention/call_plan.h"
 #include "dtype_names.h"
 #include "parity_report.h"
 #include "reference_bundle.h"
@@ -17,6 +22,7 @@
 
 namespace {
 
+using mha::detail::AttentionKernel;
 using mha::support::ReferenceCase;
 using mha::test::bitwise_equal;
 using mha::test::tensors_close;
@@ -51,13 +57,42 @@ std::string expected_error(const std::string& path) {
   return top.contains("expected_error") ? top.at("expected_error").toStringRef() : "";
 }
 
-class ReferenceParity : public ::testing::TestWithParam<std::string> {
+/// The kernel a case must take: Python's functional steps where Python's
+/// module ran them; where it ran its native op, mha's rule for the call
+/// (which gives `kPython` while Python's kernels are on).
+AttentionKernel expected_kernel(const ReferenceCase& ref, const Tensor& query, bool masked) {
+  if (ref.python_kernel != "native") return AttentionKernel::kFunctional;
+  const int64_t batch = query.size(0), seq_len = query.size(1);  // (N, L, E) on the fast path
+  return mha::detail::choose_fast_path_kernel(batch, seq_len, ref.need_weights, masked);
+}
+
+/// Whether the ATen ops a call ran are those of `kernel`: Python's native op
+/// for kPython and kNative only, SDPA without it for kFused, neither for kByHead.
+::testing::AssertionResult ran_kernel(const std::vector<std::string>& ops, AttentionKernel kernel) {
+  const bool native = mha::test::called(ops, "aten::_native_multi_head_attention");
+  const bool sdpa = mha::test::called(ops, "aten::scaled_dot_product_attention");
+  const bool ok = kernel == AttentionKernel::kPython || kernel == AttentionKernel::kNative ? native
+                  : kernel == AttentionKernel::kFused  ? sdpa && !native
+                  : kernel == AttentionKernel::kByHead ? !sdpa && !native
+                                                       : !native;
+  if (ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "kernel " << static_cast<int>(kernel) << " expected; native op ran: " << native
+         << ", SDPA ran: " << sdpa;
+}
+
+/// A case's name, and whether it runs with Python's kernels.
+using ParityParam = std::tuple<std::string, bool>;
+
+class ReferenceParity : public ::testing::TestWithParam<ParityParam> {
  protected:
   void SetUp() override { torch::set_num_threads(1); }  // as export_reference.py
 };
 
 TEST_P(ReferenceParity, MatchesPython) {
-  const std::string path = reference_dir() + "/" + GetParam() + ".pt";
+  const auto& [name, python_kernels] = GetParam();
+  const mha::PythonKernelsGuard kernels(python_kernels);
+  const std::string path = reference_dir() + "/" + name + ".pt";
   const ReferenceCase ref = mha::support::read_reference_case(path);
   const c10::ScalarType dtype = mha::support::dtype_from_name(ref.dtype);
   const auto [rtol, atol] = mha::support::parity_tolerance(dtype);
@@ -106,13 +141,18 @@ TEST_P(ReferenceParity, MatchesPython) {
       std::cout << "  Python: " << python_error.substr(0, 160)
                 << "\n  mha:    " << std::string(e.what_without_backtrace()).substr(0, 160) << "\n";
     }
-    report().add_raise();
+    if (!python_kernels) report().add_raise();
     return;
   }
+  const Tensor kpm = input("key_padding_mask"), attn_mask = input("attn_mask");
+  const AttentionKernel kernel = expected_kernel(ref, query, kpm.defined() || attn_mask.defined());
   {
     torch::AutoGradMode grad_mode(ref.grad);
-    std::tie(out, weights) = module(query, key, value, input("key_padding_mask"), ref.need_weights,
-                                    input("attn_mask"), ref.average_attn_weights, ref.is_causal);
+    const auto ops = mha::test::ops_called([&] {
+      std::tie(out, weights) = module(query, key, value, kpm, ref.need_weights, attn_mask,
+                                      ref.average_attn_weights, ref.is_causal);
+    });
+    EXPECT_TRUE(ran_kernel(ops, kernel)) << "Python ran its " << ref.python_kernel << " path";
   }
   compare(out, ref.expected.at("output"), "output");
   if (ref.expected.count("weights")) {
@@ -135,15 +175,24 @@ TEST_P(ReferenceParity, MatchesPython) {
     }
   }
 
-  report().add(ref.dtype, ref.name, bitwise);
+  // Python's kernel, Python's bits (on the CPU: other devices' kernels differ).
+  const bool pythons_kernel = kernel == AttentionKernel::kFunctional ||
+                              kernel == AttentionKernel::kPython ||
+                              kernel == AttentionKernel::kNative;
+  if (pythons_kernel && device.is_cpu()) {
+    EXPECT_TRUE(bitwise) << "the kernel is Python's, so every number must be Python's bits";
+  }
+  if (!python_kernels) report().add(ref.dtype, ref.name, bitwise);
 }
 
-INSTANTIATE_TEST_SUITE_P(Python,
-                         ReferenceParity,
-                         ::testing::ValuesIn(mha::support::read_manifest(reference_dir())),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Python,
+    ReferenceParity,
+    ::testing::Combine(::testing::ValuesIn(mha::support::read_manifest(reference_dir())),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<ParityParam>& info) {
+      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_PythonKernels" : "");
+    });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceParity);
 
 /// The fixture must have produced the matrix; an empty run is a failure, not a pass.

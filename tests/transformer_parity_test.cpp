@@ -2,7 +2,9 @@
 // scripts/export_transformer_reference.py (from the installed torch, at test
 // time) is rebuilt in C++ from the same seed, loaded strictly with Python's
 // state_dict, run, and compared: initialisation, output, input and parameter
-// gradients. Then the two real checkpoints. Prints how many cases are bitwise equal.
+// gradients; again with Python's kernels (mha::PythonKernelsGuard), where every
+// number must be Python's bits. Then the two real checkpoints. Prints how many
+// cases are bitwise equal.
 
 #include <mha/state_dict.h>
 #include <mha/transformer.h>
@@ -38,7 +40,10 @@ mha::support::BitwiseReport& report() {
 }
 const auto& kReport = report();
 
-class TransformerParity : public ::testing::TestWithParam<std::string> {
+/// A case's name, and whether it runs with Python's kernels.
+using ParityParam = std::tuple<std::string, bool>;
+
+class TransformerParity : public ::testing::TestWithParam<ParityParam> {
  protected:
   void SetUp() override { torch::set_num_threads(1); }  // as the export script
 
@@ -50,8 +55,10 @@ class TransformerParity : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(TransformerParity, MatchesPython) {
+  const auto& [name, python_kernels] = GetParam();
+  const mha::PythonKernelsGuard kernels(python_kernels);
   const TransformerCase ref =
-      mha::test::read_transformer_case(reference_dir() + "/" + GetParam() + ".pt");
+      mha::test::read_transformer_case(reference_dir() + "/" + name + ".pt");
   const c10::ScalarType dtype = mha::support::dtype_from_name(ref.dtype);
   const auto [rtol, atol] = mha::support::parity_tolerance(dtype);
   bool bitwise = true;
@@ -99,15 +106,21 @@ TEST_P(TransformerParity, MatchesPython) {
       compare(actual, expected, "gradient of " + name);
     }
   }
-  report().add(ref.dtype, ref.name, bitwise);
+  if (python_kernels) {
+    EXPECT_TRUE(bitwise) << "with Python's kernels every number must be Python's bits";
+  } else {
+    report().add(ref.dtype, ref.name, bitwise);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Python,
-                         TransformerParity,
-                         ::testing::ValuesIn(mha::support::read_manifest(reference_dir())),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Python,
+    TransformerParity,
+    ::testing::Combine(::testing::ValuesIn(mha::support::read_manifest(reference_dir())),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<ParityParam>& info) {
+      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_PythonKernels" : "");
+    });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransformerParity);
 
 TEST(TransformerParityManifest, HasTheMatrix) {
@@ -128,6 +141,10 @@ TEST(TransformerCheckpoint, TransformerLoadsStrictlyAndMatches) {
   EXPECT_TRUE(tensors_close(out, io.at("output"), rtol, atol));
   std::cout << "checkpoint nn.Transformer: bitwise equal to Python: "
             << (bitwise_equal(out, io.at("output")) ? "yes" : "no") << "\n";
+  const mha::PythonKernelsGuard pythons;
+  EXPECT_TRUE(bitwise_equal(model(io.at("src"), io.at("tgt"), Tensor(), io.at("tgt_mask")),
+                            io.at("output")))
+      << "with Python's kernels";
 }
 
 /// A 6-layer nn.TransformerEncoder with a final norm, on the nested-tensor path.
@@ -146,6 +163,36 @@ TEST(TransformerCheckpoint, SixLayerEncoderLoadsStrictlyAndMatches) {
   EXPECT_TRUE(tensors_close(out, io.at("output"), rtol, atol));
   std::cout << "checkpoint 6-layer nn.TransformerEncoder: bitwise equal to Python: "
             << (bitwise_equal(out, io.at("output")) ? "yes" : "no") << "\n";
+  const mha::PythonKernelsGuard pythons;
+  EXPECT_TRUE(bitwise_equal(encoder(io.at("src"), Tensor(), io.at("src_key_padding_mask")),
+                            io.at("output")))
+      << "with Python's kernels";
+}
+
+/// A NestedTensor input in eval: Python's encoder returns a nested output
+/// (its sequence length is None, `_get_seq_len`), sequence for sequence.
+TEST(TransformerCheckpoint, EncoderTakesANestedTensorAsPythonDoes) {
+  torch::set_num_threads(1);
+  mha::TransformerEncoder encoder(mha::TransformerEncoderOptions(
+      mha::TransformerEncoderLayer(
+          mha::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).batch_first(true)),
+      2));
+  mha::load_state_dict(*encoder, reference_dir() + "/checkpoint_encoder_nested.pt");
+  encoder->eval();
+  const auto io = mha::test::read_tensors(reference_dir() + "/checkpoint_encoder_nested.io.pt");
+  torch::NoGradGuard no_grad;
+  const std::vector<Tensor> inputs{io.at("sequence0"), io.at("sequence1")};
+  const Tensor nested = torch::nested::nested_tensor(inputs);
+  const Tensor out = encoder(nested);  // nested: (2, 8) and (3, 8)
+  ASSERT_TRUE(out.is_nested());
+  const auto sequences = out.unbind();
+  ASSERT_EQ(sequences.size(), 2u);
+  const auto [rtol, atol] = mha::support::parity_tolerance(torch::kFloat);
+  for (size_t i = 0; i < 2; ++i) {
+    const Tensor& expected = io.at("output" + std::to_string(i));
+    EXPECT_TRUE(tensors_close(sequences[i], expected, rtol, atol)) << "sequence " << i;
+    EXPECT_TRUE(bitwise_equal(sequences[i], expected)) << "Python's kernel, Python's bits";
+  }
 }
 
 }  // namespace

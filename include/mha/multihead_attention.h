@@ -29,6 +29,11 @@ struct MultiheadAttentionOptions {
   /// `embed_dim` is the model width E; `num_heads` must divide it.
   MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads);
 
+  /// The checks of Python's constructor, with its wording, and of kdim/vdim:
+  /// positive sizes, embed_dim divisible by num_heads, dropout in [0, 1].
+  /// Throws `c10::ValueError`. `reset()` calls it first.
+  void validate() const;
+
   /// Total dimension of the model (E).
   TORCH_ARG(int64_t, embed_dim);
   /// Number of parallel heads; each head has `embed_dim / num_heads` features.
@@ -193,6 +198,42 @@ class FastPathGuard {
   ~FastPathGuard();
   FastPathGuard(const FastPathGuard&) = delete;
   FastPathGuard& operator=(const FastPathGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Python's exact kernels: while enabled, every call of mha's modules and
+/// layers runs the ATen kernel Python's module runs for that call (Python's
+/// native op where Python takes its fast path, its functional steps
+/// elsewhere), so outputs are bitwise Python's at the same thread count; mha's
+/// own faster kernels (docs/semantics.md, "Fast path") are not used. Off by
+/// default. Process-wide, like `set_fastpath_enabled` (Python's switches are
+/// process-wide too): it affects every thread. `forward_cached` has no Python
+/// counterpart and is not affected.
+void set_python_kernels(bool enabled);
+
+/// Whether `set_python_kernels(true)` is in effect (default false).
+bool python_kernels_enabled();
+
+/// Sets `set_python_kernels(enabled)` for a scope and restores the previous
+/// value when it ends (process-wide, as the switch is).
+///
+/// Example:
+/// ```
+/// {
+///   mha::PythonKernelsGuard exact;  // Python's bits for these calls
+///   auto [out, weights] = attn(x, x, x);
+/// }
+/// ```
+class PythonKernelsGuard {
+ public:
+  /// Remembers the current setting, then sets `enabled`.
+  explicit PythonKernelsGuard(bool enabled = true);
+  /// Restores the setting remembered at construction.
+  ~PythonKernelsGuard();
+  PythonKernelsGuard(const PythonKernelsGuard&) = delete;
+  PythonKernelsGuard& operator=(const PythonKernelsGuard&) = delete;
 
  private:
   bool previous_;

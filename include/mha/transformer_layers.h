@@ -33,6 +33,10 @@ struct TransformerLayerOptions {
   /// `nhead` must divide `d_model`.
   TransformerLayerOptions(int64_t d_model, int64_t nhead);
 
+  /// Validates the options of the layer's attention (`MultiheadAttentionOptions::validate`,
+  /// Python's checks and wording). The layers' `reset()` calls it first.
+  void validate() const;
+
   /// Model width E of the inputs and outputs.
   TORCH_ARG(int64_t, d_model);
   /// Number of attention heads.

@@ -6,10 +6,14 @@
 
 #include <tuple>
 
+#include "attention/attention_call.h"
+#include "attention/call_plan.h"
+#include "attention/functional_steps.h"
+#include "attention/input_checks.h"
+#include "attention/masks.h"
+#include "attention/projector.h"
+#include "attention/run_plan.h"
 #include "collectives.h"
-#include "functional_detail.h"
-#include "input_checks.h"
-#include "masks.h"
 #include "mha/functional.h"
 #include "mha/tensor_parallel.h"
 
@@ -29,30 +33,6 @@ Tensor local_heads_mask(const Tensor& mask, int64_t num_heads, const c10d::Backe
       .view({-1, num_heads, mask.size(1), mask.size(2)})      // (N, H, L, S)
       .narrow(1, local_heads * group.getRank(), local_heads)  // (N, H / p, L, S)
       .reshape({-1, mask.size(1), mask.size(2)});             // (N * H / p, L, S)
-}
-
-/// The local in-projection: q (L, N, E) -> (L, N, E / p), k and v (S, N, kdim
-/// or vdim) -> (S, N, E / p); one GEMM for self-attention with packed weights,
-/// as Python's `_in_projection_packed`.
-detail::InProjection local_in_projection(const TensorParallelMultiheadAttentionImpl& m) {
-  return [&m](const Tensor& q, const Tensor& k, const Tensor& v) {
-    Tensor w_q = m.q_proj_weight, w_k = m.k_proj_weight, w_v = m.v_proj_weight;
-    Tensor b_q, b_k, b_v;
-    if (m.in_proj_weight.defined()) {
-      if (q.is_same(k) && k.is_same(v)) {
-        const auto proj = at::linear(q, m.in_proj_weight, m.in_proj_bias).chunk(3, -1);
-        return std::make_tuple(proj[0].contiguous(), proj[1].contiguous(), proj[2].contiguous());
-      }
-      const auto w = m.in_proj_weight.chunk(3);
-      w_q = w[0], w_k = w[1], w_v = w[2];
-    }
-    if (m.in_proj_bias.defined()) {
-      const auto b = m.in_proj_bias.chunk(3);
-      b_q = b[0], b_k = b[1], b_v = b[2];
-    }
-    return std::make_tuple(at::linear(q, w_q, b_q), at::linear(k, w_k, b_k),
-                           at::linear(v, w_v, b_v));
-  };
 }
 
 /// Megatron's "f" on each distinct input tensor, keeping which are the same.
@@ -80,27 +60,22 @@ std::tuple<Tensor, Tensor> TensorParallelMultiheadAttentionImpl::forward(
     bool average_attn_weights,
     bool is_causal) {
   detail::check_defined(query, key, value);
+  const detail::AttentionCall call{
+      query,    key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights,
+      is_causal};
   // The whole module's checks and messages (off its fast path), then the
   // collective ones; as in Python, the causal hint may drop attn_mask unchecked.
-  const bool attn_mask_dropped =
-      detail::causal_hint_drops_attn_mask(is_causal, need_weights, key_padding_mask);
-  detail::check_module_inputs(options, out_proj->weight, query, key, value, key_padding_mask,
-                              attn_mask, /*check_attn_mask_shape=*/!attn_mask_dropped);
+  detail::check_module_inputs(options, out_proj->weight, call,
+                              /*check_attn_mask_shape=*/!detail::causal_hint_drops_attn_mask(call));
   validate_across_ranks();
 
-  const bool is_batched = query.dim() == 3;
-  const Tensor kpm =
-      detail::canonical_key_padding_mask(key_padding_mask, attn_mask, query.scalar_type());
-  const Tensor mask = F::canonical_mask(attn_mask, "attn_mask", std::nullopt, "",
-                                        query.scalar_type(), /*check_other=*/false);
-  // batch_first: (N, L, E) -> (L, N, E), keeping which inputs are the same tensor.
+  const auto dtype = query.scalar_type();
+  const Tensor kpm = detail::canonical_key_padding_mask(key_padding_mask, attn_mask, dtype);
+  const Tensor mask = detail::canonical_attn_mask(attn_mask, dtype);
   auto [q, k, v] = copy_inputs(query, key, value, group);
-  const bool transpose = options.batch_first() && is_batched;
+  const bool transpose = options.batch_first() && query.dim() == 3;
   if (transpose) {
-    const Tensor qt = q.transpose(1, 0);
-    const Tensor kt = k.is_same(q) ? qt : k.transpose(1, 0);
-    v = v.is_same(k) ? kt : v.is_same(q) ? qt : v.transpose(1, 0);
-    q = qt, k = kt;
+    std::tie(q, k, v) = detail::sequence_first(q, k, v);  // (N, L, E) -> (L, N, E)
   }
   const int64_t local_heads = options.num_heads() / group->getSize();
   const auto func_options =
@@ -113,8 +88,8 @@ std::tuple<Tensor, Tensor> TensorParallelMultiheadAttentionImpl::forward(
           .attn_mask(local_heads_mask(mask, options.num_heads(), *group))
           .average_attn_weights(false)
           .is_causal(is_causal);
-  auto [partial, weights] =
-      detail::multi_head_attention_forward_with(q, k, v, func_options, local_in_projection(*this));
+  auto [partial, weights] =  // (L, N, E) partial sums of this rank's heads
+      detail::multi_head_attention_forward(q, k, v, func_options, detail::Projector::of(*this));
   Tensor out = detail::reduce_from_tensor_parallel(partial, group);  // (L, N, E), whole
   if (out_proj->bias.defined()) {
     out = out + out_proj->bias;

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "attention/input_checks.h"
 #include "collectives.h"
 #include "generator_state.h"
-#include "input_checks.h"
 #include "shape_format.h"
 #include "shard_init.h"
 #include "sharding.h"
@@ -38,7 +38,7 @@ TensorParallelMultiheadAttentionImpl::TensorParallelMultiheadAttentionImpl(
 
 void TensorParallelMultiheadAttentionImpl::reset() {
   TORCH_CHECK_VALUE(group, "TensorParallelMultiheadAttention: group must not be null");
-  detail::check_module_options(options);
+  options.validate();
   const int world_size = group->getSize();
   TORCH_CHECK_VALUE(options.num_heads() % world_size == 0,
                     fmt::format("TensorParallelMultiheadAttention: num_heads ({}) must be "

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "attention/input_checks.h"
 #include "shape_format.h"
 #include "transformer/input_checks.h"
 
@@ -11,16 +12,6 @@ namespace detail {
 using torch::Tensor;
 
 namespace {
-
-/// `x` has the module's dtype and device (`param`'s).
-void check_like_module(const Tensor& x, const char* name, const Tensor& param) {
-  TORCH_CHECK_TYPE(x.scalar_type() == param.scalar_type(),
-                   fmt::format("{} must have the module's dtype {}, but got {}", name,
-                               c10::toString(param.scalar_type()), c10::toString(x.scalar_type())));
-  TORCH_CHECK(x.device() == param.device(),
-              fmt::format("{} must be on the module's device {}, but got {}", name,
-                          param.device().str(), x.device().str()));
-}
 
 /// A padding mask: bool or the module's float dtype, on its device. Undefined passes.
 void check_mask_type(const Tensor& mask, const char* name, const Tensor& param) {
@@ -54,7 +45,7 @@ int64_t check_memory(const TransformerLayerOptions& options,
               fmt::format("memory must have the {} positions the cache holds (clear() the cache "
                           "to decode another memory), but got {}",
                           cached, s.length));
-  check_like_module(memory, "memory", param);
+  check_dtype_and_device(param, memory, "memory");
   return s.length;
 }
 
@@ -62,10 +53,10 @@ int64_t check_memory(const TransformerLayerOptions& options,
 
 void check_cached_step(const TransformerDecoderLayerImpl& layer,
                        const TransformerDecoderLayerCache& cache,
-                       const Tensor& tgt,
-                       const Tensor& memory,
-                       const Tensor& tgt_key_padding_mask,
-                       const Tensor& memory_key_padding_mask) {
+                       const DecoderInputs& inputs) {
+  const auto& [tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask] =
+      inputs;
+  TORCH_INTERNAL_ASSERT(!tgt_mask.defined() && !memory_mask.defined());
   TORCH_CHECK(!layer.is_training(),
               "forward_cached is for inference, but the decoder is in training mode; call eval()");
   const auto& options = layer.options;
@@ -73,7 +64,7 @@ void check_cached_step(const TransformerDecoderLayerImpl& layer,
   const auto t = check_sequence(tgt, "tgt", options.d_model(), options.batch_first());
   TORCH_CHECK(t.length > 0, fmt::format("tgt must have at least one new position, but got shape {}",
                                         torch_size(tgt.sizes())));
-  check_like_module(tgt, "tgt", param);
+  check_dtype_and_device(param, tgt, "tgt");
   const int64_t memory_length = check_memory(options, cache, t, memory, param);
   const int64_t decoded = cache.self_attn.length();
   if (cache.multihead_attn.length() > 0) {

@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include "mha/transformer_layers.h"
+#include "transformer/input_checks.h"
 
 namespace mha {
 namespace detail {
@@ -17,12 +18,10 @@ namespace detail {
 /// `memory` present on the first call and of the cached length afterwards;
 /// the batch against the cache's; the padding masks' shapes (N, t0 + L) and
 /// (N, S) and dtypes. Throws `c10::Error` naming the argument.
+/// `inputs`' attention masks must be undefined (a cached step has none).
 void check_cached_step(const TransformerDecoderLayerImpl& layer,
                        const TransformerDecoderLayerCache& cache,
-                       const torch::Tensor& tgt,
-                       const torch::Tensor& memory,
-                       const torch::Tensor& tgt_key_padding_mask,
-                       const torch::Tensor& memory_key_padding_mask);
+                       const DecoderInputs& inputs);
 
 }  // namespace detail
 }  // namespace mha

@@ -6,6 +6,7 @@
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
+#include "validated_scope.h"
 
 namespace mha {
 
@@ -17,6 +18,7 @@ TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(TransformerDecoderLayer
 }
 
 void TransformerDecoderLayerImpl::reset() {
+  options.validate();
   // Python's order of construction: the same seeded init and state_dict() keys.
   const int64_t d_model = options.d_model(), ff = options.dim_feedforward();
   self_attn = register_module("self_attn", detail::make_attention(options));
@@ -32,28 +34,6 @@ void TransformerDecoderLayerImpl::reset() {
   dropout3 = register_module("dropout3", torch::nn::Dropout(options.dropout()));
 }
 
-namespace {
-
-/// The decoder layer's argument checks, with the layer's argument names.
-void check_decoder_inputs(const TransformerDecoderLayerOptions& options,
-                          const Tensor& tgt,
-                          const Tensor& memory,
-                          const Tensor& tgt_mask,
-                          const Tensor& memory_mask,
-                          const Tensor& tgt_key_padding_mask,
-                          const Tensor& memory_key_padding_mask) {
-  const int64_t d_model = options.d_model(), nhead = options.nhead();
-  const auto t = detail::check_sequence(tgt, "tgt", d_model, options.batch_first());
-  const auto s = detail::check_sequence(memory, "memory", d_model, options.batch_first());
-  detail::check_same_batch(t, s, memory);
-  detail::check_attention_mask(tgt_mask, "tgt_mask", t, t.length, nhead);
-  detail::check_attention_mask(memory_mask, "memory_mask", t, s.length, nhead);
-  detail::check_padding_mask(tgt_key_padding_mask, "tgt_key_padding_mask", t);
-  detail::check_padding_mask(memory_key_padding_mask, "memory_key_padding_mask", s);
-}
-
-}  // namespace
-
 Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt,
                                             const Tensor& memory,
                                             const Tensor& tgt_mask,
@@ -62,8 +42,11 @@ Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt,
                                             const Tensor& memory_key_padding_mask,
                                             bool tgt_is_causal,
                                             bool memory_is_causal) {
-  check_decoder_inputs(options, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                       memory_key_padding_mask);
+  if (!detail::ValidatedScope::active()) {
+    detail::check_decoder_inputs(
+        *this, {tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
+  }
+  const detail::ValidatedScope validated;
   // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as tgt throughout
   Tensor x = tgt;
   if (options.norm_first()) {
@@ -111,8 +94,12 @@ Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,
                                                    TransformerDecoderLayerCache& cache,
                                                    const Tensor& tgt_key_padding_mask,
                                                    const Tensor& memory_key_padding_mask) {
-  detail::check_cached_step(*this, cache, tgt, memory, tgt_key_padding_mask,
-                            memory_key_padding_mask);
+  if (!detail::ValidatedScope::active()) {
+    const Tensor none;
+    detail::check_cached_step(
+        *this, cache, {tgt, memory, none, none, tgt_key_padding_mask, memory_key_padding_mask});
+  }
+  const detail::ValidatedScope validated;
   torch::NoGradGuard no_grad;
   // The first call projects the memory into the cache; later calls read it there.
   const Tensor new_memory = cache.multihead_attn.length() > 0 ? Tensor() : memory;

@@ -2,12 +2,13 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include "attention/masks.h"
 #include "generator_state.h"
-#include "mha/functional.h"
 #include "mha/transformer.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
+#include "validated_scope.h"
 
 namespace mha {
 
@@ -38,8 +39,10 @@ std::string why_not_nested_layer(const TransformerEncoderLayerImpl& layer) {
   return "";
 }
 
-/// Python's `_get_seq_len`: L of a batched or unbatched src.
-int64_t seq_len_of(const Tensor& src, bool batch_first) {
+/// Python's `_get_seq_len`: L of a batched or unbatched src; none for a
+/// nested src (its sequences have their own lengths).
+std::optional<int64_t> seq_len_of(const Tensor& src, bool batch_first) {
+  if (src.is_nested()) return std::nullopt;
   return src.dim() == 2 ? src.size(0) : src.size(batch_first ? 1 : 0);
 }
 
@@ -103,19 +106,15 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
                                        const Tensor& src_key_padding_mask,
                                        std::optional<bool> is_causal) {
   TORCH_CHECK(layers->size() > 0, "TransformerEncoder has no layers (num_layers=0)");
-  const auto& layer_options = options.encoder_layer()->options;
-  const bool batch_first = layer_options.batch_first();
-  if (!src.is_nested()) {
-    const auto shape = detail::check_sequence(src, "src", layer_options.d_model(), batch_first);
-    detail::check_attention_mask(mask, "mask", shape, shape.length, layer_options.nhead());
-    detail::check_padding_mask(src_key_padding_mask, "src_key_padding_mask", shape);
+  const auto& first = *layers->ptr<TransformerEncoderLayerImpl>(0);
+  if (!detail::ValidatedScope::active()) {
+    detail::check_encoder_inputs(first, src, mask, "mask", src_key_padding_mask);
   }
+  const detail::ValidatedScope validated;
   const auto dtype = src.scalar_type();
-  const std::optional<c10::ScalarType> mask_dtype =
-      mask.defined() ? std::optional<c10::ScalarType>(mask.scalar_type()) : std::nullopt;
-  const Tensor kpm = functional::canonical_mask(src_key_padding_mask, "src_key_padding_mask",
-                                                mask_dtype, "mask", dtype);
-  const Tensor attn_mask = functional::canonical_mask(mask, "mask", std::nullopt, "", dtype, false);
+  const Tensor kpm = detail::canonical_key_padding_mask(src_key_padding_mask, mask, dtype,
+                                                        {"src_key_padding_mask", "mask"});
+  const Tensor attn_mask = detail::canonical_attn_mask(mask, dtype, "mask");
 
   Tensor output = src;
   Tensor kpm_for_layers = kpm;
@@ -125,7 +124,8 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
     output = at::_nested_tensor_from_mask(output, kpm.logical_not(), /*mask_check=*/false);
     kpm_for_layers = Tensor();
   }
-  const bool causal = detect_is_causal_mask(attn_mask, is_causal, seq_len_of(src, batch_first));
+  const bool causal =
+      detect_is_causal_mask(attn_mask, is_causal, seq_len_of(src, first.options.batch_first()));
   for (const auto& layer : *layers) {
     output = layer->as<TransformerEncoderLayerImpl>()->forward(output, attn_mask, kpm_for_layers,
                                                                causal);

@@ -1,9 +1,10 @@
+#include "attention/masks.h"
 #include "generator_state.h"
-#include "mha/functional.h"
 #include "mha/transformer_layers.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
+#include "validated_scope.h"
 
 namespace mha {
 
@@ -15,6 +16,7 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(TransformerEncoderLayer
 }
 
 void TransformerEncoderLayerImpl::reset() {
+  options.validate();
   // Python's order of construction: the same seeded init and state_dict() keys.
   const int64_t d_model = options.d_model(), ff = options.dim_feedforward();
   self_attn = register_module("self_attn", detail::make_attention(options));
@@ -31,18 +33,14 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src,
                                             const Tensor& src_mask,
                                             const Tensor& src_key_padding_mask,
                                             bool is_causal) {
-  if (!src.is_nested()) {  // nested inputs come from TransformerEncoder, checked there
-    const auto shape = detail::check_sequence(src, "src", options.d_model(), options.batch_first());
-    detail::check_attention_mask(src_mask, "src_mask", shape, shape.length, options.nhead());
-    detail::check_padding_mask(src_key_padding_mask, "src_key_padding_mask", shape);
+  if (!detail::ValidatedScope::active()) {
+    detail::check_encoder_inputs(*this, src, src_mask, "src_mask", src_key_padding_mask);
   }
+  const detail::ValidatedScope validated;
   const auto dtype = src.scalar_type();
-  const std::optional<c10::ScalarType> mask_dtype =
-      src_mask.defined() ? std::optional<c10::ScalarType>(src_mask.scalar_type()) : std::nullopt;
-  const Tensor kpm = functional::canonical_mask(src_key_padding_mask, "src_key_padding_mask",
-                                                mask_dtype, "src_mask", dtype);
-  const Tensor mask =
-      functional::canonical_mask(src_mask, "src_mask", std::nullopt, "", dtype, false);
+  const Tensor kpm = detail::canonical_key_padding_mask(src_key_padding_mask, src_mask, dtype,
+                                                        {"src_key_padding_mask", "src_mask"});
+  const Tensor mask = detail::canonical_attn_mask(src_mask, dtype, "src_mask");
 
   if (detail::why_not_layer_fast_path(*this, src, mask, kpm).empty()) {
     return detail::layer_fast_path(*this, src, mask, kpm);

@@ -3,7 +3,8 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/DeviceType.h>
 
-#include "fast_path.h"
+#include "attention/masks.h"
+#include "mha/multihead_attention.h"
 #include "transformer/layer_parts.h"
 
 namespace mha {

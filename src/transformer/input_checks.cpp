@@ -4,6 +4,9 @@
 
 #include <vector>
 
+#include "attention/input_checks.h"
+#include "attention/projector.h"
+#include "mha/transformer_layers.h"
 #include "shape_format.h"
 
 namespace mha {
@@ -59,6 +62,42 @@ void check_padding_mask(const torch::Tensor& mask, const char* name, const Seque
   TORCH_CHECK(mask.sizes() == c10::IntArrayRef(expected),
               fmt::format("{} must have shape {}, but got {}", name, python_tuple(expected),
                           torch_size(mask.sizes())));
+}
+
+void check_encoder_inputs(const TransformerEncoderLayerImpl& layer,
+                          const torch::Tensor& src,
+                          const torch::Tensor& src_mask,
+                          const char* mask_name,
+                          const torch::Tensor& src_key_padding_mask) {
+  if (src.is_nested()) return;
+  const auto& options = layer.options;
+  const auto shape = check_sequence(src, "src", options.d_model(), options.batch_first());
+  check_dtype_and_device(Projector::of(*layer.self_attn).first_weight(), src, "src");
+  check_attention_mask(src_mask, mask_name, shape, shape.length, options.nhead());
+  check_mask_device(src_mask, mask_name, src, "src");
+  check_padding_mask(src_key_padding_mask, "src_key_padding_mask", shape);
+  check_mask_device(src_key_padding_mask, "src_key_padding_mask", src, "src");
+}
+
+void check_decoder_inputs(const TransformerDecoderLayerImpl& layer, const DecoderInputs& inputs) {
+  const auto& [tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask] =
+      inputs;
+  const auto& options = layer.options;
+  const int64_t d_model = options.d_model(), nhead = options.nhead();
+  const auto t = check_sequence(tgt, "tgt", d_model, options.batch_first());
+  const auto s = check_sequence(memory, "memory", d_model, options.batch_first());
+  check_same_batch(t, s, memory);
+  const torch::Tensor parameter = Projector::of(*layer.self_attn).first_weight();
+  check_dtype_and_device(parameter, tgt, "tgt");
+  check_dtype_and_device(parameter, memory, "memory");
+  check_attention_mask(tgt_mask, "tgt_mask", t, t.length, nhead);
+  check_attention_mask(memory_mask, "memory_mask", t, s.length, nhead);
+  check_padding_mask(tgt_key_padding_mask, "tgt_key_padding_mask", t);
+  check_padding_mask(memory_key_padding_mask, "memory_key_padding_mask", s);
+  check_mask_device(tgt_mask, "tgt_mask", tgt, "tgt");
+  check_mask_device(memory_mask, "memory_mask", tgt, "tgt");
+  check_mask_device(tgt_key_padding_mask, "tgt_key_padding_mask", tgt, "tgt");
+  check_mask_device(memory_key_padding_mask, "memory_key_padding_mask", memory, "memory");
 }
 
 }  // namespace detail

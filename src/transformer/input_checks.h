@@ -10,6 +10,10 @@
 #include <optional>
 
 namespace mha {
+
+class TransformerEncoderLayerImpl;
+class TransformerDecoderLayerImpl;
+
 namespace detail {
 
 /// Batch size (nullopt when unbatched) and length of a sequence argument.
@@ -39,6 +43,33 @@ void check_attention_mask(const torch::Tensor& mask,
 
 /// Checks a key padding mask of `keys`: (N, S), or (S) unbatched. Undefined passes.
 void check_padding_mask(const torch::Tensor& mask, const char* name, const SequenceShape& keys);
+
+/// The checks of an encoder layer's or an encoder's call, before any work:
+/// `src` (its rank, d_model, the parameters' dtype and device), the attention
+/// mask `src_mask` (named `mask_name`: "src_mask" for the layer, "mask" for
+/// the encoder) and `src_key_padding_mask`. A nested `src` is checked by the
+/// ATen kernels that take it.
+void check_encoder_inputs(const TransformerEncoderLayerImpl& layer,
+                          const torch::Tensor& src,
+                          const torch::Tensor& src_mask,
+                          const char* mask_name,
+                          const torch::Tensor& src_key_padding_mask);
+
+/// The tensors of a decoder layer's or a decoder's call (undefined: none).
+struct DecoderInputs {
+  const torch::Tensor& tgt;
+  const torch::Tensor& memory;
+  const torch::Tensor& tgt_mask;
+  const torch::Tensor& memory_mask;
+  const torch::Tensor& tgt_key_padding_mask;
+  const torch::Tensor& memory_key_padding_mask;
+};
+
+/// The checks of a decoder layer's or a decoder's call, before any work:
+/// `tgt` and `memory` (rank, d_model, the parameters' dtype and device, the
+/// same batch), `tgt_mask` (T, T), `memory_mask` (T, S) (or per head), the
+/// padding masks (N, T) and (N, S), each on its input's device.
+void check_decoder_inputs(const TransformerDecoderLayerImpl& layer, const DecoderInputs& inputs);
 
 }  // namespace detail
 }  // namespace mha

@@ -7,17 +7,24 @@ namespace mha {
 TransformerLayerOptions::TransformerLayerOptions(int64_t d_model, int64_t nhead)
     : d_model_(d_model), nhead_(nhead) {}
 
+namespace {
+
+/// The options of a layer's attention modules.
+MultiheadAttentionOptions attention_options(const TransformerLayerOptions& options) {
+  return MultiheadAttentionOptions(options.d_model(), options.nhead())
+      .dropout(options.dropout())
+      .bias(options.bias())
+      .batch_first(options.batch_first());
+}
+
+}  // namespace
+
+void TransformerLayerOptions::validate() const { attention_options(*this).validate(); }
+
 namespace detail {
 
 MultiheadAttention make_attention(const TransformerLayerOptions& options) {
-  TORCH_CHECK(options.nhead() > 0 && options.d_model() % options.nhead() == 0,
-              fmt::format("nhead must be positive and divide d_model, but got d_model={}, "
-                          "nhead={}",
-                          options.d_model(), options.nhead()));
-  return MultiheadAttention(MultiheadAttentionOptions(options.d_model(), options.nhead())
-                                .dropout(options.dropout())
-                                .bias(options.bias())
-                                .batch_first(options.batch_first()));
+  return MultiheadAttention(attention_options(options));
 }
 
 torch::nn::Linear make_linear(int64_t in_features, int64_t out_features, bool bias) {

@@ -5,7 +5,9 @@
 
 #include "generator_state.h"
 #include "shape_format.h"
+#include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
+#include "validated_scope.h"
 
 namespace mha {
 
@@ -104,6 +106,21 @@ Tensor TransformerImpl::forward(const Tensor& src,
               fmt::format("the feature number of src and tgt must be equal to d_model={} "
                           "(src: {}, tgt: {})",
                           options.d_model(), src.size(-1), tgt.size(-1)));
+  // With mha's own encoder and decoder, every input is checked here, with this
+  // call's names, and the stacks and layers below do not check again.
+  const auto* enc = dynamic_cast<const TransformerEncoderImpl*>(encoder.ptr().get());
+  const auto* dec = dynamic_cast<const TransformerDecoderImpl*>(decoder.ptr().get());
+  std::optional<detail::ValidatedScope> validated;
+  if (enc && dec && !enc->layers->is_empty() && !dec->layers->is_empty() &&
+      !detail::ValidatedScope::active()) {
+    detail::check_encoder_inputs(*enc->layers->ptr<TransformerEncoderLayerImpl>(0), src, src_mask,
+                                 "src_mask", src_key_padding_mask);
+    // memory has src's shape: its masks are checked against src
+    detail::check_decoder_inputs(
+        *dec->layers->ptr<TransformerDecoderLayerImpl>(0),
+        {tgt, src, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
+    validated.emplace();
+  }
   const Tensor memory = encode(src, src_mask, src_key_padding_mask, src_is_causal);
   return decoder.forward<Tensor>(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                                  memory_key_padding_mask, tgt_is_causal, memory_is_causal);

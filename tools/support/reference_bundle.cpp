@@ -118,6 +118,7 @@ ReferenceCase read_reference_case(const std::string& path) {
   ref.qkv_identity = call.string("qkv_identity");
   ref.dtype = call.string("dtype");
   ref.forward_seed = call.integer("forward_seed");
+  ref.python_kernel = call.string("python_kernel");
   ref.init_seed = top.integer("init_seed");
   ref.init_state_dict = top.dict("init_state_dict").tensors();
   ref.state_dict = top.dict("state_dict").tensors();

@@ -19,7 +19,7 @@ namespace support {
 
 /// Magic number and format version written by export_reference.py.
 constexpr int64_t kReferenceMagic = 20261129;
-constexpr int64_t kReferenceVersion = 1;
+constexpr int64_t kReferenceVersion = 2;
 
 /// Named tensors in the order Python wrote them.
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -33,12 +33,15 @@ struct ReferenceCase {
   bool is_causal = false;
   bool training = false;
   bool grad = false;
-  std::string qkv_identity;      ///< "qkv": q is k is v; "kv": k is v; "none"
-  std::string dtype;             ///< Python's name: float16, bfloat16, float32 or float64
-  int64_t forward_seed = 0;      ///< torch::manual_seed before forward (dropout)
-  int64_t init_seed = 0;         ///< torch::manual_seed before construction
-  NamedTensors init_state_dict;  ///< float32 parameters right after construction
-  NamedTensors state_dict;       ///< the weights the outputs were computed with
+  std::string qkv_identity;  ///< "qkv": q is k is v; "kv": k is v; "none"
+  std::string dtype;         ///< Python's name: float16, bfloat16, float32 or float64
+  int64_t forward_seed = 0;  ///< torch::manual_seed before forward (dropout)
+  /// "native": Python's module ran `torch._native_multi_head_attention`;
+  /// "functional": it ran `F.multi_head_attention_forward`.
+  std::string python_kernel;
+  int64_t init_seed = 0;                            ///< torch::manual_seed before construction
+  NamedTensors init_state_dict;                     ///< float32 parameters right after construction
+  NamedTensors state_dict;                          ///< the weights the outputs were computed with
   std::map<std::string, torch::Tensor> inputs;      ///< query, key, value, masks
   std::map<std::string, torch::Tensor> expected;    ///< output[, weights]
   std::map<std::string, torch::Tensor> cotangents;  ///< output[, weights]

@@ -1,4 +1,4 @@
-#include "input_checks.h"
+#include "attention/input_checks.h"
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -13,57 +13,38 @@ namespace detail {
 
 using torch::Tensor;
 
-void check_module_options(const MultiheadAttentionOptions& options) {
-  const int64_t embed_dim = options.embed_dim();
-  const int64_t num_heads = options.num_heads();
-  TORCH_CHECK_VALUE(
-      embed_dim > 0 && num_heads > 0,
-      fmt::format(
-          "embed_dim and num_heads must be greater than 0, got embed_dim={} and num_heads={} "
-          "instead",
-          embed_dim, num_heads));
-  TORCH_CHECK_VALUE(
-      embed_dim % num_heads == 0,
-      fmt::format("embed_dim must be divisible by num_heads, got embed_dim={} and num_heads={}",
-                  embed_dim, num_heads));
-  TORCH_CHECK_VALUE(
-      options.dropout() >= 0.0 && options.dropout() <= 1.0,
-      fmt::format("dropout probability has to be between 0 and 1, but got {}", options.dropout()));
-  const int64_t kdim = options.kdim().value_or(embed_dim);
-  const int64_t vdim = options.vdim().value_or(embed_dim);
-  TORCH_CHECK_VALUE(
-      kdim > 0 && vdim > 0,
-      fmt::format("kdim and vdim must be greater than 0, got kdim={} and vdim={}", kdim, vdim));
+void check_dtype_and_device(const Tensor& parameter, const Tensor& t, const char* name) {
+  // A RuntimeError, as Python's ("mat1 and mat2 must have the same dtype").
+  TORCH_CHECK(
+      t.scalar_type() == parameter.scalar_type(),
+      fmt::format("expected {} to have the parameters' dtype {}, but got {}; convert the input "
+                  "or call module->to(dtype)",
+                  name, c10::toString(parameter.scalar_type()), c10::toString(t.scalar_type())));
+  TORCH_CHECK(t.device() == parameter.device(),
+              fmt::format("expected {} on the parameters' device {}, but got {}; move the input or "
+                          "call module->to(device)",
+                          name, parameter.device().str(), t.device().str()));
 }
 
-void check_dtypes_and_devices(const Tensor& parameter,
-                              const Tensor& query,
-                              const Tensor& key,
-                              const Tensor& value,
-                              const Tensor& key_padding_mask,
-                              const Tensor& attn_mask) {
-  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{query, "query"},
-                                std::pair<const Tensor&, const char*>{key, "key"},
-                                std::pair<const Tensor&, const char*>{value, "value"}}) {
-    if (!t.defined()) continue;  // a filled static cache's key and value
-    TORCH_CHECK_TYPE(
-        t.scalar_type() == parameter.scalar_type(),
-        fmt::format("expected {} to have the parameters' dtype {}, but got {}; convert the input "
-                    "or call module->to(dtype)",
-                    name, c10::toString(parameter.scalar_type()), c10::toString(t.scalar_type())));
-    TORCH_CHECK(
-        t.device() == parameter.device(),
-        fmt::format("expected {} on the parameters' device {}, but got {}; move the input or call "
-                    "module->to(device)",
-                    name, parameter.device().str(), t.device().str()));
+void check_mask_device(const Tensor& mask,
+                       const char* name,
+                       const Tensor& input,
+                       const char* input_name) {
+  TORCH_CHECK(!mask.defined() || mask.device() == input.device(),
+              fmt::format("expected {} on the {}'s device {}, but got {}", name, input_name,
+                          input.device().str(), mask.device().str()));
+}
+
+void check_dtypes_and_devices(const Tensor& parameter, const AttentionCall& call) {
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{call.query, "query"},
+                                std::pair<const Tensor&, const char*>{call.key, "key"},
+                                std::pair<const Tensor&, const char*>{call.value, "value"}}) {
+    if (t.defined()) {  // not a filled static cache's key and value
+      check_dtype_and_device(parameter, t, name);
+    }
   }
-  for (const auto& [mask, name] :
-       {std::pair<const Tensor&, const char*>{key_padding_mask, "key_padding_mask"},
-        std::pair<const Tensor&, const char*>{attn_mask, "attn_mask"}}) {
-    TORCH_CHECK(!mask.defined() || mask.device() == query.device(),
-                fmt::format("expected {} on the query's device {}, but got {}", name,
-                            query.device().str(), mask.device().str()));
-  }
+  check_mask_device(call.key_padding_mask, "key_padding_mask", call.query, "query");
+  check_mask_device(call.attn_mask, "attn_mask", call.query, "query");
 }
 
 void check_feature_sizes(const MultiheadAttentionOptions& options,
@@ -183,16 +164,14 @@ void check_defined(const Tensor& query, const Tensor& key, const Tensor& value) 
 
 void check_module_inputs(const MultiheadAttentionOptions& options,
                          const Tensor& parameter,
-                         const Tensor& query,
-                         const Tensor& key,
-                         const Tensor& value,
-                         const Tensor& key_padding_mask,
-                         const Tensor& attn_mask,
+                         const AttentionCall& call,
                          bool check_attn_mask_shape) {
+  const Tensor &query = call.query, &key = call.key, &value = call.value;
+  const Tensor &key_padding_mask = call.key_padding_mask, &attn_mask = call.attn_mask;
   check_defined(query, key, value);
   const bool is_batched =
       mha_shape_check(query, key, value, key_padding_mask, attn_mask, options.num_heads());
-  check_dtypes_and_devices(parameter, query, key, value, key_padding_mask, attn_mask);
+  check_dtypes_and_devices(parameter, call);
   check_feature_sizes(options, query, key, value);
 
   // Sequence-first view of the sizes: L, N, S.

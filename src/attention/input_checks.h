@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "attention/attention_call.h"
 #include "mha/multihead_attention.h"
 
 namespace mha {
@@ -36,34 +37,28 @@ void check_key_padding_mask_shape(const torch::Tensor& key_padding_mask,
 /// Python's "was expecting embedding dimension of {expected}, but got {actual}".
 void check_embed_dim(int64_t actual, int64_t expected);
 
-/// True when Python's `F.multi_head_attention_forward` drops `attn_mask` before
-/// checking its shape: the causal hint wins when `is_causal`, no weights are
-/// asked for and no `key_padding_mask` is given (off the native fast path,
-/// which raises on a wrong shape).
-inline bool causal_hint_drops_attn_mask(bool is_causal,
-                                        bool need_weights,
-                                        const torch::Tensor& key_padding_mask) {
-  return is_causal && !need_weights && !key_padding_mask.defined();
-}
-
-/// The options' own checks of Python's `MultiheadAttention.__init__` (with
-/// its wording) and of kdim/vdim: positive sizes, embed_dim divisible by
-/// num_heads, dropout in [0, 1]. Throws `c10::ValueError`.
-void check_module_options(const MultiheadAttentionOptions& options);
-
 /// `query`, `key` and `value` must be defined tensors.
 void check_defined(const torch::Tensor& query,
                    const torch::Tensor& key,
                    const torch::Tensor& value);
 
-/// query, key and value (each may be undefined but the query) in the dtype
-/// and on the device of `parameter`; the masks on the query's device.
-void check_dtypes_and_devices(const torch::Tensor& parameter,
-                              const torch::Tensor& query,
-                              const torch::Tensor& key,
-                              const torch::Tensor& value,
-                              const torch::Tensor& key_padding_mask,
-                              const torch::Tensor& attn_mask);
+/// `t` (the argument `name`) in the dtype and on the device of `parameter`.
+/// Throws a plain c10::Error (Python's RuntimeError) naming both dtypes.
+void check_dtype_and_device(const torch::Tensor& parameter,
+                            const torch::Tensor& t,
+                            const char* name);
+
+/// `mask` (the argument `name`; may be undefined) on the device of `input`
+/// (the argument `input_name`).
+void check_mask_device(const torch::Tensor& mask,
+                       const char* name,
+                       const torch::Tensor& input,
+                       const char* input_name);
+
+/// The call's query, key and value (key and value may be undefined: a
+/// filled static cache) in the dtype and on the device of `parameter`; its
+/// masks on the query's device.
+void check_dtypes_and_devices(const torch::Tensor& parameter, const AttentionCall& call);
 
 /// Feature sizes: query embed_dim (Python's wording), key kdim, value vdim
 /// (key and value may be undefined).
@@ -81,11 +76,7 @@ void check_feature_sizes(const MultiheadAttentionOptions& options,
 /// `attn_mask` before checking its shape (the `is_causal` hint wins).
 void check_module_inputs(const MultiheadAttentionOptions& options,
                          const torch::Tensor& parameter,
-                         const torch::Tensor& query,
-                         const torch::Tensor& key,
-                         const torch::Tensor& value,
-                         const torch::Tensor& key_padding_mask,
-                         const torch::Tensor& attn_mask,
+                         const AttentionCall& call,
                          bool check_attn_mask_shape);
 
 }  // namespace detail

@@ -1,0 +1,115 @@
+#include "attention/call_plan.h"
+
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+#include "mha/multihead_attention.h"
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+namespace {
+
+/// The device and grad conditions that end Python's `why_not_fast_path`.
+std::string why_not_devices_or_grad(const MultiheadAttentionImpl& m, const Tensor& query) {
+  bool needs_grad = false;
+  for (const Tensor* t :
+       {&query, &m.in_proj_weight, &m.in_proj_bias, &m.out_proj->weight, &m.out_proj->bias}) {
+    if (!t->defined()) continue;
+    const auto type = t->device().type();
+    if (type != c10::DeviceType::CPU && type != c10::DeviceType::CUDA &&
+        type != c10::DeviceType::PrivateUse1) {
+      return "some Tensor argument's device is neither one of cpu, cuda or privateuse1";
+    }
+    needs_grad = needs_grad || t->requires_grad();
+  }
+  if (torch::GradMode::is_enabled() && needs_grad) {
+    return "grad is enabled and at least one of query or the input/output projection weights or "
+           "biases requires_grad";
+  }
+  return "";
+}
+
+/// The module's conditions of Python's `why_not_fast_path`, after the inputs'.
+std::string why_not_module(const MultiheadAttentionImpl& m, const Tensor& query) {
+  const auto& o = m.options;
+  const int64_t embed_dim = o.embed_dim();
+  if (m.in_proj_bias.defined() && query.scalar_type() != m.in_proj_bias.scalar_type()) {
+    return "dtypes of query and self.in_proj_bias don't match";
+  }
+  if (!m.in_proj_weight.defined()) return "in_proj_weight was None";
+  if (query.scalar_type() != m.in_proj_weight.scalar_type()) {
+    return "dtypes of query and self.in_proj_weight don't match";
+  }
+  if (m.is_training()) return "training is enabled";
+  if (o.num_heads() % 2 != 0) return "self.num_heads is not even";
+  if (!o.batch_first()) return "batch_first was not True";
+  if (m.bias_k.defined()) return "self.bias_k was not None";
+  if (m.bias_v.defined()) return "self.bias_v was not None";
+  if (o.add_zero_attn()) return "add_zero_attn was enabled";
+  if (o.kdim().value_or(embed_dim) != embed_dim || o.vdim().value_or(embed_dim) != embed_dim) {
+    return "_qkv_same_embed_dim was not True";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCall& call) {
+  auto not_bool = [](const Tensor& mask) {
+    return mask.defined() && mask.scalar_type() != at::kBool;
+  };
+  if (not_bool(call.attn_mask) || not_bool(call.key_padding_mask)) {
+    return "floating-point masks are not supported for fast path.";
+  }
+  if (!get_fastpath_enabled()) {
+    return "torch.backends.mha.get_fastpath_enabled() was not True";
+  }
+  if (call.query.dim() != 3) {
+    return fmt::format("input not batched; expected query.dim() of 3 but got {}", call.query.dim());
+  }
+  if (!call.self_attention()) {
+    return "non-self attention was used (query, key, and value are not the same Tensor)";
+  }
+  std::string reason = why_not_module(m, call.query);
+  if (!reason.empty()) return reason;
+  if (call.query.is_nested() && call.masked()) {
+    return "supplying both src_key_padding_mask and src_mask at the same time is not supported "
+           "with NestedTensor input";
+  }
+  if (at::autocast::is_autocast_enabled(at::kCUDA)) return "autocast is enabled";
+  return why_not_devices_or_grad(m, call.query);
+}
+
+AttentionKernel choose_fast_path_kernel(int64_t batch,
+                                        int64_t seq_len,
+                                        bool need_weights,
+                                        bool masked) {
+  if (python_kernels_enabled()) return AttentionKernel::kPython;
+  const int64_t min_length = !masked && batch == 1 ? kUnmaskedSingleMinLength
+                             : need_weights        ? kByHeadMinLength
+                                                   : kFusedMinLength;
+  if (seq_len < min_length) return AttentionKernel::kNative;
+  return need_weights ? AttentionKernel::kByHead : AttentionKernel::kFused;
+}
+
+bool causal_hint_drops_attn_mask(const AttentionCall& call) {
+  return call.is_causal && !call.need_weights && !call.key_padding_mask.defined();
+}
+
+CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& call) {
+  CallPlan plan;
+  plan.why_not_fast_path = why_not_fast_path(module, call);
+  if (plan.why_not_fast_path.empty() && module.in_proj_bias.defined()) {
+    plan.kernel = choose_fast_path_kernel(call.query.size(0), call.query.size(1),  // (N, L, E)
+                                          call.need_weights, call.masked());
+    return plan;
+  }
+  plan.attn_mask_dropped = causal_hint_drops_attn_mask(call);
+  return plan;
+}
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,104 @@
+#pragma once
+
+// Private: the plan of one `MultiheadAttention` call, made once before any
+// work (in the spirit of ATen's `sdp_params`): whether Python's module would
+// take its native fast path (Python's conditions, in Python's order and
+// wording), which kernel computes the call, and whether Python's functional
+// path drops `attn_mask` for the causal hint. The kernel rule's thresholds
+// are measured: docs/benchmarks.md has the numbers behind them.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "attention/attention_call.h"
+
+namespace mha {
+
+class MultiheadAttentionImpl;
+
+namespace detail {
+
+/// How a call is computed.
+enum class AttentionKernel {
+  /// Python's `F.multi_head_attention_forward`, step for step: Python's bits
+  /// wherever Python's module does not take its fast path.
+  kFunctional,
+  /// `at::_native_multi_head_attention` called exactly as Python calls it:
+  /// masks canonicalised to float and merged by `merge_masks` into (N, H, L, L).
+  kPython,
+  /// The same op with the masks in their smallest bool form ((L, L) type 0,
+  /// (N, L) type 1, merged (N, H, L, L) type 2 only when needed): Python's bits,
+  /// less memory traffic.
+  kNative,
+  /// One packed projection GEMM, `at::scaled_dot_product_attention` (the CPU
+  /// flash kernel) and the output projection, with no (N, H, L, L) scores:
+  /// equal to Python within float32 rounding. `need_weights` must be false.
+  kFused,
+  /// With weights: the packed projection GEMM, then head by head `baddbmm`
+  /// (scores plus the mask), softmax and `bmm`, the heads' probabilities
+  /// summed into the (N, L, S) average as they come, then the output
+  /// projection. Averaged weights never hold (N, H, L, S): extra memory about
+  /// three (N, L, S) tensors. Equal to Python within float32 rounding.
+  kByHead,
+};
+
+/// Shortest sequence length at which `choose_fast_path_kernel` picks `kFused`
+/// (with a mask or more than one sequence). Below it the two kernels take the
+/// same time within noise (the projections dominate), so the native op keeps
+/// bitwise parity there (docs/benchmarks.md, "Fused path vs native fast path").
+constexpr int64_t kFusedMinLength = 128;
+
+/// Shortest sequence length at which `choose_fast_path_kernel` picks
+/// `kByHead` for calls with weights (with a mask or more than one sequence).
+/// Below it the native op is as fast or faster (docs/benchmarks.md,
+/// "`need_weights=true`: the head-by-head kernel and its rule").
+constexpr int64_t kByHeadMinLength = 128;
+
+/// Both thresholds for one sequence (N = 1) without masks: there the native
+/// op's batched GEMMs and unmasked softmax tie with or beat both kernels up to
+/// L = 512, and both win from L = 1024, also in memory (docs/benchmarks.md,
+/// "`need_weights=true`: the head-by-head kernel and its rule", has the measurements).
+constexpr int64_t kUnmaskedSingleMinLength = 1024;
+
+/// The module's rule for a fast-path call on a batch of `batch` (N) queries
+/// of length `seq_len` (L), `masked` when either mask is given: `kPython`
+/// while `python_kernels_enabled()`; else from `kFusedMinLength` (without
+/// weights) or `kByHeadMinLength` (with weights), or from
+/// `kUnmaskedSingleMinLength` for N = 1 without masks, `kFused` or `kByHead`;
+/// else `kNative`.
+AttentionKernel choose_fast_path_kernel(int64_t batch,
+                                        int64_t seq_len,
+                                        bool need_weights,
+                                        bool masked);
+
+/// What one call will do, decided before any work.
+struct CallPlan {
+  /// Python's `why_not_fast_path`: empty when Python's module calls its native op.
+  std::string why_not_fast_path;
+  /// The kernel that computes the call.
+  AttentionKernel kernel = AttentionKernel::kFunctional;
+  /// Python's functional path drops `attn_mask` before checking its shape:
+  /// `is_causal`, no weights and no key padding mask (off the fast path).
+  bool attn_mask_dropped = false;
+};
+
+/// Python's `why_not_fast_path` for `module` and `call`: empty when Python's
+/// module would call `at::_native_multi_head_attention`, else the first
+/// reason, in Python's order and wording. Masks are judged as given: a float
+/// mask blocks the fast path (as in Python), and so does any other non-bool
+/// dtype, which the functional path then rejects with Python's error.
+std::string why_not_fast_path(const MultiheadAttentionImpl& module, const AttentionCall& call);
+
+/// Whether Python's functional path drops `call.attn_mask` before checking its
+/// shape: the causal hint wins with `is_causal`, no weights and no key padding mask.
+bool causal_hint_drops_attn_mask(const AttentionCall& call);
+
+/// The plan of `call` on `module`: the fast path where Python takes it (and
+/// the module has biases, without which Python's op is not called), with the
+/// kernel of `choose_fast_path_kernel`; else `kFunctional`.
+CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& call);
+
+}  // namespace detail
+}  // namespace mha

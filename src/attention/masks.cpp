@@ -1,0 +1,82 @@
+#include "attention/masks.h"
+
+#include <ATen/ATen.h>
+
+#include <limits>
+
+#include "mha/functional.h"
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+Tensor canonical_key_padding_mask(const Tensor& key_padding_mask,
+                                  const Tensor& attn_mask,
+                                  c10::ScalarType target_type,
+                                  std::pair<const char*, const char*> names) {
+  const auto attn_mask_dtype = attn_mask.defined()
+                                   ? std::optional<c10::ScalarType>(attn_mask.scalar_type())
+                                   : std::nullopt;  // Python's F._none_or_dtype
+  return functional::canonical_mask(key_padding_mask, names.first, attn_mask_dtype, names.second,
+                                    target_type);
+}
+
+Tensor canonical_attn_mask(const Tensor& attn_mask, c10::ScalarType target_type, const char* name) {
+  return functional::canonical_mask(attn_mask, name, std::nullopt, "", target_type,
+                                    /*check_other=*/false);
+}
+
+std::pair<std::optional<Tensor>, std::optional<int64_t>> merge_masks(const Tensor& attn_mask,
+                                                                     const Tensor& key_padding_mask,
+                                                                     const Tensor& query,
+                                                                     int64_t num_heads) {
+  std::optional<Tensor> merged;
+  std::optional<int64_t> mask_type;
+  if (key_padding_mask.defined()) {
+    merged = key_padding_mask;  // (N, S)
+    mask_type = 1;
+  }
+  if (attn_mask.defined()) {  // then query is not nested: (N, L, E)
+    const int64_t bsz = query.size(0), seq_len = query.size(1);
+    mask_type = 2;
+    merged = attn_mask.dim() == 3 ? attn_mask.view({bsz, -1, seq_len, seq_len})
+                                  : attn_mask.view({1, 1, seq_len, seq_len})
+                                        .expand({bsz, num_heads, -1, -1});  // (N, H, L, L)
+    if (key_padding_mask.defined()) {
+      merged =
+          *merged + key_padding_mask.view({bsz, 1, 1, seq_len}).expand({-1, num_heads, -1, -1});
+    }
+  }
+  return {merged, mask_type};
+}
+
+Tensor merged_bool_mask(const Tensor& attn_mask,
+                        const Tensor& key_padding_mask,
+                        int64_t bsz,
+                        int64_t num_heads,
+                        int64_t seq_len) {
+  Tensor merged;
+  if (attn_mask.defined()) {
+    merged = attn_mask.dim() == 2 ? attn_mask.reshape({1, 1, seq_len, seq_len})
+                                  : attn_mask.reshape({bsz, num_heads, seq_len, seq_len});
+  }
+  if (key_padding_mask.defined()) {
+    const Tensor kpm = key_padding_mask.reshape({bsz, 1, 1, seq_len});
+    merged = merged.defined() ? at::logical_or(merged, kpm) : kpm;
+  }
+  return merged;
+}
+
+Tensor additive_mask(const Tensor& masked, const at::TensorOptions& options) {
+  if (!masked.defined()) return Tensor();
+  return at::zeros(masked.sizes(), options)
+      .masked_fill_(masked, -std::numeric_limits<double>::infinity());
+}
+
+Tensor pad_visible_keys(const Tensor& mask, int64_t columns) {
+  return mask.defined() ? at::constant_pad_nd(mask, {0, columns}) : mask;
+}
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,63 @@
+#pragma once
+
+// Private: every mask transformation of the attention paths, in one place:
+// Python's canonicalisation (`_canonical_mask`) and merging
+// (`MultiheadAttention.merge_masks`), and the bool forms mha's own kernels use.
+
+#include <c10/core/ScalarType.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+namespace mha {
+namespace detail {
+
+/// Python's `_canonical_mask(key_padding_mask, "key_padding_mask",
+/// _none_or_dtype(attn_mask), "attn_mask", target_type)`: bool becomes
+/// additive (`true` -> -inf) of `target_type`, float stays, other dtypes are
+/// rejected, and a dtype other than `attn_mask`'s warns (once per process).
+/// `names` are the caller's argument names (key padding mask, attn mask).
+torch::Tensor canonical_key_padding_mask(const torch::Tensor& key_padding_mask,
+                                         const torch::Tensor& attn_mask,
+                                         c10::ScalarType target_type,
+                                         std::pair<const char*, const char*> names = {
+                                             "key_padding_mask", "attn_mask"});
+
+/// Python's `_canonical_mask(attn_mask, name, None, "", target_type, False)`.
+torch::Tensor canonical_attn_mask(const torch::Tensor& attn_mask,
+                                  c10::ScalarType target_type,
+                                  const char* name = "attn_mask");
+
+/// Python's `MultiheadAttention.merge_masks` on canonical (float) masks, as
+/// Python's fast paths (the module's and `TransformerEncoderLayer`'s) call it:
+/// `key_padding_mask` (N, S) alone is type 1; any `attn_mask` ((L, L) or
+/// (N * H, L, L)) is expanded to (N, H, L, L), plus the padding mask, type 2.
+/// `query` is (N, L, E). Returns (merged mask, mask type), both empty without masks.
+std::pair<std::optional<torch::Tensor>, std::optional<int64_t>> merge_masks(
+    const torch::Tensor& attn_mask,
+    const torch::Tensor& key_padding_mask,
+    const torch::Tensor& query,
+    int64_t num_heads);
+
+/// The bool masks (true = masked out) of a self-attention call merged into one
+/// bool mask broadcastable to (N, H, L, L): attn_mask (L, L) -> (1, 1, L, L)
+/// or (N * H, L, L) -> (N, H, L, L), key_padding_mask (N, L) -> (N, 1, 1, L).
+/// Undefined if both are.
+torch::Tensor merged_bool_mask(const torch::Tensor& attn_mask,
+                               const torch::Tensor& key_padding_mask,
+                               int64_t bsz,
+                               int64_t num_heads,
+                               int64_t seq_len);
+
+/// A bool mask (true = masked out) as an additive one of `options`: -inf where
+/// masked, 0 elsewhere; undefined stays undefined.
+torch::Tensor additive_mask(const torch::Tensor& masked, const at::TensorOptions& options);
+
+/// `F.pad(mask, (0, columns))`: visible (0.0) columns for appended keys;
+/// undefined stays undefined.
+torch::Tensor pad_visible_keys(const torch::Tensor& mask, int64_t columns = 1);
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,90 @@
+#include "attention/projector.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+namespace {
+
+/// (..., parts * E') -> (parts, ..., E'), each part contiguous: Python's
+/// `unflatten(-1, (parts, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()`.
+Tensor split_parts(const Tensor& projected, int64_t parts) {
+  return projected.unflatten(-1, {parts, projected.size(-1) / parts})
+      .unsqueeze(0)
+      .transpose(0, -2)
+      .squeeze(-2)
+      .contiguous();
+}
+
+}  // namespace
+
+Projector::Projector(Tensor in_proj_bias) : packed_bias_(std::move(in_proj_bias)) {
+  if (packed_bias_.defined()) {
+    const auto b = packed_bias_.chunk(3);  // (3E') -> 3 x (E')
+    for (int64_t i = 0; i < 3; ++i) biases_[i] = b[i];
+  }
+}
+
+Projector Projector::packed(Tensor in_proj_weight, Tensor in_proj_bias) {
+  Projector p(std::move(in_proj_bias));
+  p.packed_weight_ = std::move(in_proj_weight);
+  const auto w = p.packed_weight_.chunk(3);  // (3E', E) -> 3 x (E', E)
+  for (int64_t i = 0; i < 3; ++i) p.weights_[i] = w[i];
+  return p;
+}
+
+Projector Projector::separate(Tensor q_proj_weight,
+                              Tensor k_proj_weight,
+                              Tensor v_proj_weight,
+                              Tensor in_proj_bias) {
+  Projector p(std::move(in_proj_bias));
+  p.weights_[0] = std::move(q_proj_weight);
+  p.weights_[1] = std::move(k_proj_weight);
+  p.weights_[2] = std::move(v_proj_weight);
+  return p;
+}
+
+Tensor Projector::first_weight() const { return is_packed() ? packed_weight_ : weights_[0]; }
+
+Tensor Projector::self(const Tensor& x) const {
+  TORCH_INTERNAL_ASSERT(is_packed(), "one-GEMM self-attention projection needs packed weights");
+  return at::linear(x, packed_weight_, packed_bias_);  // (..., E) -> (..., 3E')
+}
+
+Tensor Projector::query(const Tensor& x) const { return at::linear(x, weights_[0], biases_[0]); }
+
+Tensor Projector::key(const Tensor& x) const { return at::linear(x, weights_[1], biases_[1]); }
+
+Tensor Projector::value(const Tensor& x) const { return at::linear(x, weights_[2], biases_[2]); }
+
+std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
+                                                               const Tensor& kv) const {
+  const int64_t rows = weights_[0].size(0);  // E'
+  const auto w = packed_weight_.split_with_sizes({rows, 2 * rows});
+  Tensor b_kv;
+  if (packed_bias_.defined()) {
+    b_kv = packed_bias_.split_with_sizes({rows, 2 * rows})[1];
+  }
+  const Tensor kv_proj = split_parts(at::linear(kv, w[1], b_kv), 2);  // (2, S, N, E')
+  return {query(q), kv_proj[0], kv_proj[1]};
+}
+
+std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
+                                                     const Tensor& k,
+                                                     const Tensor& v) const {
+  if (is_packed() && k.is_same(v)) {
+    if (q.is_same(k)) {
+      const Tensor proj = split_parts(self(q), 3);  // (3, L, N, E')
+      return {proj[0], proj[1], proj[2]};
+    }
+    return python_shared_kv(q, k);
+  }
+  return {query(q), key(k), value(v)};
+}
+
+}  // namespace detail
+}  // namespace mha

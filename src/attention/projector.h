@@ -1,0 +1,72 @@
+#pragma once
+
+// Private: the input projection of an attention call, one type for every form
+// of its weights: Python's packed `in_proj_weight` (3E', E), separate
+// `q_proj_weight`/`k_proj_weight`/`v_proj_weight` (kdim/vdim), and a
+// tensor-parallel shard of either (E' = this rank's heads' rows). Every
+// attention path (Python's functional steps, the fast-path kernels, the KV
+// cache, tensor parallelism) projects through it. A new form of the weights
+// (prepacked, int8) is a new constructor and its GEMMs here.
+
+#include <torch/types.h>
+
+#include <tuple>
+
+namespace mha {
+namespace detail {
+
+/// The weights and bias of an input projection, and the GEMMs on them.
+class Projector {
+ public:
+  /// Packed weights (3E', E) with an optional bias (3E').
+  static Projector packed(torch::Tensor in_proj_weight, torch::Tensor in_proj_bias);
+  /// Separate weights (E', E), (E', kdim), (E', vdim) with an optional packed bias (3E').
+  static Projector separate(torch::Tensor q_proj_weight,
+                            torch::Tensor k_proj_weight,
+                            torch::Tensor v_proj_weight,
+                            torch::Tensor in_proj_bias);
+  /// A module's own form (`MultiheadAttentionImpl`, or a tensor-parallel
+  /// shard): packed when it has `in_proj_weight` (kdim == vdim == embed_dim).
+  template <typename Module>
+  static Projector of(const Module& m) {
+    return m.in_proj_weight.defined()
+               ? packed(m.in_proj_weight, m.in_proj_bias)
+               : separate(m.q_proj_weight, m.k_proj_weight, m.v_proj_weight, m.in_proj_bias);
+  }
+
+  /// The weight that gives the parameters' dtype and device (packed, or the query's).
+  torch::Tensor first_weight() const;
+  /// Whether the weights are packed (one GEMM can project self-attention).
+  bool is_packed() const { return packed_weight_.defined(); }
+
+  /// Self-attention in one GEMM: x (..., E) -> (..., 3E'), [q; k; v] along
+  /// the last dimension. Packed weights only.
+  torch::Tensor self(const torch::Tensor& x) const;
+  /// One of q, k, v: x (..., E or kdim or vdim) -> (..., E'), its rows only.
+  torch::Tensor query(const torch::Tensor& x) const;
+  torch::Tensor key(const torch::Tensor& x) const;
+  torch::Tensor value(const torch::Tensor& x) const;
+
+  /// Python's `_in_projection_packed` (one GEMM when q, k and v are one
+  /// tensor, two when k is v, else three; each result contiguous) or, for
+  /// separate weights, `_in_projection` with its shape checks. Sequence-first
+  /// q (L, N, E), k (S, N, kdim), v (S, N, vdim) -> (L, N, E'), (S, N, E') x2.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> python(const torch::Tensor& q,
+                                                                 const torch::Tensor& k,
+                                                                 const torch::Tensor& v) const;
+
+ private:
+  /// The bias (3E', or undefined) and its q, k, v chunks.
+  explicit Projector(torch::Tensor in_proj_bias);
+  /// Python's two GEMMs when key is value: q, then [k; v] in one.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> python_shared_kv(
+      const torch::Tensor& q, const torch::Tensor& kv) const;
+
+  torch::Tensor packed_weight_;  // (3E', E), or undefined
+  torch::Tensor weights_[3];     // q, k, v rows: chunks of the packed weight, or separate
+  torch::Tensor packed_bias_;    // (3E'), or undefined
+  torch::Tensor biases_[3];      // q, k, v chunks of the bias, or undefined
+};
+
+}  // namespace detail
+}  // namespace mha
