@@ -62,60 +62,50 @@ void check_feature_sizes(const MultiheadAttentionOptions& options,
       fmt::format("expected value feature size (vdim) {}, but got {}", vdim, value.size(-1)));
 }
 
+namespace {
+
+/// Python's rank checks of `_mha_shape_check` for a query of `query_dim`
+/// dimensions (3 batched, 2 unbatched), in its wording.
+void check_ranks(int64_t query_dim,
+                 const Tensor& key,
+                 const Tensor& value,
+                 const Tensor& key_padding_mask,
+                 const Tensor& attn_mask) {
+  const char* kind = query_dim == 3 ? "batched (3-D)" : "unbatched (2-D)";
+  TORCH_CHECK(key.dim() == query_dim && value.dim() == query_dim,
+              fmt::format("For {} `query`, expected `key` and `value` to be {}-D but found {}-D "
+                          "and {}-D tensors respectively",
+                          kind, query_dim, key.dim(), value.dim()));
+  TORCH_CHECK(!key_padding_mask.defined() || key_padding_mask.dim() == query_dim - 1,
+              fmt::format("For {} `query`, expected `key_padding_mask` to be `None` or {}-D but "
+                          "found {}-D tensor instead",
+                          kind, query_dim - 1, key_padding_mask.dim()));
+  TORCH_CHECK(!attn_mask.defined() || attn_mask.dim() == 2 || attn_mask.dim() == 3,
+              fmt::format("For {} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
+                          "found {}-D tensor instead",
+                          kind, attn_mask.dim()));
+}
+
+}  // namespace
+
 bool mha_shape_check(const Tensor& query,
                      const Tensor& key,
                      const Tensor& value,
                      const Tensor& key_padding_mask,
                      const Tensor& attn_mask,
                      int64_t num_heads) {
-  if (query.dim() == 3) {
-    TORCH_CHECK(
-        key.dim() == 3 && value.dim() == 3,
-        fmt::format("For batched (3-D) `query`, expected `key` and `value` to be 3-D but found "
-                    "{}-D and {}-D tensors respectively",
-                    key.dim(), value.dim()));
-    TORCH_CHECK(
-        !key_padding_mask.defined() || key_padding_mask.dim() == 2,
-        fmt::format(
-            "For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
-            "found {}-D tensor instead",
-            key_padding_mask.dim()));
-    TORCH_CHECK(
-        !attn_mask.defined() || attn_mask.dim() == 2 || attn_mask.dim() == 3,
-        fmt::format("For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
-                    "found {}-D tensor instead",
-                    attn_mask.dim()));
-    return true;
-  }
   TORCH_CHECK(
-      query.dim() == 2,
+      query.dim() == 2 || query.dim() == 3,
       fmt::format(
           "query should be unbatched 2D or batched 3D tensor but received {}-D query tensor",
           query.dim()));
-  TORCH_CHECK(
-      key.dim() == 2 && value.dim() == 2,
-      fmt::format("For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
-                  "{}-D and {}-D tensors respectively",
-                  key.dim(), value.dim()));
-  TORCH_CHECK(
-      !key_padding_mask.defined() || key_padding_mask.dim() == 1,
-      fmt::format(
-          "For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but "
-          "found {}-D tensor instead",
-          key_padding_mask.dim()));
-  if (attn_mask.defined()) {
-    TORCH_CHECK(
-        attn_mask.dim() == 2 || attn_mask.dim() == 3,
-        fmt::format(
-            "For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
-            "found {}-D tensor instead",
-            attn_mask.dim()));
-    if (attn_mask.dim() == 3) {
-      const std::vector<int64_t> expected{num_heads, query.size(0), key.size(0)};
-      TORCH_CHECK(attn_mask.sizes() == c10::IntArrayRef(expected),
-                  fmt::format("Expected `attn_mask` shape to be {} but got {}",
-                              python_tuple(expected), torch_size(attn_mask.sizes())));
-    }
+  check_ranks(query.dim(), key, value, key_padding_mask, attn_mask);
+  if (query.dim() == 3) return true;
+  if (attn_mask.defined() && attn_mask.dim() == 3) {  // unbatched: (H, L, S)
+    const std::vector<int64_t> expected{num_heads, query.size(0), key.size(0)};
+    TORCH_CHECK(attn_mask.sizes() == c10::IntArrayRef(expected),
+                fmt::format("Expected `attn_mask` shape to be {} but got {}",
+                            python_tuple(expected), torch_size(attn_mask.sizes())));
   }
   return false;
 }
