@@ -267,7 +267,7 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
                                                                   const Tensor& attn_mask,
                                                                   bool average_attn_weights) {
   detail::KVCacheState& cache = detail::kv_cache_state(kv_cache);
-  const int64_t extra = (bias_k.defined() ? 1 : 0) + (options.add_zero_attn() ? 1 : 0);
+  const int64_t extra = detail::extra_key_rows(*this);
   CallShape s;
   Tensor mask;
   const detail::AttentionCall call{query_in,
@@ -289,16 +289,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
   const Tensor key = self_qkv ? query : batch(key_in);
   const Tensor value = self_qkv ? query : batch(value_in);
   auto [q, k, v] = project(*this, query, key, value, s.batch_first);  // (N, H, L, hd)
-  if (k.defined()) {
-    const Tensor param = detail::Projector::of(*this).first_weight();
-    const auto buffer_options = at::TensorOptions(param.scalar_type()).device(param.device());
-    const detail::CacheLayout layout{s.bsz, options.num_heads(), q.size(-1), extra};
-    detail::reserve(cache, layout, buffer_options, s.total_len);
-    detail::append(cache, k, v, bias_k, bias_v, options.add_zero_attn());
-    cache.owner = this;
-    cache.filled = cache.is_static;
-  }
-  const auto [keys, values] = detail::cached_views(cache);  // (N, H, S + extra, hd)
+  const auto [keys, values] =                                         // (N, H, S + extra, hd)
+      detail::cache_key_values(cache, *this, k, v, s.total_len);
   auto [out, weights] = attend(q, keys, values, mask, need_weights);
   // (N, H, L, hd) -> (N, L, E) or (L, N, E), then the output projection
   out = s.batch_first ? out.transpose(1, 2).flatten(2) : out.permute({2, 0, 1, 3}).flatten(2);

@@ -1157,6 +1157,25 @@ std::vector<TransformerRow> transformer_stack_rows() {
        {"the feature number of src and tgt must be equal to d_model=8"},
        Kind::kError,
        [](S& s) { s.model(torch::randn({5, 3, 8}), torch::randn({4, 3, 6})); }},
+      // Checked once, by the Transformer, with its own argument names (the
+      // encoder calls this mask `mask`, the decoder's layers see `memory`).
+      {"TransformerSrcMaskShape",
+       {"src_mask must have shape (5, 5) or (6, 5, 5), but got torch.Size([4, 4])"},
+       Kind::kError,
+       [](S& s) {
+         s.model->forward(torch::randn({5, 3, 8}), torch::randn({4, 3, 8}), torch::zeros({4, 4}));
+       }},
+      {"TransformerMemoryMaskShape",
+       {"memory_mask must have shape (4, 5) or (6, 4, 5), but got torch.Size([4, 4])"},
+       Kind::kError,
+       [](S& s) {
+         s.model->forward(torch::randn({5, 3, 8}), torch::randn({4, 3, 8}), {}, {},
+                          torch::zeros({4, 4}));
+       }},
+      {"TransformerSrcDtype",
+       {"expected src to have the parameters' dtype Float, but got Double"},
+       Kind::kError,
+       [](S& s) { s.model(torch::randn({5, 3, 8}, torch::kDouble), torch::randn({4, 3, 8})); }},
   };
 }
 
