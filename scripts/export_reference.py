@@ -210,10 +210,10 @@ def edge_cases(add, fast):
     add("FastFullyMaskedMask3d", attn_mask="bool3d", fully_masked=True, **fast)
     add("FastFullyMaskedKpmMask", key_padding_mask="bool", attn_mask="bool2d",
         fully_masked=True, **fast)
-    # Long enough for mha's fused inference path (src/fast_path.h, kFusedMinLength).
+    # Long enough for mha's fused inference path (src/attention/call_plan.h, kFusedMinLength).
     add("FastLongFullyMaskedKpm", key_padding_mask="bool", fully_masked=True,
         need_weights=False, **{**fast, "tgt_len": 256})
-    # Long enough for mha's head-by-head weights kernel (src/fast_path.h, kByHeadMinLength).
+    # Long enough for mha's head-by-head weights kernel (src/attention/call_plan.h, kByHeadMinLength).
     long_weights = {**fast, "tgt_len": 128, "need_weights": True}
     add("FastLongWeights", **long_weights)
     add("FastLongWeightsKpm", key_padding_mask="bool", **long_weights)
