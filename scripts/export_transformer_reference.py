@@ -398,8 +398,18 @@ def write_checkpoints(out):
         output = encoder(torch.nested.nested_tensor(sequences))
     assert output.is_nested
     torch.save(encoder.state_dict(), os.path.join(out, "checkpoint_encoder_nested.pt"))
+    # The same weights in layers that decline their own fast path (an activation
+    # given as a function): each layer's attention takes a nested query.
+    relu_layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True,
+                                            activation=lambda x: F.relu(x))
+    by_function = nn.TransformerEncoder(relu_layer, 2, enable_nested_tensor=False).eval()
+    by_function.load_state_dict(encoder.state_dict())
+    with torch.no_grad():
+        output_by_function = by_function(torch.nested.nested_tensor(sequences))
     torch.save({"sequence0": sequences[0], "sequence1": sequences[1],
-                "output0": output.unbind()[0], "output1": output.unbind()[1]},
+                "output0": output.unbind()[0], "output1": output.unbind()[1],
+                "function_output0": output_by_function.unbind()[0],
+                "function_output1": output_by_function.unbind()[1]},
                os.path.join(out, "checkpoint_encoder_nested.io.pt"))
 
 

@@ -66,7 +66,7 @@ void check_cache_use(const MultiheadAttentionImpl& m,
         "expected key and value (the memory) on the first call with a static_kv cache, but got "
         "undefined ones");
   }
-  const Tensor param = detail::Projector::of(m).first_weight();
+  const Tensor param = detail::Projector::first_weight(m);
   if (cache.owner != nullptr) {
     TORCH_CHECK_TYPE(
         cache.keys.scalar_type() == param.scalar_type(),
@@ -86,7 +86,7 @@ void check_cache_use(const MultiheadAttentionImpl& m,
 /// dtype, device and feature size of query/key/value (as `forward` checks
 /// them), the masks' device and dtype.
 void check_tensors(const MultiheadAttentionImpl& m, const detail::AttentionCall& call) {
-  detail::check_dtypes_and_devices(detail::Projector::of(m).first_weight(), call);
+  detail::check_dtypes_and_devices(detail::Projector::first_weight(m), call);
   detail::check_feature_sizes(m.options, call.query, call.key, call.value);
   const Tensor& query = call.query;
   for (const auto& [mask, name] :
@@ -158,7 +158,7 @@ Tensor attention_mask(const MultiheadAttentionImpl& m,
                       int64_t extra,
                       const Tensor& key_padding_mask,
                       const Tensor& attn_mask) {
-  const Tensor param = detail::Projector::of(m).first_weight();
+  const Tensor param = detail::Projector::first_weight(m);
   const auto dtype = param.scalar_type();
   const int64_t num_heads = m.options.num_heads();
   const Tensor kpm = detail::canonical_key_padding_mask(key_padding_mask, attn_mask, dtype);

@@ -151,7 +151,8 @@ std::tuple<Tensor, Tensor, Tensor> project_inputs(const Tensor& query,
   if (!o.use_separate_proj_weight()) {
     TORCH_CHECK(o.in_proj_weight().defined(),
                 "use_separate_proj_weight is False but in_proj_weight is None");
-    return detail::Projector::packed(o.in_proj_weight(), o.in_proj_bias())
+    // Python's E is the query's feature size: another weight fails where Python's does.
+    return detail::Projector::packed(o.in_proj_weight(), o.in_proj_bias(), query.size(-1))
         .python(query, key, value);
   }
   TORCH_CHECK(o.q_proj_weight().defined(),

@@ -111,7 +111,7 @@ std::pair<Tensor, Tensor> cache_key_values(KVCacheState& state,
                                            int64_t total_len) {
   if (k.defined()) {
     const auto& o = module.options;
-    const Tensor param = Projector::of(module).first_weight();
+    const Tensor param = Projector::first_weight(module);
     const auto buffer_options = at::TensorOptions(param.scalar_type()).device(param.device());
     // k: (N, H, L, hd)
     const CacheLayout layout{k.size(0), o.num_heads(), k.size(-1), extra_key_rows(module)};

@@ -149,12 +149,12 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query,
   const detail::AttentionCall call{
       query,    key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights,
       is_causal};
-  if (detail::ValidatedScope::active()) {  // a layer's attention: the layer checked its inputs
+  if (detail::ValidatedScope::covers(this)) {  // a layer's attention: the layer checked
     return detail::attend(*this, call);
   }
   detail::check_defined(query, key, value);
   const detail::CallPlan plan = detail::plan_call(*this, call);
-  detail::check_module_inputs(options, detail::Projector::of(*this).first_weight(), call,
+  detail::check_module_inputs(options, detail::Projector::first_weight(*this), call,
                               /*check_attn_mask_shape=*/!plan.attn_mask_dropped);
   return detail::run_plan(plan, *this, call);
 }

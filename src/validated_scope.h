@@ -3,27 +3,48 @@
 // Private: validation once per call. The outermost mha entry a user calls (a
 // Transformer, a stack, a layer, the attention module) checks every input
 // with its own argument names (src, tgt, memory, query, ...), then holds a
-// `ValidatedScope` while it computes; the mha entries it calls in turn (the
-// stack's layers, a layer's attention) see the scope and skip their checks.
+// `ValidatedScope` naming the mha modules it calls with those inputs (a
+// stack's layers, a layer's attention modules). Those modules see that they
+// are covered and skip their checks; any other module, e.g. one called by a
+// user's activation function or norm, checks its inputs as usual.
+
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <vector>
 
 namespace mha {
 namespace detail {
 
-/// Marks this thread's current mha call as validated for as long as it lives.
+/// Marks, on this thread and while it lives, `modules` as called with inputs
+/// that an outer entry has validated.
 class ValidatedScope {
  public:
-  ValidatedScope() : outer_(active_) { active_ = true; }
-  ~ValidatedScope() { active_ = outer_; }
+  explicit ValidatedScope(const std::vector<const torch::nn::Module*>& modules)
+      : mark_(covered_.size()) {
+    covered_.insert(covered_.end(), modules.begin(), modules.end());
+  }
+  ~ValidatedScope() { covered_.resize(mark_); }
   ValidatedScope(const ValidatedScope&) = delete;
   ValidatedScope& operator=(const ValidatedScope&) = delete;
 
-  /// Whether an outer mha entry on this thread has validated the inputs.
-  static bool active() { return active_; }
+  /// Whether an outer mha entry on this thread validated the inputs `module`
+  /// is being called with.
+  static bool covers(const torch::nn::Module* module) {
+    return std::find(covered_.begin(), covered_.end(), module) != covered_.end();
+  }
 
  private:
-  bool outer_;
-  static inline thread_local bool active_ = false;
+  size_t mark_;
+  static inline thread_local std::vector<const torch::nn::Module*> covered_;
 };
+
+/// The modules of a stack's `layers`, for a `ValidatedScope`.
+inline std::vector<const torch::nn::Module*> modules_of(const torch::nn::ModuleList& layers) {
+  std::vector<const torch::nn::Module*> modules;
+  for (const auto& layer : *layers) modules.push_back(layer.get());
+  return modules;
+}
 
 }  // namespace detail
 }  // namespace mha

@@ -170,28 +170,37 @@ TEST(TransformerCheckpoint, SixLayerEncoderLoadsStrictlyAndMatches) {
 }
 
 /// A NestedTensor input in eval: Python's encoder returns a nested output
-/// (its sequence length is None, `_get_seq_len`), sequence for sequence.
+/// (its sequence length is None, `_get_seq_len`), sequence for sequence: on
+/// the layers' fast path, and in layers that decline it (an activation given
+/// as a function), whose attention then runs Python's native op on the nested
+/// query.
 TEST(TransformerCheckpoint, EncoderTakesANestedTensorAsPythonDoes) {
   torch::set_num_threads(1);
-  mha::TransformerEncoder encoder(mha::TransformerEncoderOptions(
-      mha::TransformerEncoderLayer(
-          mha::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).batch_first(true)),
-      2));
-  mha::load_state_dict(*encoder, reference_dir() + "/checkpoint_encoder_nested.pt");
-  encoder->eval();
   const auto io = mha::test::read_tensors(reference_dir() + "/checkpoint_encoder_nested.io.pt");
-  torch::NoGradGuard no_grad;
   const std::vector<Tensor> inputs{io.at("sequence0"), io.at("sequence1")};
-  const Tensor nested = torch::nested::nested_tensor(inputs);
-  const Tensor out = encoder(nested);  // nested: (2, 8) and (3, 8)
-  ASSERT_TRUE(out.is_nested());
-  const auto sequences = out.unbind();
-  ASSERT_EQ(sequences.size(), 2u);
   const auto [rtol, atol] = mha::support::parity_tolerance(torch::kFloat);
-  for (size_t i = 0; i < 2; ++i) {
-    const Tensor& expected = io.at("output" + std::to_string(i));
-    EXPECT_TRUE(tensors_close(sequences[i], expected, rtol, atol)) << "sequence " << i;
-    EXPECT_TRUE(bitwise_equal(sequences[i], expected)) << "Python's kernel, Python's bits";
+  for (const bool by_function : {false, true}) {
+    auto layer_options =
+        mha::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).batch_first(true);
+    if (by_function) {
+      layer_options.activation([](const Tensor& x) { return torch::relu(x); });
+    }
+    mha::TransformerEncoder encoder(
+        mha::TransformerEncoderOptions(mha::TransformerEncoderLayer(layer_options), 2)
+            .enable_nested_tensor(!by_function));
+    mha::load_state_dict(*encoder, reference_dir() + "/checkpoint_encoder_nested.pt");
+    encoder->eval();
+    torch::NoGradGuard no_grad;
+    const Tensor out = encoder(torch::nested::nested_tensor(inputs));  // nested: (2, 8), (3, 8)
+    ASSERT_TRUE(out.is_nested()) << by_function;
+    const auto sequences = out.unbind();
+    ASSERT_EQ(sequences.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      const Tensor& expected =
+          io.at(std::string(by_function ? "function_output" : "output") + std::to_string(i));
+      EXPECT_TRUE(tensors_close(sequences[i], expected, rtol, atol)) << by_function << " " << i;
+      EXPECT_TRUE(bitwise_equal(sequences[i], expected)) << "Python's kernels, Python's bits";
+    }
   }
 }
 

@@ -103,8 +103,11 @@ CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& ca
   CallPlan plan;
   plan.why_not_fast_path = why_not_fast_path(module, call);
   if (plan.why_not_fast_path.empty() && module.in_proj_bias.defined()) {
-    plan.kernel = choose_fast_path_kernel(call.query.size(0), call.query.size(1),  // (N, L, E)
-                                          call.need_weights, call.masked());
+    // A nested query (a layer's, from a nested src) has no sizes: Python's op.
+    plan.kernel = call.query.is_nested() ? AttentionKernel::kPython
+                                         : choose_fast_path_kernel(
+                                               call.query.size(0), call.query.size(1),  // (N, L, E)
+                                               call.need_weights, call.masked());
     return plan;
   }
   plan.attn_mask_dropped = causal_hint_drops_attn_mask(call);

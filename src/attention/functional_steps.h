@@ -16,8 +16,10 @@ namespace mha {
 namespace detail {
 
 /// `functional::multi_head_attention_forward` projecting with `projector`
-/// (Python's in-projection steps, `Projector::python`), or, when nullopt,
-/// with the options' weights after Python's checks of them.
+/// (Python's in-projection steps, `Projector::python`, without Python's
+/// checks of the key/value shapes and the weights: the caller's weights are
+/// its own, and its inputs checked), or, when nullopt, with the options'
+/// weights after Python's checks of them.
 /// `options.num_heads()` heads of E' / num_heads features each, E' the
 /// projector's rows, and an `out_proj_weight` of E' columns.
 std::tuple<torch::Tensor, torch::Tensor> multi_head_attention_forward(

@@ -67,8 +67,8 @@ void check_feature_sizes(const MultiheadAttentionOptions& options,
                          const torch::Tensor& key,
                          const torch::Tensor& value);
 
-/// The module's checks before any work, beyond Python's own (which the
-/// functional form repeats): Python's `_mha_shape_check`; dtypes and devices
+/// The module's checks before any work, beyond Python's own: Python's
+/// `_mha_shape_check`; dtypes and devices
 /// equal to each other and to `parameter`'s; feature sizes against
 /// embed_dim/kdim/vdim; batch and sequence sizes; mask shapes. Python reports
 /// most of these from deep inside a matmul or view; here they name the

@@ -12,8 +12,8 @@ namespace {
 
 /// (..., parts * E') -> (parts, ..., E'), each part contiguous: Python's
 /// `unflatten(-1, (parts, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()`.
-Tensor split_parts(const Tensor& projected, int64_t parts) {
-  return projected.unflatten(-1, {parts, projected.size(-1) / parts})
+Tensor split_parts(const Tensor& projected, int64_t parts, int64_t part_rows) {
+  return projected.unflatten(-1, {parts, part_rows})
       .unsqueeze(0)
       .transpose(0, -2)
       .squeeze(-2)
@@ -29,8 +29,11 @@ Projector::Projector(Tensor in_proj_bias) : packed_bias_(std::move(in_proj_bias)
   }
 }
 
-Projector Projector::packed(Tensor in_proj_weight, Tensor in_proj_bias) {
+Projector Projector::packed(Tensor in_proj_weight,
+                            Tensor in_proj_bias,
+                            std::optional<int64_t> part_rows) {
   Projector p(std::move(in_proj_bias));
+  p.part_rows_ = part_rows.value_or(in_proj_weight.size(0) / 3);
   p.packed_weight_ = std::move(in_proj_weight);
   const auto w = p.packed_weight_.chunk(3);  // (3E', E) -> 3 x (E', E)
   for (int64_t i = 0; i < 3; ++i) p.weights_[i] = w[i];
@@ -42,13 +45,12 @@ Projector Projector::separate(Tensor q_proj_weight,
                               Tensor v_proj_weight,
                               Tensor in_proj_bias) {
   Projector p(std::move(in_proj_bias));
+  p.part_rows_ = q_proj_weight.size(0);
   p.weights_[0] = std::move(q_proj_weight);
   p.weights_[1] = std::move(k_proj_weight);
   p.weights_[2] = std::move(v_proj_weight);
   return p;
 }
-
-Tensor Projector::first_weight() const { return is_packed() ? packed_weight_ : weights_[0]; }
 
 Tensor Projector::self(const Tensor& x) const {
   TORCH_INTERNAL_ASSERT(is_packed(), "one-GEMM self-attention projection needs packed weights");
@@ -63,14 +65,17 @@ Tensor Projector::value(const Tensor& x) const { return at::linear(x, weights_[2
 
 std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
                                                                const Tensor& kv) const {
-  const int64_t rows = weights_[0].size(0);  // E'
-  const auto w = packed_weight_.split_with_sizes({rows, 2 * rows});
-  Tensor b_kv;
+  // Python's `w.split([E, E * 2])` and `b.split([E, E * 2])`: q's rows and
+  // [k; v]'s from one split, as Python's autograd graph has them.
+  const auto w = packed_weight_.split_with_sizes({part_rows_, 2 * part_rows_});
+  Tensor b_q, b_kv;
   if (packed_bias_.defined()) {
-    b_kv = packed_bias_.split_with_sizes({rows, 2 * rows})[1];
+    const auto b = packed_bias_.split_with_sizes({part_rows_, 2 * part_rows_});
+    b_q = b[0];
+    b_kv = b[1];
   }
-  const Tensor kv_proj = split_parts(at::linear(kv, w[1], b_kv), 2);  // (2, S, N, E')
-  return {query(q), kv_proj[0], kv_proj[1]};
+  const Tensor kv_proj = split_parts(at::linear(kv, w[1], b_kv), 2, part_rows_);  // (2, S, N, E')
+  return {at::linear(q, w[0], b_q), kv_proj[0], kv_proj[1]};
 }
 
 std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
@@ -78,7 +83,7 @@ std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
                                                      const Tensor& v) const {
   if (is_packed() && k.is_same(v)) {
     if (q.is_same(k)) {
-      const Tensor proj = split_parts(self(q), 3);  // (3, L, N, E')
+      const Tensor proj = split_parts(self(q), 3, part_rows_);  // (3, L, N, E')
       return {proj[0], proj[1], proj[2]};
     }
     return python_shared_kv(q, k);

@@ -10,6 +10,8 @@
 
 #include <torch/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <tuple>
 
 namespace mha {
@@ -18,8 +20,13 @@ namespace detail {
 /// The weights and bias of an input projection, and the GEMMs on them.
 class Projector {
  public:
-  /// Packed weights (3E', E) with an optional bias (3E').
-  static Projector packed(torch::Tensor in_proj_weight, torch::Tensor in_proj_bias);
+  /// Packed weights (3E', E) with an optional bias (3E'). `part_rows` is E'
+  /// (default: a third of the weight's rows); `F.multi_head_attention_forward`
+  /// passes Python's E, the query's feature size, so that a weight of another
+  /// size fails where Python's does.
+  static Projector packed(torch::Tensor in_proj_weight,
+                          torch::Tensor in_proj_bias,
+                          std::optional<int64_t> part_rows = std::nullopt);
   /// Separate weights (E', E), (E', kdim), (E', vdim) with an optional packed bias (3E').
   static Projector separate(torch::Tensor q_proj_weight,
                             torch::Tensor k_proj_weight,
@@ -34,8 +41,12 @@ class Projector {
                : separate(m.q_proj_weight, m.k_proj_weight, m.v_proj_weight, m.in_proj_bias);
   }
 
-  /// The weight that gives the parameters' dtype and device (packed, or the query's).
-  torch::Tensor first_weight() const;
+  /// The weight that gives a module's parameters' dtype and device (packed, or
+  /// the query's), without building a projector.
+  template <typename Module>
+  static const torch::Tensor& first_weight(const Module& m) {
+    return m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
+  }
   /// Whether the weights are packed (one GEMM can project self-attention).
   bool is_packed() const { return packed_weight_.defined(); }
 
@@ -49,7 +60,7 @@ class Projector {
 
   /// Python's `_in_projection_packed` (one GEMM when q, k and v are one
   /// tensor, two when k is v, else three; each result contiguous) or, for
-  /// separate weights, `_in_projection` with its shape checks. Sequence-first
+  /// separate weights, `_in_projection` (the caller checks the weights' shapes). Sequence-first
   /// q (L, N, E), k (S, N, kdim), v (S, N, vdim) -> (L, N, E'), (S, N, E') x2.
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> python(const torch::Tensor& q,
                                                                  const torch::Tensor& k,
@@ -62,6 +73,7 @@ class Projector {
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> python_shared_kv(
       const torch::Tensor& q, const torch::Tensor& kv) const;
 
+  int64_t part_rows_ = 0;        // E'
   torch::Tensor packed_weight_;  // (3E', E), or undefined
   torch::Tensor weights_[3];     // q, k, v rows: chunks of the packed weight, or separate
   torch::Tensor packed_bias_;    // (3E'), or undefined

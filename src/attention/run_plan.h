@@ -2,7 +2,8 @@
 
 // Private: the module's attention, given its plan: the fast-path kernels, or
 // Python's functional path with the module's weights. The module's `forward`
-// and the Transformer layers (which validate their own inputs) call it.
+// calls it after its checks, or without them when the layer calling it has
+// validated the inputs (`ValidatedScope`).
 
 #include <torch/types.h>
 

@@ -44,12 +44,12 @@ Tensor TransformerDecoderImpl::forward(const Tensor& tgt,
                                        std::optional<bool> tgt_is_causal,
                                        bool memory_is_causal) {
   TORCH_CHECK(layers->size() > 0, "TransformerDecoder has no layers (num_layers=0)");
-  if (!detail::ValidatedScope::active()) {
+  if (!detail::ValidatedScope::covers(this)) {
     detail::check_decoder_inputs(
         *layers->ptr<TransformerDecoderLayerImpl>(0),
         {tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
   }
-  const detail::ValidatedScope validated;
+  const detail::ValidatedScope validated(detail::modules_of(layers));
   // Python's `_get_seq_len`: T of a batched or unbatched tgt
   const bool batch_first = options.decoder_layer()->options.batch_first();
   const int64_t seq_len = tgt.dim() == 2 ? tgt.size(0) : tgt.size(batch_first ? 1 : 0);
@@ -84,13 +84,13 @@ Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
                           layers->size(), cache.num_layers()));
   // Every layer's caches hold the same positions and batch: checked once here,
   // a bad call fails before the first layer writes its cache.
-  if (!detail::ValidatedScope::active()) {
+  if (!detail::ValidatedScope::covers(this)) {
     const Tensor none;
     detail::check_cached_step(
         *layers[0]->as<TransformerDecoderLayerImpl>(), cache.layer(0),
         {tgt, memory, none, none, tgt_key_padding_mask, memory_key_padding_mask});
   }
-  const detail::ValidatedScope validated;
+  const detail::ValidatedScope validated(detail::modules_of(layers));
   torch::NoGradGuard no_grad;
   Tensor output = tgt;  // (L, N, E) or (N, L, E): the new positions
   for (size_t i = 0; i < layers->size(); ++i) {

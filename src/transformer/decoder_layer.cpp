@@ -42,11 +42,11 @@ Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt,
                                             const Tensor& memory_key_padding_mask,
                                             bool tgt_is_causal,
                                             bool memory_is_causal) {
-  if (!detail::ValidatedScope::active()) {
+  if (!detail::ValidatedScope::covers(this)) {
     detail::check_decoder_inputs(
         *this, {tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
   }
-  const detail::ValidatedScope validated;
+  const detail::ValidatedScope validated({self_attn.get(), multihead_attn.get()});
   // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as tgt throughout
   Tensor x = tgt;
   if (options.norm_first()) {
@@ -85,8 +85,11 @@ Tensor TransformerDecoderLayerImpl::mha_block(const Tensor& x,
 
 Tensor TransformerDecoderLayerImpl::ff_block(const Tensor& x) {
   // (..., E) -> (..., dim_feedforward) -> (..., E)
-  const Tensor hidden = dropout(detail::apply_activation(options.activation(), linear1(x)));
-  return dropout3(linear2(hidden));
+  // at::linear, as Python's nn.Linear (LibTorch's Linear adds the bias after a
+  // matmul for 3-D input, and takes no nested tensor).
+  const Tensor hidden = dropout(detail::apply_activation(
+      options.activation(), at::linear(x, linear1->weight, linear1->bias)));
+  return dropout3(at::linear(hidden, linear2->weight, linear2->bias));
 }
 
 Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,
@@ -94,12 +97,11 @@ Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,
                                                    TransformerDecoderLayerCache& cache,
                                                    const Tensor& tgt_key_padding_mask,
                                                    const Tensor& memory_key_padding_mask) {
-  if (!detail::ValidatedScope::active()) {
+  if (!detail::ValidatedScope::covers(this)) {
     const Tensor none;
     detail::check_cached_step(
         *this, cache, {tgt, memory, none, none, tgt_key_padding_mask, memory_key_padding_mask});
   }
-  const detail::ValidatedScope validated;
   torch::NoGradGuard no_grad;
   // The first call projects the memory into the cache; later calls read it there.
   const Tensor new_memory = cache.multihead_attn.length() > 0 ? Tensor() : memory;

@@ -107,10 +107,10 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
                                        std::optional<bool> is_causal) {
   TORCH_CHECK(layers->size() > 0, "TransformerEncoder has no layers (num_layers=0)");
   const auto& first = *layers->ptr<TransformerEncoderLayerImpl>(0);
-  if (!detail::ValidatedScope::active()) {
+  if (!detail::ValidatedScope::covers(this)) {
     detail::check_encoder_inputs(first, src, mask, "mask", src_key_padding_mask);
   }
-  const detail::ValidatedScope validated;
+  const detail::ValidatedScope validated(detail::modules_of(layers));
   const auto dtype = src.scalar_type();
   const Tensor kpm = detail::canonical_key_padding_mask(src_key_padding_mask, mask, dtype,
                                                         {"src_key_padding_mask", "mask"});

@@ -33,10 +33,10 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src,
                                             const Tensor& src_mask,
                                             const Tensor& src_key_padding_mask,
                                             bool is_causal) {
-  if (!detail::ValidatedScope::active()) {
+  if (!detail::ValidatedScope::covers(this)) {
     detail::check_encoder_inputs(*this, src, src_mask, "src_mask", src_key_padding_mask);
   }
-  const detail::ValidatedScope validated;
+  const detail::ValidatedScope validated({self_attn.get()});
   const auto dtype = src.scalar_type();
   const Tensor kpm = detail::canonical_key_padding_mask(src_key_padding_mask, src_mask, dtype,
                                                         {"src_key_padding_mask", "src_mask"});
@@ -69,8 +69,11 @@ Tensor TransformerEncoderLayerImpl::sa_block(const Tensor& x,
 
 Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
   // (..., E) -> (..., dim_feedforward) -> (..., E)
-  const Tensor hidden = dropout(detail::apply_activation(options.activation(), linear1(x)));
-  return dropout2(linear2(hidden));
+  // at::linear, as Python's nn.Linear (LibTorch's Linear adds the bias after a
+  // matmul for 3-D input, and takes no nested tensor).
+  const Tensor hidden = dropout(detail::apply_activation(
+      options.activation(), at::linear(x, linear1->weight, linear1->bias)));
+  return dropout2(at::linear(hidden, linear2->weight, linear2->bias));
 }
 
 std::shared_ptr<torch::nn::Module> TransformerEncoderLayerImpl::clone(

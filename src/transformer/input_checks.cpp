@@ -72,7 +72,7 @@ void check_encoder_inputs(const TransformerEncoderLayerImpl& layer,
   if (src.is_nested()) return;
   const auto& options = layer.options;
   const auto shape = check_sequence(src, "src", options.d_model(), options.batch_first());
-  check_dtype_and_device(Projector::of(*layer.self_attn).first_weight(), src, "src");
+  check_dtype_and_device(Projector::first_weight(*layer.self_attn), src, "src");
   check_attention_mask(src_mask, mask_name, shape, shape.length, options.nhead());
   check_mask_device(src_mask, mask_name, src, "src");
   check_padding_mask(src_key_padding_mask, "src_key_padding_mask", shape);
@@ -87,9 +87,8 @@ void check_decoder_inputs(const TransformerDecoderLayerImpl& layer, const Decode
   const auto t = check_sequence(tgt, "tgt", d_model, options.batch_first());
   const auto s = check_sequence(memory, "memory", d_model, options.batch_first());
   check_same_batch(t, s, memory);
-  const torch::Tensor parameter = Projector::of(*layer.self_attn).first_weight();
-  check_dtype_and_device(parameter, tgt, "tgt");
-  check_dtype_and_device(parameter, memory, "memory");
+  check_dtype_and_device(Projector::first_weight(*layer.self_attn), tgt, "tgt");
+  check_dtype_and_device(Projector::first_weight(*layer.multihead_attn), memory, "memory");
   check_attention_mask(tgt_mask, "tgt_mask", t, t.length, nhead);
   check_attention_mask(memory_mask, "memory_mask", t, s.length, nhead);
   check_padding_mask(tgt_key_padding_mask, "tgt_key_padding_mask", t);

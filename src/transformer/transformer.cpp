@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <torch/nn/init.h>
 
+#include <typeinfo>
+#include <vector>
+
 #include "generator_state.h"
 #include "shape_format.h"
 #include "transformer/input_checks.h"
@@ -40,6 +43,23 @@ TransformerLayerOptions layer_options(const TransformerOptions& o) {
       .batch_first(o.batch_first())
       .norm_first(o.norm_first())
       .bias(o.bias());
+}
+
+/// Python's `Transformer.forward` checks: the same batch and d_model features.
+void check_src_and_tgt(const TransformerOptions& options, const Tensor& src, const Tensor& tgt) {
+  TORCH_CHECK(src.defined() && tgt.defined(), "src and tgt must be defined tensors");
+  const int64_t batch_dim = options.batch_first() ? 0 : 1;
+  if (src.dim() == 3) {  // batched
+    TORCH_CHECK(tgt.dim() > batch_dim && src.size(batch_dim) == tgt.size(batch_dim),
+                fmt::format("the batch number of src and tgt must be equal, but got src of "
+                            "shape {} and tgt of shape {} (batch_first={})",
+                            detail::torch_size(src.sizes()), detail::torch_size(tgt.sizes()),
+                            options.batch_first()));
+  }
+  TORCH_CHECK(src.size(-1) == options.d_model() && tgt.size(-1) == options.d_model(),
+              fmt::format("the feature number of src and tgt must be equal to d_model={} "
+                          "(src: {}, tgt: {})",
+                          options.d_model(), src.size(-1), tgt.size(-1)));
 }
 
 LayerNorm final_norm(const TransformerOptions& o) {
@@ -93,35 +113,33 @@ Tensor TransformerImpl::forward(const Tensor& src,
                                 std::optional<bool> src_is_causal,
                                 std::optional<bool> tgt_is_causal,
                                 bool memory_is_causal) {
-  TORCH_CHECK(src.defined() && tgt.defined(), "src and tgt must be defined tensors");
-  const int64_t batch_dim = options.batch_first() ? 0 : 1;
-  if (src.dim() == 3) {  // batched
-    TORCH_CHECK(tgt.dim() > batch_dim && src.size(batch_dim) == tgt.size(batch_dim),
-                fmt::format("the batch number of src and tgt must be equal, but got src of "
-                            "shape {} and tgt of shape {} (batch_first={})",
-                            detail::torch_size(src.sizes()), detail::torch_size(tgt.sizes()),
-                            options.batch_first()));
-  }
-  TORCH_CHECK(src.size(-1) == options.d_model() && tgt.size(-1) == options.d_model(),
-              fmt::format("the feature number of src and tgt must be equal to d_model={} "
-                          "(src: {}, tgt: {})",
-                          options.d_model(), src.size(-1), tgt.size(-1)));
+  check_src_and_tgt(options, src, tgt);
   // With mha's own encoder and decoder, every input is checked here, with this
-  // call's names, and the stacks and layers below do not check again.
+  // call's names, and the stacks and layers below do not check again: src and
+  // its masks before encoding, tgt and the rest against the memory encoded.
   const auto* enc = dynamic_cast<const TransformerEncoderImpl*>(encoder.ptr().get());
   const auto* dec = dynamic_cast<const TransformerDecoderImpl*>(decoder.ptr().get());
-  std::optional<detail::ValidatedScope> validated;
-  if (enc && dec && !enc->layers->is_empty() && !dec->layers->is_empty() &&
-      !detail::ValidatedScope::active()) {
-    detail::check_encoder_inputs(*enc->layers->ptr<TransformerEncoderLayerImpl>(0), src, src_mask,
-                                 "src_mask", src_key_padding_mask);
-    // memory has src's shape: its masks are checked against src
+  const bool own_encoder =
+      enc && typeid(*enc) == typeid(TransformerEncoderImpl) && !enc->layers->is_empty();
+  const bool own_decoder =
+      dec && typeid(*dec) == typeid(TransformerDecoderImpl) && !dec->layers->is_empty();
+  Tensor memory;
+  {
+    if (own_encoder) {
+      detail::check_encoder_inputs(*enc->layers->ptr<TransformerEncoderLayerImpl>(0), src, src_mask,
+                                   "src_mask", src_key_padding_mask);
+    }
+    const detail::ValidatedScope validated(own_encoder ? std::vector<const torch::nn::Module*>{enc}
+                                                       : std::vector<const torch::nn::Module*>{});
+    memory = encode(src, src_mask, src_key_padding_mask, src_is_causal);  // shaped as src
+  }
+  if (own_decoder) {
     detail::check_decoder_inputs(
         *dec->layers->ptr<TransformerDecoderLayerImpl>(0),
-        {tgt, src, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
-    validated.emplace();
+        {tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
   }
-  const Tensor memory = encode(src, src_mask, src_key_padding_mask, src_is_causal);
+  const detail::ValidatedScope validated(own_decoder ? std::vector<const torch::nn::Module*>{dec}
+                                                     : std::vector<const torch::nn::Module*>{});
   return decoder.forward<Tensor>(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                                  memory_key_padding_mask, tgt_is_causal, memory_is_causal);
 }
