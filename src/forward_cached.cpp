@@ -206,9 +206,10 @@ std::tuple<Tensor, Tensor, Tensor> project(const MultiheadAttentionImpl& m,
     const auto qkv = projector.self(query).chunk(3, -1);  // one GEMM (L, N, 3E), three views
     return {heads(qkv[0]), heads(qkv[1]), heads(qkv[2])};
   }
-  const Tensor q = heads(projector.query(query));
+  const auto parts = projector.parts();
+  const Tensor q = heads(parts.linear(0, query));
   if (!key.defined()) return {q, Tensor(), Tensor()};
-  return {q, heads(projector.key(key)), heads(projector.value(value))};
+  return {q, heads(parts.linear(1, key)), heads(parts.linear(2, value))};
 }
 
 /// Attention of q (N, H, L, hd) over k, v (N, H, S, hd): SDPA, or, with

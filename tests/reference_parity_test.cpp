@@ -81,8 +81,7 @@ AttentionKernel expected_kernel(const ReferenceCase& ref, const Tensor& query, b
          << ", SDPA ran: " << sdpa;
 }
 
-/// A case's name, and whether it runs with Python's kernels.
-using ParityParam = std::tuple<std::string, bool>;
+using mha::test::ParityParam;
 
 class ReferenceParity : public ::testing::TestWithParam<ParityParam> {
  protected:
@@ -188,11 +187,8 @@ TEST_P(ReferenceParity, MatchesPython) {
 INSTANTIATE_TEST_SUITE_P(
     Python,
     ReferenceParity,
-    ::testing::Combine(::testing::ValuesIn(mha::support::read_manifest(reference_dir())),
-                       ::testing::Bool()),
-    [](const ::testing::TestParamInfo<ParityParam>& info) {
-      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_PythonKernels" : "");
-    });
+    mha::test::both_kernel_choices(mha::support::read_manifest(reference_dir())),
+    mha::test::parity_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceParity);
 
 /// The fixture must have produced the matrix; an empty run is a failure, not a pass.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace mha {
@@ -83,6 +84,20 @@ inline std::vector<std::string> ops_called(const std::function<void()>& call) {
 /// Whether `op` is among `ops` (from `ops_called`).
 inline bool called(const std::vector<std::string>& ops, const std::string& op) {
   return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
+/// A parity case's name, and whether it runs with Python's kernels
+/// (`mha::PythonKernelsGuard`): the suites run every case both ways.
+using ParityParam = std::tuple<std::string, bool>;
+
+/// Every case of `names`, with mha's kernels and with Python's.
+inline auto both_kernel_choices(const std::vector<std::string>& names) {
+  return ::testing::Combine(::testing::ValuesIn(names), ::testing::Bool());
+}
+
+/// A ParityParam's test name: the case's, "_PythonKernels" appended with Python's kernels.
+inline std::string parity_test_name(const ::testing::TestParamInfo<ParityParam>& info) {
+  return std::get<0>(info.param) + (std::get<1>(info.param) ? "_PythonKernels" : "");
 }
 
 /// Max |a - b| over finite pairs, with where it happens; NaN/inf must match exactly.

@@ -40,8 +40,7 @@ mha::support::BitwiseReport& report() {
 }
 const auto& kReport = report();
 
-/// A case's name, and whether it runs with Python's kernels.
-using ParityParam = std::tuple<std::string, bool>;
+using mha::test::ParityParam;
 
 class TransformerParity : public ::testing::TestWithParam<ParityParam> {
  protected:
@@ -116,11 +115,8 @@ TEST_P(TransformerParity, MatchesPython) {
 INSTANTIATE_TEST_SUITE_P(
     Python,
     TransformerParity,
-    ::testing::Combine(::testing::ValuesIn(mha::support::read_manifest(reference_dir())),
-                       ::testing::Bool()),
-    [](const ::testing::TestParamInfo<ParityParam>& info) {
-      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_PythonKernels" : "");
-    });
+    mha::test::both_kernel_choices(mha::support::read_manifest(reference_dir())),
+    mha::test::parity_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransformerParity);
 
 TEST(TransformerParityManifest, HasTheMatrix) {

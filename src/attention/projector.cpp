@@ -22,21 +22,13 @@ Tensor split_parts(const Tensor& projected, int64_t parts, int64_t part_rows) {
 
 }  // namespace
 
-Projector::Projector(Tensor in_proj_bias) : packed_bias_(std::move(in_proj_bias)) {
-  if (packed_bias_.defined()) {
-    const auto b = packed_bias_.chunk(3);  // (3E') -> 3 x (E')
-    for (int64_t i = 0; i < 3; ++i) biases_[i] = b[i];
-  }
-}
-
 Projector Projector::packed(Tensor in_proj_weight,
                             Tensor in_proj_bias,
                             std::optional<int64_t> part_rows) {
-  Projector p(std::move(in_proj_bias));
+  Projector p;
   p.part_rows_ = part_rows.value_or(in_proj_weight.size(0) / 3);
   p.packed_weight_ = std::move(in_proj_weight);
-  const auto w = p.packed_weight_.chunk(3);  // (3E', E) -> 3 x (E', E)
-  for (int64_t i = 0; i < 3; ++i) p.weights_[i] = w[i];
+  p.packed_bias_ = std::move(in_proj_bias);
   return p;
 }
 
@@ -44,11 +36,31 @@ Projector Projector::separate(Tensor q_proj_weight,
                               Tensor k_proj_weight,
                               Tensor v_proj_weight,
                               Tensor in_proj_bias) {
-  Projector p(std::move(in_proj_bias));
+  Projector p;
   p.part_rows_ = q_proj_weight.size(0);
-  p.weights_[0] = std::move(q_proj_weight);
-  p.weights_[1] = std::move(k_proj_weight);
-  p.weights_[2] = std::move(v_proj_weight);
+  p.separate_[0] = std::move(q_proj_weight);
+  p.separate_[1] = std::move(k_proj_weight);
+  p.separate_[2] = std::move(v_proj_weight);
+  p.packed_bias_ = std::move(in_proj_bias);
+  return p;
+}
+
+Tensor Projector::Parts::linear(int64_t i, const Tensor& x) const {
+  return at::linear(x, weight[i], bias[i]);
+}
+
+Projector::Parts Projector::parts() const {
+  Parts p;
+  if (is_packed()) {
+    const auto w = packed_weight_.chunk(3);  // (3E', E) -> 3 x (E', E)
+    for (int64_t i = 0; i < 3; ++i) p.weight[i] = w[i];
+  } else {
+    for (int64_t i = 0; i < 3; ++i) p.weight[i] = separate_[i];
+  }
+  if (packed_bias_.defined()) {
+    const auto b = packed_bias_.chunk(3);  // (3E') -> 3 x (E')
+    for (int64_t i = 0; i < 3; ++i) p.bias[i] = b[i];
+  }
   return p;
 }
 
@@ -56,12 +68,6 @@ Tensor Projector::self(const Tensor& x) const {
   TORCH_INTERNAL_ASSERT(is_packed(), "one-GEMM self-attention projection needs packed weights");
   return at::linear(x, packed_weight_, packed_bias_);  // (..., E) -> (..., 3E')
 }
-
-Tensor Projector::query(const Tensor& x) const { return at::linear(x, weights_[0], biases_[0]); }
-
-Tensor Projector::key(const Tensor& x) const { return at::linear(x, weights_[1], biases_[1]); }
-
-Tensor Projector::value(const Tensor& x) const { return at::linear(x, weights_[2], biases_[2]); }
 
 std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
                                                                const Tensor& kv) const {
@@ -88,7 +94,8 @@ std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
     }
     return python_shared_kv(q, k);
   }
-  return {query(q), key(k), value(v)};
+  const Parts p = parts();
+  return {p.linear(0, q), p.linear(1, k), p.linear(2, v)};
 }
 
 }  // namespace detail

@@ -20,6 +20,14 @@ namespace detail {
 /// The weights and bias of an input projection, and the GEMMs on them.
 class Projector {
  public:
+  /// The q, k and v rows of the weights and bias (views; biases may be undefined).
+  struct Parts {
+    torch::Tensor weight[3];
+    torch::Tensor bias[3];
+    /// Part `i` (0 q, 1 k, 2 v) of the projection: x (..., features) -> (..., E').
+    torch::Tensor linear(int64_t i, const torch::Tensor& x) const;
+  };
+
   /// Packed weights (3E', E) with an optional bias (3E'). `part_rows` is E'
   /// (default: a third of the weight's rows); `F.multi_head_attention_forward`
   /// passes Python's E, the query's feature size, so that a weight of another
@@ -53,10 +61,9 @@ class Projector {
   /// Self-attention in one GEMM: x (..., E) -> (..., 3E'), [q; k; v] along
   /// the last dimension. Packed weights only.
   torch::Tensor self(const torch::Tensor& x) const;
-  /// One of q, k, v: x (..., E or kdim or vdim) -> (..., E'), its rows only.
-  torch::Tensor query(const torch::Tensor& x) const;
-  torch::Tensor key(const torch::Tensor& x) const;
-  torch::Tensor value(const torch::Tensor& x) const;
+  /// The q, k, v parts, for separate GEMMs: Python's `chunk(3)` of packed
+  /// weights and of the bias, made when asked for (self-attention needs none).
+  Parts parts() const;
 
   /// Python's `_in_projection_packed` (one GEMM when q, k and v are one
   /// tensor, two when k is v, else three; each result contiguous) or, for
@@ -67,17 +74,15 @@ class Projector {
                                                                  const torch::Tensor& v) const;
 
  private:
-  /// The bias (3E', or undefined) and its q, k, v chunks.
-  explicit Projector(torch::Tensor in_proj_bias);
+  Projector() = default;
   /// Python's two GEMMs when key is value: q, then [k; v] in one.
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> python_shared_kv(
       const torch::Tensor& q, const torch::Tensor& kv) const;
 
   int64_t part_rows_ = 0;        // E'
   torch::Tensor packed_weight_;  // (3E', E), or undefined
-  torch::Tensor weights_[3];     // q, k, v rows: chunks of the packed weight, or separate
+  torch::Tensor separate_[3];    // (E', E), (E', kdim), (E', vdim), or undefined
   torch::Tensor packed_bias_;    // (3E'), or undefined
-  torch::Tensor biases_[3];      // q, k, v chunks of the bias, or undefined
 };
 
 }  // namespace detail
