@@ -217,12 +217,13 @@ using FastPathKernel = mha::detail::AttentionKernel;
 
 /// The kernel ours runs: the module's rule, or for calls without weights the
 /// --mha_min_length override of the fused kernel's threshold.
-FastPathKernel ours_kernel(const InferConfig& c) {
+FastPathKernel ours_kernel(const Setup& s, const InferConfig& c) {
   if (flags.min_length > 0 && !c.need_weights) {
     return c.shape.seq_len >= flags.min_length ? FastPathKernel::kFused : FastPathKernel::kNative;
   }
-  return mha::detail::choose_fast_path_kernel(c.shape.batch, c.shape.seq_len, c.need_weights,
-                                              c.kpm || c.causal);
+  return mha::detail::choose_fast_path_kernel(
+      c.shape.batch, c.shape.seq_len, c.need_weights, c.kpm || c.causal,
+      mha::detail::projections_take_packed_gemm(*s.ours, s.x));
 }
 
 /// Every benchmarked call is on Python's fast path (eval, batch-first
@@ -242,7 +243,7 @@ Tensor run_fast_path(Setup& s, const InferConfig& c, FastPathKernel kernel) {
 
 Tensor run_ours(Setup& s, const InferConfig& c) {
   if (flags.min_length > 0) {
-    return run_fast_path(s, c, ours_kernel(c));
+    return run_fast_path(s, c, ours_kernel(s, c));
   }
   return std::get<0>(s.ours->forward(s.x, s.x, s.x, c.kpm ? s.kpm : Tensor(), c.need_weights,
                                      c.causal ? s.causal : Tensor(),
@@ -256,7 +257,9 @@ Tensor run_python_path(Setup& s, const InferConfig& c) {
 }
 
 /// Whether ours runs the native op (bitwise equal to Python) for this config.
-bool ours_is_native(const InferConfig& c) { return ours_kernel(c) == FastPathKernel::kNative; }
+bool ours_is_native(const Setup& s, const InferConfig& c) {
+  return ours_kernel(s, c) == FastPathKernel::kNative;
+}
 
 Tensor run_libtorch(Setup& s, const InferConfig& c) {
   // LibTorch adds a bool attn_mask numerically, so it gets the float causal mask.
@@ -404,7 +407,7 @@ void infer_benchmark(benchmark::State& state,
       const Tensor& python = run.first;
       mem.second = run.second;
       error =
-          ours_is_native(c)
+          ours_is_native(s, c)
               ? (at::equal(out, python) ? ""
                                         : "ours (native path) not bitwise equal to Python's path")
               : compare(out, python,

@@ -60,10 +60,15 @@ std::string expected_error(const std::string& path) {
 /// The kernel a case must take: Python's functional steps where Python's
 /// module ran them; where it ran its native op, mha's rule for the call
 /// (which gives `kPython` while Python's kernels are on).
-AttentionKernel expected_kernel(const ReferenceCase& ref, const Tensor& query, bool masked) {
+AttentionKernel expected_kernel(const ReferenceCase& ref,
+                                const mha::MultiheadAttentionImpl& module,
+                                const Tensor& query,
+                                bool masked) {
   if (ref.python_kernel != "native") return AttentionKernel::kFunctional;
   const int64_t batch = query.size(0), seq_len = query.size(1);  // (N, L, E) on the fast path
-  return mha::detail::choose_fast_path_kernel(batch, seq_len, ref.need_weights, masked);
+  return mha::detail::choose_fast_path_kernel(
+      batch, seq_len, ref.need_weights, masked,
+      mha::detail::projections_take_packed_gemm(module, query));
 }
 
 /// Whether the ATen ops a call ran are those of `kernel`: Python's native op
@@ -144,7 +149,8 @@ TEST_P(ReferenceParity, MatchesPython) {
     return;
   }
   const Tensor kpm = input("key_padding_mask"), attn_mask = input("attn_mask");
-  const AttentionKernel kernel = expected_kernel(ref, query, kpm.defined() || attn_mask.defined());
+  const AttentionKernel kernel =
+      expected_kernel(ref, *module, query, kpm.defined() || attn_mask.defined());
   {
     torch::AutoGradMode grad_mode(ref.grad);
     const auto ops = mha::test::ops_called([&] {

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
+#include "linear/packed_linear.h"
 #include "mha/multihead_attention.h"
 
 namespace mha {
@@ -83,16 +84,20 @@ std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCa
   return why_not_devices_or_grad(m, call.query);
 }
 
-AttentionKernel choose_fast_path_kernel(int64_t batch,
-                                        int64_t seq_len,
-                                        bool need_weights,
-                                        bool masked) {
+AttentionKernel choose_fast_path_kernel(
+    int64_t batch, int64_t seq_len, bool need_weights, bool masked, bool packed_projections) {
   if (python_kernels_enabled()) return AttentionKernel::kPython;
+  if (packed_projections && !need_weights) return AttentionKernel::kFused;
   const int64_t min_length = !masked && batch == 1 ? kUnmaskedSingleMinLength
                              : need_weights        ? kByHeadMinLength
                                                    : kFusedMinLength;
   if (seq_len < min_length) return AttentionKernel::kNative;
   return need_weights ? AttentionKernel::kByHead : AttentionKernel::kFused;
+}
+
+bool projections_take_packed_gemm(const MultiheadAttentionImpl& module, const Tensor& query) {
+  return takes_packed_gemm(PackedLinearOps::onednn(), query, module.in_proj_weight,
+                           module.in_proj_bias);
 }
 
 bool causal_hint_drops_attn_mask(const AttentionCall& call) {
@@ -107,7 +112,8 @@ CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& ca
     plan.kernel = call.query.is_nested() ? AttentionKernel::kPython
                                          : choose_fast_path_kernel(
                                                call.query.size(0), call.query.size(1),  // (N, L, E)
-                                               call.need_weights, call.masked());
+                                               call.need_weights, call.masked(),
+                                               projections_take_packed_gemm(module, call.query));
     return plan;
   }
   plan.attn_mask_dropped = causal_hint_drops_attn_mask(call);

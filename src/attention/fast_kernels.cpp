@@ -10,6 +10,7 @@
 
 #include "attention/masks.h"
 #include "attention/projector.h"
+#include "linear/packed_linear.h"
 #include "mha/multihead_attention.h"
 
 namespace mha {
@@ -102,7 +103,7 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
   // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so
   // this is a view; other backends may copy.
   out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});
-  out = at::linear(out, m.out_proj->weight, m.out_proj->bias);  // (N, L, E)
+  out = packed_linear(out, m.out_proj->weight, m.out_proj->bias);  // (N, L, E)
 
   if (masked.defined()) {
     // The native op's NaN for a row with no key left, spread over the row by
@@ -181,8 +182,8 @@ std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
   if (average_attn_weights) {
     weights.div_(static_cast<double>(num_heads));  // (N, L, S): the mean over heads
   }
-  const Tensor out = at::linear(attended.view({bsz, seq_len, embed_dim}), m.out_proj->weight,
-                                m.out_proj->bias);  // (N, L, E)
+  const Tensor out = packed_linear(attended.view({bsz, seq_len, embed_dim}), m.out_proj->weight,
+                                   m.out_proj->bias);  // (N, L, E)
   return {out, weights};
 }
 

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include "linear/packed_linear.h"
+
 namespace mha {
 namespace detail {
 
@@ -46,7 +48,7 @@ Projector Projector::separate(Tensor q_proj_weight,
 }
 
 Tensor Projector::Parts::linear(int64_t i, const Tensor& x) const {
-  return at::linear(x, weight[i], bias[i]);
+  return packed_linear(x, weight[i], bias[i]);
 }
 
 Projector::Parts Projector::parts() const {
@@ -66,7 +68,7 @@ Projector::Parts Projector::parts() const {
 
 Tensor Projector::self(const Tensor& x) const {
   TORCH_INTERNAL_ASSERT(is_packed(), "one-GEMM self-attention projection needs packed weights");
-  return at::linear(x, packed_weight_, packed_bias_);  // (..., E) -> (..., 3E')
+  return packed_linear(x, packed_weight_, packed_bias_);  // (..., E) -> (..., 3E')
 }
 
 std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
@@ -89,13 +91,15 @@ std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
                                                      const Tensor& v) const {
   if (is_packed() && k.is_same(v)) {
     if (q.is_same(k)) {
-      const Tensor proj = split_parts(self(q), 3, part_rows_);  // (3, L, N, E')
+      const Tensor proj =
+          split_parts(at::linear(q, packed_weight_, packed_bias_), 3, part_rows_);  // (3, L, N, E')
       return {proj[0], proj[1], proj[2]};
     }
     return python_shared_kv(q, k);
   }
   const Parts p = parts();
-  return {p.linear(0, q), p.linear(1, k), p.linear(2, v)};
+  return {at::linear(q, p.weight[0], p.bias[0]), at::linear(k, p.weight[1], p.bias[1]),
+          at::linear(v, p.weight[2], p.bias[2])};
 }
 
 }  // namespace detail

@@ -24,7 +24,8 @@ class Projector {
   struct Parts {
     torch::Tensor weight[3];
     torch::Tensor bias[3];
-    /// Part `i` (0 q, 1 k, 2 v) of the projection: x (..., features) -> (..., E').
+    /// Part `i` (0 q, 1 k, 2 v) of the projection: x (..., features) -> (..., E'),
+    /// on prepacked weights where they are faster (`packed_linear`).
     torch::Tensor linear(int64_t i, const torch::Tensor& x) const;
   };
 
@@ -59,7 +60,8 @@ class Projector {
   bool is_packed() const { return packed_weight_.defined(); }
 
   /// Self-attention in one GEMM: x (..., E) -> (..., 3E'), [q; k; v] along
-  /// the last dimension. Packed weights only.
+  /// the last dimension, on prepacked weights where they are faster
+  /// (`packed_linear`). Packed weights only.
   torch::Tensor self(const torch::Tensor& x) const;
   /// The q, k, v parts, for separate GEMMs: Python's `chunk(3)` of packed
   /// weights and of the bias, made when asked for (self-attention needs none).
@@ -67,7 +69,8 @@ class Projector {
 
   /// Python's `_in_projection_packed` (one GEMM when q, k and v are one
   /// tensor, two when k is v, else three; each result contiguous) or, for
-  /// separate weights, `_in_projection` (the caller checks the weights' shapes). Sequence-first
+  /// separate weights, `_in_projection` (the caller checks the weights' shapes);
+  /// `at::linear`, Python's GEMMs, never prepacked weights. Sequence-first
   /// q (L, N, E), k (S, N, kdim), v (S, N, vdim) -> (L, N, E'), (S, N, E') x2.
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> python(const torch::Tensor& q,
                                                                  const torch::Tensor& k,

@@ -84,12 +84,7 @@ Tensor TransformerDecoderLayerImpl::mha_block(const Tensor& x,
 }
 
 Tensor TransformerDecoderLayerImpl::ff_block(const Tensor& x) {
-  // (..., E) -> (..., dim_feedforward) -> (..., E)
-  // at::linear, as Python's nn.Linear (LibTorch's Linear adds the bias after a
-  // matmul for 3-D input, and takes no nested tensor).
-  const Tensor hidden = dropout(detail::apply_activation(
-      options.activation(), at::linear(x, linear1->weight, linear1->bias)));
-  return dropout3(at::linear(hidden, linear2->weight, linear2->bias));
+  return dropout3(detail::feed_forward(options.activation(), *linear1, *dropout, *linear2, x));
 }
 
 Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,

@@ -68,12 +68,7 @@ Tensor TransformerEncoderLayerImpl::sa_block(const Tensor& x,
 }
 
 Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
-  // (..., E) -> (..., dim_feedforward) -> (..., E)
-  // at::linear, as Python's nn.Linear (LibTorch's Linear adds the bias after a
-  // matmul for 3-D input, and takes no nested tensor).
-  const Tensor hidden = dropout(detail::apply_activation(
-      options.activation(), at::linear(x, linear1->weight, linear1->bias)));
-  return dropout2(at::linear(hidden, linear2->weight, linear2->bias));
+  return dropout2(detail::feed_forward(options.activation(), *linear1, *dropout, *linear2, x));
 }
 
 std::shared_ptr<torch::nn::Module> TransformerEncoderLayerImpl::clone(

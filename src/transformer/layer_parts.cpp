@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "linear/packed_linear.h"
+
 namespace mha {
 
 TransformerLayerOptions::TransformerLayerOptions(int64_t d_model, int64_t nhead)
@@ -51,6 +53,17 @@ torch::Tensor apply_activation(const TransformerActivation& activation, const to
     default:
       return std::get<std::function<torch::Tensor(const torch::Tensor&)>>(activation)(x);
   }
+}
+
+torch::Tensor feed_forward(const TransformerActivation& activation,
+                           const torch::nn::LinearImpl& linear1,
+                           torch::nn::DropoutImpl& dropout,
+                           const torch::nn::LinearImpl& linear2,
+                           const torch::Tensor& x) {
+  // (..., E) -> (..., dim_feedforward) -> (..., E)
+  const torch::Tensor hidden =
+      dropout.forward(apply_activation(activation, packed_linear(x, linear1.weight, linear1.bias)));
+  return packed_linear(hidden, linear2.weight, linear2.bias);
 }
 
 void print_layer_options(std::ostream& stream,

@@ -29,6 +29,17 @@ int activation_relu_or_gelu(const TransformerActivation& activation);
 /// The activation applied to x (any shape): `F.relu`, `F.gelu` or the function.
 torch::Tensor apply_activation(const TransformerActivation& activation, const torch::Tensor& x);
 
+/// Python's `linear2(dropout(activation(linear1(x))))`: x (..., E) ->
+/// (..., dim_feedforward) -> (..., E). The GEMMs are `at::linear`'s, as
+/// Python's nn.Linear (LibTorch's Linear adds the bias after a matmul for 3-D
+/// input, and takes no nested tensor), on prepacked weights where they are
+/// faster (`packed_linear`: within float32 rounding).
+torch::Tensor feed_forward(const TransformerActivation& activation,
+                           const torch::nn::LinearImpl& linear1,
+                           torch::nn::DropoutImpl& dropout,
+                           const torch::nn::LinearImpl& linear2,
+                           const torch::Tensor& x);
+
 /// Writes `name(d_model=.., nhead=.., dim_feedforward=.., dropout=.., activation=..,
 /// layer_norm_eps=.., batch_first=.., norm_first=.., bias=..)`.
 void print_layer_options(std::ostream& stream,

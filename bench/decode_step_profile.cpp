@@ -1,0 +1,176 @@
+// decode_step_profile: where the time of one cached decoder step goes. The
+// decoder of transformer_decode_bench (6 layers, d_model 512, nhead 8,
+// dim_feedforward 2048, a (1000, 512) tied output projection), after a
+// 32-token prompt against 64 memory positions; for N = 1 and 8 and 1 and 2
+// threads, printed as one table:
+//   step_ms      the median of 64 single-position steps (forward_cached and
+//                the argmax over the output projection)
+//   tiny_ms      the same steps of a decoder of the same structure with
+//                d_model 16, nhead 8, dim_feedforward 16: about the same ATen
+//                ops on tiny tensors, so the dispatcher, allocator and
+//                per-op floor
+//   ops          ATen ops per step (RecordFunction)
+//   weight_GBps  the bytes of the weights a step reads (the decoder's, without
+//                the cross-attention key/value rows, which only the first step
+//                uses, plus the output projection) over step_ms
+//   sweep_GBps   a read-only sweep (sum) over a float buffer of that size,
+//                same threads, same run; weight_GBps / sweep_GBps is the
+//                share of the reachable bandwidth
+// --competitor: one CPU-bound process runs beside the whole measurement.
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <mha/transformer.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using torch::Tensor;
+
+constexpr int64_t kLayers = 6, kVocab = 1000, kMemory = 64, kPrompt = 32, kSteps = 64;
+
+/// A greedy decoder of width `d_model` (nhead 8) at batch `n`, prompt decoded.
+struct Decoder {
+  mha::TransformerDecoder decoder{nullptr};
+  Tensor embedding, memory, newest;
+  mha::TransformerDecoderCache cache{nullptr};
+
+  Decoder(int64_t d_model, int64_t feed_forward, int64_t n) {
+    torch::manual_seed(0);
+    decoder = mha::TransformerDecoder(mha::TransformerDecoderOptions(
+        mha::TransformerDecoderLayer(mha::TransformerDecoderLayerOptions(d_model, 8)
+                                         .dim_feedforward(feed_forward)
+                                         .batch_first(true)),
+        kLayers));
+    decoder->eval();
+    embedding = torch::randn({kVocab, d_model});
+    memory = torch::randn({n, kMemory, d_model});
+    cache = decoder->make_cache(kPrompt + kSteps + 8);
+    newest = torch::randint(kVocab, {n, kPrompt});
+    step(memory);
+  }
+
+  /// One call: the newest positions through the decoder, the next tokens (N, 1).
+  void step(const Tensor& new_memory = {}) {
+    const Tensor out = decoder->forward_cached(at::embedding(embedding, newest), new_memory, cache);
+    newest = at::linear(out.select(1, -1), embedding).argmax(-1, /*keepdim=*/true);
+  }
+
+  /// Bytes of the weights one single-position step reads.
+  int64_t weight_bytes_per_step() const {
+    int64_t bytes = embedding.nbytes();
+    for (const auto& p : decoder->named_parameters()) bytes += p.value().nbytes();
+    for (const auto& layer : *decoder->layers) {
+      const auto& cross = layer->as<mha::TransformerDecoderLayerImpl>()->multihead_attn;
+      bytes -= (cross->in_proj_weight.nbytes() + cross->in_proj_bias.nbytes()) * 2 / 3;
+    }
+    return bytes;
+  }
+};
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+/// The median time of `kSteps` steps of `d`.
+double median_step_ms(Decoder& d) {
+  std::vector<double> times;
+  for (int64_t i = 0; i < kSteps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    d.step();
+    times.push_back(ms_since(start));
+  }
+  return median(times);
+}
+
+std::atomic<int64_t> ops_seen{0};
+
+/// ATen ops in one step of `d`.
+int64_t ops_per_step(Decoder& d) {
+  ops_seen = 0;
+  const auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+        ++ops_seen;
+        return nullptr;
+      }));
+  d.step();
+  at::removeCallback(handle);
+  return ops_seen.load();
+}
+
+/// GB/s of a read-only sweep (sum) over `bytes` of float32.
+double sweep_gbps(int64_t bytes) {
+  const Tensor buffer = torch::rand({bytes / 4});
+  std::vector<double> times;
+  for (int i = 0; i < 21; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    buffer.sum().item<float>();
+    times.push_back(ms_since(start));
+  }
+  return static_cast<double>(bytes) / median(times) / 1e6;
+}
+
+void profile(int64_t n, int threads) {
+  at::set_num_threads(threads);
+  Decoder real(512, 2048, n), tiny(16, 16, n);
+  real.step();
+  tiny.step();  // warm: packed weights, allocator
+  const double step_ms = median_step_ms(real), tiny_ms = median_step_ms(tiny);
+  const int64_t ops = ops_per_step(real), tiny_ops = ops_per_step(tiny);
+  const int64_t bytes = real.weight_bytes_per_step();
+  const double weight_gbps = static_cast<double>(bytes) / step_ms / 1e6;
+  const double sweep = sweep_gbps(bytes);
+  std::printf("| %ld | %d | %.3f | %.3f (%.0f%%) | %ld / %ld | %.1f MB | %.2f | %.2f | %.0f%% |\n",
+              static_cast<long>(n), threads, step_ms, tiny_ms, 100.0 * tiny_ms / step_ms,
+              static_cast<long>(ops), static_cast<long>(tiny_ops), bytes / 1e6, weight_gbps, sweep,
+              100.0 * weight_gbps / sweep);
+  std::fflush(stdout);
+}
+
+/// A CPU-bound child process (killed by the returned pid's owner).
+pid_t start_competitor() {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    volatile uint64_t x = 0;
+    for (;;) x = x + 1;
+  }
+  return pid;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool competitor = argc > 1 && std::strcmp(argv[1], "--competitor") == 0;
+  const pid_t child = competitor ? start_competitor() : 0;
+  const c10::InferenceMode inference;
+  std::printf("decode_step_profile%s (OMP_WAIT_POLICY=%s)\n\n",
+              competitor ? ", one CPU-bound process beside it" : "",
+              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
+  std::printf(
+      "| N | threads | step ms | d_model 16 step ms (share) | ops (512 / 16) | weights per step "
+      "| weight GB/s | sweep GB/s | share of sweep |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (const int threads : {1, 2}) {
+    for (const int64_t n : {1, 8}) profile(n, threads);
+  }
+  if (child > 0) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  }
+  return 0;
+}
