@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -43,8 +44,10 @@ constexpr int64_t kLayers = 6, kVocab = 1000, kMemory = 64, kPrompt = 32, kSteps
 struct Decoder {
   mha::TransformerDecoder decoder{nullptr};
   Tensor embedding, memory, newest;
-  mha::TransformerDecoderCache cache{nullptr};
+  std::optional<mha::TransformerDecoderCache> cache;  // made with the decoder
 
+  /// Built outside InferenceMode: parameters made inside it are inference
+  /// tensors, which are never prepacked (src/linear/packed_linear.h).
   Decoder(int64_t d_model, int64_t feed_forward, int64_t n) {
     torch::manual_seed(0);
     decoder = mha::TransformerDecoder(mha::TransformerDecoderOptions(
@@ -55,14 +58,16 @@ struct Decoder {
     decoder->eval();
     embedding = torch::randn({kVocab, d_model});
     memory = torch::randn({n, kMemory, d_model});
-    cache = decoder->make_cache(kPrompt + kSteps + 8);
+    cache.emplace(decoder->make_cache(kPrompt + kSteps + 8));
     newest = torch::randint(kVocab, {n, kPrompt});
+    const c10::InferenceMode inference;
     step(memory);
   }
 
   /// One call: the newest positions through the decoder, the next tokens (N, 1).
   void step(const Tensor& new_memory = {}) {
-    const Tensor out = decoder->forward_cached(at::embedding(embedding, newest), new_memory, cache);
+    const Tensor out =
+        decoder->forward_cached(at::embedding(embedding, newest), new_memory, *cache);
     newest = at::linear(out.select(1, -1), embedding).argmax(-1, /*keepdim=*/true);
   }
 
@@ -129,6 +134,7 @@ double sweep_gbps(int64_t bytes) {
 void profile(int64_t n, int threads) {
   at::set_num_threads(threads);
   Decoder real(512, 2048, n), tiny(16, 16, n);
+  const c10::InferenceMode inference;
   real.step();
   tiny.step();  // warm: packed weights, allocator
   const double step_ms = median_step_ms(real), tiny_ms = median_step_ms(tiny);
@@ -158,7 +164,6 @@ pid_t start_competitor() {
 int main(int argc, char** argv) {
   const bool competitor = argc > 1 && std::strcmp(argv[1], "--competitor") == 0;
   const pid_t child = competitor ? start_competitor() : 0;
-  const c10::InferenceMode inference;
   std::printf("decode_step_profile%s (OMP_WAIT_POLICY=%s)\n\n",
               competitor ? ", one CPU-bound process beside it" : "",
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");

@@ -43,8 +43,8 @@ struct Layers {
 
 void run(benchmark::State& state, bool ours, int64_t batch, int64_t len, int threads) {
   at::set_num_threads(threads);
+  Layers layers;  // outside InferenceMode: its parameters can be prepacked
   c10::InferenceMode inference;
-  Layers layers;
   const Tensor src = torch::randn({batch, len, kDModel});         // (N, L, E)
   const Tensor src_seq_first = src.transpose(0, 1).contiguous();  // (L, N, E) for LibTorch
   // Cross-check: both compute the same layer.

@@ -87,8 +87,8 @@ struct Greedy {
 
 void run(benchmark::State& state, bool cached, int64_t n) {
   at::set_num_threads(1);
+  Greedy g(n);  // outside InferenceMode: its parameters can be prepacked
   c10::InferenceMode inference;
-  Greedy g(n);
   if (smoke && !torch::equal(g.cached(), g.recompute())) {
     std::fprintf(stderr, "transformer_decode_bench: N=%ld cached and recomputed tokens differ\n",
                  static_cast<long>(n));
@@ -117,8 +117,8 @@ void register_all() {
 /// --greedy_round=N: one warm-up decode, then one timed one.
 int run_round(int64_t n) {
   at::set_num_threads(1);
+  Greedy g(n);  // outside InferenceMode: its parameters can be prepacked
   c10::InferenceMode inference;
-  Greedy g(n);
   g.cached();
   const auto start = std::chrono::steady_clock::now();
   benchmark::DoNotOptimize(g.cached());

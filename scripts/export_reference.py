@@ -75,6 +75,7 @@ class Case:
     dtype: str = "float32"            # also "float64", "float16", "bfloat16"
     nonfinite: Optional[str] = None   # None | "nan_query" | "inf_key" | "neginf_value"
     mask_dtype: Optional[str] = None  # float masks of this dtype instead of `dtype`
+    weight_scale: float = 0.5         # std of the randomised weights and biases
 
 
 def case_matrix():
@@ -170,6 +171,13 @@ def case_matrix():
     add("FastCausalHintIgnored", is_causal=True, **fast)  # Python's fast path ignores the hint
     # ... but its native op raises on a causal mask of the wrong shape.
     add("FastCausalWrongShapeMask", attn_mask="causal_wrong_shape", is_causal=True, **fast)
+    # E = 512, one sequence of 16: mha projects on prepacked weights (oneDNN) there.
+    # Weights of std 1/sqrt(E), as Python's init gives: at std 0.5 the logits are
+    # of order 1e3 and any change of summation order moves the softmax visibly.
+    packed = {**fast, "embed_dim": 512, "num_heads": 8, "tgt_len": 16, "batch": 1,
+              "weight_scale": 512 ** -0.5}
+    add("FastE512PackedWeights", **packed)
+    add("FastE512PackedWeightsKpm", key_padding_mask="bool", **packed)
     add("NoGradSeqFirst", qkv="qkv", grad=False)
     edge_cases(add, fast)
     return cases
@@ -291,7 +299,7 @@ def build_module(case: Case, seed: int):
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in module.parameters():  # non-zero biases, so every term is exercised
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            p.copy_(torch.randn(p.shape, generator=gen) * case.weight_scale)
     module = module.to(getattr(torch, case.dtype))
     module.train(case.training)
     return module, init_state
