@@ -7,9 +7,11 @@
 
 #include <gtest/gtest.h>
 #include <mha/multihead_attention.h>
+#include <mha/state_dict.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -215,6 +217,31 @@ TEST_F(PackedLinearTest, AttentionAtSmallBatchesProjectsOnPackedWeights) {
   const auto tol = mha::support::parity_tolerance(torch::kFloat);
   EXPECT_TRUE(torch::allclose(out, python, tol.rtol, tol.atol))
       << "max |mha - Python's kernel| = " << (out - python).abs().max().item<double>();
+}
+
+/// One fast-path call of `attn` at (N, L) = (1, 16), and the same call with Python's kernels.
+std::pair<Tensor, Tensor> packed_and_python_outputs(mha::MultiheadAttention& attn,
+                                                    const Tensor& x) {
+  const c10::InferenceMode inference;
+  const Tensor packed = std::get<0>(attn->forward(x, x, x, {}, false));
+  const mha::PythonKernelsGuard python_kernels(true);
+  return {packed, std::get<0>(attn->forward(x, x, x, {}, false))};
+}
+
+TEST_F(PackedLinearTest, LoadingNewWeightsRepacks) {
+  mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(512, 8).batch_first(true));
+  mha::MultiheadAttention other(mha::MultiheadAttentionOptions(512, 8).batch_first(true));
+  attn->eval();
+  const Tensor x = torch::randn({1, 16, 512});  // (N, L, E)
+  packed_and_python_outputs(attn, x);           // packs attn's weights
+  const auto path = std::filesystem::temp_directory_path() / "mha_packed_linear_reload.pt";
+  mha::save_state_dict(*other, path.string());
+  mha::load_state_dict(*attn, path.string());  // copy_ into the parameters: new versions
+  std::filesystem::remove(path);
+  const auto [packed, python] = packed_and_python_outputs(attn, x);
+  const auto tol = mha::support::parity_tolerance(torch::kFloat);
+  EXPECT_TRUE(torch::allclose(packed, python, tol.rtol, tol.atol))
+      << "max |mha - Python's kernel| = " << (packed - python).abs().max().item<double>();
 }
 
 }  // namespace
