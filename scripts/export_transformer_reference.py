@@ -76,6 +76,7 @@ class Case:
     training: bool = False
     grad: bool = True
     dtype: str = "float32"
+    weight_scale: float = 0.5    # std of the randomised weights and biases
 
 
 def case_matrix():
@@ -129,6 +130,12 @@ def case_matrix():
     add("EncLayerFastFloat64", dtype="float64", src_kpm="bool", **fast, **e)
     add("EncLayerFastCausalHint", src_mask="causal", is_causal=True, **fast, **e)
     add("EncLayerFastEps", layer_norm_eps=1e-3, **fast, **e)
+    # Where mha runs the layer's own steps (its fused attention kernel): a long
+    # sequence, and d_model 512 at 16 rows (prepacked weights; std 1/sqrt(d_model)
+    # weights, as Python's init gives, so that rounding is not amplified).
+    add("EncLayerFastLong", src_len=128, src_kpm="bool", **fast, **e)
+    add("EncLayerFastPackedWeights", d_model=512, nhead=8, dim_feedforward=2048, src_len=16,
+        batch=1, weight_scale=512 ** -0.5, **fast, **e)
     add("EncLayerFastCallableFallsBack", activation="callable", **fast, **e)
     add("EncLayerFastOddHeadsFallsBack", nhead=1, **fast, **e)
     add("EncLayerFastNoBiasFallsBack", bias=False, **fast, **e)
@@ -238,7 +245,7 @@ def build_module(case, seed):
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in module.parameters():  # every weight and bias distinct and non-trivial
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            p.copy_(torch.randn(p.shape, generator=gen) * case.weight_scale)
     module = module.to(getattr(torch, case.dtype))
     module.train(case.training)
     return module, init_state

@@ -42,7 +42,8 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src,
                                                         {"src_key_padding_mask", "src_mask"});
   const Tensor mask = detail::canonical_attn_mask(src_mask, dtype, "src_mask");
 
-  if (detail::why_not_layer_fast_path(*this, src, mask, kpm).empty()) {
+  if (detail::why_not_layer_fast_path(*this, src, mask, kpm).empty() &&
+      !detail::layer_takes_mha_kernels(*this, src, mask, kpm)) {
     return detail::layer_fast_path(*this, src, mask, kpm);
   }
   // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as src throughout

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/DeviceType.h>
 
+#include "attention/call_plan.h"
 #include "attention/masks.h"
 #include "mha/multihead_attention.h"
 #include "transformer/layer_parts.h"
@@ -77,6 +78,19 @@ std::string why_not_layer_fast_path(const TransformerEncoderLayerImpl& layer,
            "or biases requires_grad";
   }
   return "";
+}
+
+bool layer_takes_mha_kernels(const TransformerEncoderLayerImpl& layer,
+                             const Tensor& src,
+                             const Tensor& src_mask,
+                             const Tensor& src_key_padding_mask) {
+  if (python_kernels_enabled() || src.is_nested()) return false;
+  const auto& attn = *layer.self_attn;
+  // src (N, L, E): the fast path is batch-first
+  return choose_fast_path_kernel(src.size(0), src.size(1), /*need_weights=*/false,
+                                 src_mask.defined() || src_key_padding_mask.defined(),
+                                 projections_take_packed_gemm(attn, src)) ==
+         AttentionKernel::kFused;
 }
 
 Tensor layer_fast_path(const TransformerEncoderLayerImpl& layer,

@@ -41,5 +41,18 @@ torch::Tensor layer_fast_path(const TransformerEncoderLayerImpl& layer,
                               const torch::Tensor& src_mask,
                               const torch::Tensor& src_key_padding_mask);
 
+/// Whether a call on Python's fast path (`why_not_layer_fast_path` empty)
+/// runs the layer's own steps instead of Python's op: with mha's kernels on
+/// (`python_kernels_enabled()` false), for strided src (N, L, E) whose
+/// self-attention takes mha's fused kernel (`choose_fast_path_kernel`:
+/// long sequences, or projections on prepacked weights). Python's op then
+/// builds (N, H, L, L) scores and runs its GEMMs on plain weights; the steps
+/// run the fused kernel and prepacked feed-forward GEMMs, within float32
+/// rounding of Python's op.
+bool layer_takes_mha_kernels(const TransformerEncoderLayerImpl& layer,
+                             const torch::Tensor& src,
+                             const torch::Tensor& src_mask,
+                             const torch::Tensor& src_key_padding_mask);
+
 }  // namespace detail
 }  // namespace mha
