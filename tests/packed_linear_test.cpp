@@ -65,8 +65,10 @@ TEST_F(PackedLinearTest, TakesThePackedGemmForItsRowsAndWeightsOnly) {
   }
   // (L, N, E): rows are L * N
   EXPECT_TRUE(takes_packed_gemm(ops, torch::randn({4, 4, 512}), w, b));
-  EXPECT_FALSE(takes_packed_gemm(ops, torch::randn({16, 512}), torch::randn({512, 512}), {}))
-      << "a (512 x 512) weight is faster unpacked";
+  EXPECT_FALSE(takes_packed_gemm(ops, torch::randn({8, 512}), torch::randn({512, 512}), {}))
+      << "a (512 x 512) weight is faster unpacked below 16 rows";
+  EXPECT_TRUE(takes_packed_gemm(ops, torch::randn({16, 512}), torch::randn({512, 512}), {}));
+  EXPECT_FALSE(takes_packed_gemm(ops, torch::randn({16, 512}), torch::randn({256, 512}), {}));
   EXPECT_FALSE(takes_packed_gemm(ops, torch::randn({16, 512}, torch::kDouble), w.to(torch::kDouble),
                                  b.to(torch::kDouble)));
   EXPECT_FALSE(takes_packed_gemm(ops, torch::randn({512}), w, b)) << "1-D input";

@@ -136,11 +136,13 @@ bool takes_packed_gemm(const PackedLinearOps& ops,
   if (python_kernels_enabled() || !ops.available() || x.dim() < 2 || x.size(-1) == 0 ||
       weight.dim() != 2 || !is_cpu_float(x) || !is_cpu_float(weight) ||
       (bias.defined() && !is_cpu_float(bias)) || weight.is_inference() ||
-      weight.numel() < kPackedMinWeightElements || needs_autograd(x, weight, bias)) {
+      needs_autograd(x, weight, bias)) {
     return false;
   }
   const int64_t rows = x.numel() / x.size(-1);
-  return rows >= kPackedMinRows && rows <= kPackedMaxRows;
+  const int64_t min_elements =
+      rows < kPackedSmallWeightMinRows ? kPackedLargeWeightElements : kPackedMinWeightElements;
+  return rows >= kPackedMinRows && rows <= kPackedMaxRows && weight.numel() >= min_elements;
 }
 
 Tensor packed_linear(const Tensor& x,

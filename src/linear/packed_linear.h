@@ -21,15 +21,19 @@
 namespace mha {
 namespace detail {
 
-/// Fewest and most rows (M, the product of x's leading sizes) that take the
-/// packed GEMM, and the fewest weight elements (out x in): at one and two
-/// threads on an AVX-512 Xeon it took 0.4-0.9x `at::linear`'s time for M = 8
-/// to 256 on weights of (1536 x 512) and larger, 1.2-2.7x at M = 1 and 2, and
-/// was slower than `at::linear` for (512 x 512) below M = 16
-/// (docs/benchmarks.md, "Packed weights").
+/// Which GEMMs take the packed weight: from `kPackedMinRows` to
+/// `kPackedMaxRows` rows (M, the product of x's leading sizes) on weights
+/// (out x in) of at least `kPackedMinWeightElements`, and below
+/// `kPackedSmallWeightMinRows` rows only on weights of at least
+/// `kPackedLargeWeightElements`. Measured at one and two threads on an
+/// AVX-512 Xeon (docs/benchmarks.md, "Prepacked weights and the decode
+/// step"): 0.4-0.9x `at::linear`'s time there; 1.2-2.1x at M = 1 and 2, and
+/// 1.3-2.7x for (512 x 512) and 1.0-1.2x for (1024 x 512) at M = 4 and 8.
 constexpr int64_t kPackedMinRows = 8;
 constexpr int64_t kPackedMaxRows = 256;
-constexpr int64_t kPackedMinWeightElements = 1536 * 512;
+constexpr int64_t kPackedMinWeightElements = 512 * 512;
+constexpr int64_t kPackedSmallWeightMinRows = 16;
+constexpr int64_t kPackedLargeWeightElements = 1536 * 512;
 
 /// The two dispatcher ops that pack a linear's weight and multiply by it.
 class PackedLinearOps {
@@ -55,9 +59,8 @@ class PackedLinearOps {
 };
 
 /// Whether `packed_linear` would take the packed GEMM for these tensors:
-/// float32 strided CPU tensors, a 2-D weight of at least
-/// `kPackedMinWeightElements` that is not an inference tensor (it has no
-/// version counter), `kPackedMinRows` to `kPackedMaxRows` rows, no autograd
+/// float32 strided CPU tensors, a 2-D weight that is not an inference tensor
+/// (it has no version counter), rows and weight size as above, no autograd
 /// needed, Python's kernels off, and `ops` available.
 bool takes_packed_gemm(const PackedLinearOps& ops,
                        const torch::Tensor& x,
