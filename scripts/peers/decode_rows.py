@@ -71,12 +71,13 @@ def rows(case, model, ct2_dir, work, args):
         mha_check, checks = _check(case, case_file, work, threads, calls, ref, args)
         if checks["CT2 float32"] != "equal":  # int8 is timed whatever its tokens
             del calls["CT2 float32"]
-        load = timing.load_average()
+        load_start = os.getloadavg()[0]
         mha, peers = [], {name: [] for name in calls}
         for _ in range(args.decode_rounds):
             mha.append(timing.mha_round(args.cpp, case_file, case.kind, threads, 1, warmup=1))
             for name, call in calls.items():
                 peers[name].append(timing.median_ms(call, 1, warmup=0))
+        load = timing.load_span(load_start)
         for name, _ in PEERS:
             note = "" if name in calls else "tokens differ from Python's"
             result.append(Row(case.name, str(threads), name, mha, peers.get(name, []),
@@ -99,12 +100,13 @@ def load_rows(case, ct2_dir, work, args):
     variants = [(2, None), (2, "PASSIVE"), (1, None), (1, "PASSIVE")]
     mha, peer = {v: [] for v in variants}, []
     with timing.busy_loop():
-        load = timing.load_average()
+        load_start = os.getloadavg()[0]
         for _ in range(args.load_rounds):
             for threads, policy in variants:
                 env = timing.mha_env(policy)
                 mha[(threads, policy)].append(
                     timing.mha_round(args.cpp, case_file, case.kind, threads, 1, 1, env=env))
             peer.append(timing.median_ms(lambda: ct2(src, args.steps), 1, warmup=0))
+        load = timing.load_span(load_start)
     return [Row(f"{case.name}, busy loop", f"mha {t}, {_policy_name(p)}", "CT2 float32, 2 threads",
                 mha[(t, p)], peer, check, load=load) for t, p in variants]

@@ -100,8 +100,9 @@ def rows(case, work, args):
             raise RuntimeError(f"{case.name}: mha's output is {mha_diff:.2e} from Python's")
         missing.update(wrong)
         timed = {n: c for n, c in calls.items() if n not in wrong}
-        load = timing.load_average()
+        load_start = os.getloadavg()[0]
         mha, peers, peaks = _rounds(case, case_file, threads, timed, args)
+        load = timing.load_span(load_start)
         peak = float(np.median(peaks)) if peaks else None
         gflop = cases.flops(case) / 1e9 if case.gemm_bound else None
         for name in ("ONNX Runtime", "AOTInductor"):

@@ -19,7 +19,7 @@ class Row:
     gflop: Optional[float] = None   # GFLOP of one call (GEMM-bound rows)
     peak: Optional[float] = None    # median measured GEMM peak, GFLOP/s
     note: str = ""                  # why the peer has no times
-    load: str = ""                  # load averages when the rounds started
+    load: str = ""                  # 1-minute load average as the rounds started and ended
 
     def ratio(self):
         """The median of the per-round ratios mha / peer."""
@@ -31,12 +31,16 @@ class Row:
 
 
 HEADER = ("| case | threads | peer | mha ms | peer ms | mha / peer | max abs diff from Python "
-          "(mha; peer) | share of GEMM peak (mha; peer) | load average |\n"
+          "(mha; peer) | share of GEMM peak (mha; peer) | load |\n"
           "|---|---|---|---|---|---|---|---|---|")
 
 
 def _ms(values):
-    return f"{statistics.median(values):.3g}" if values else "-"
+    """The median of `values` in ms: 3 significant digits below 100, whole ms above."""
+    if not values:
+        return "-"
+    ms = statistics.median(values)
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
 
 
 def line(row):

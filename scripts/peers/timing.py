@@ -70,3 +70,8 @@ def busy_loop():
 def load_average():
     """The 1, 5 and 15 minute load averages, as text."""
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def load_span(start):
+    """The 1-minute load average at `start` (os.getloadavg()[0]) and now, as text."""
+    return f"{start:.1f} to {os.getloadavg()[0]:.1f}"
