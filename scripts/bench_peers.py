@@ -26,7 +26,9 @@ Usage: bench_peers.py --cpp BUILD/bench/peer_rounds [--out FILE.md] [--smoke]
 """
 
 import argparse
+import dataclasses
 import datetime
+import json
 import logging
 import os
 import tempfile
@@ -47,6 +49,7 @@ def parse_args():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpp", required=True, help="the peer_rounds binary")
     parser.add_argument("--out", help="also write the markdown tables to this file")
+    parser.add_argument("--json", help="write every row with its per-round times to this file")
     parser.add_argument("--smoke", action="store_true",
                         help="each case once: one round of one call, 8 decoded tokens")
     parser.add_argument("--rounds", type=int, default=7, help="rounds of the kernel cases")
@@ -105,13 +108,18 @@ def main():
     load_start = timing.load_average()
     with tempfile.TemporaryDirectory(prefix="bench_peers_") as work:
         rows, load = run_all(args, work)
-    text = report.table(rows, header(args, started, load_start, (time.time() - start) / 60))
+    head = header(args, started, load_start, (time.time() - start) / 60)
+    text = report.table(rows, head)
     if load:
         text += "\nDecoding beside a busy-loop process:\n\n" + report.table(load, "").lstrip("\n")
     print("\n" + text)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"header": head, "rows": [dataclasses.asdict(r) for r in rows],
+                       "busy_loop_rows": [dataclasses.asdict(r) for r in load]}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,10 @@
 # Not part of CI: scripts/test.sh never runs it.
 # Usage: scripts/bench_peers.sh [--smoke] [more scripts/bench_peers.py arguments]
 #   --smoke: every case once (one round of one call, 8 decoded tokens), to check
-#   the pipeline; a full run takes 10-25 minutes.
-# The tables go to stdout and to bench/results/peers-<UTC date>.md (smoke:
-# $MHA_BUILD_DIR/peers-smoke.md); MHA_PEERS_OUT names another file.
+#   the pipeline (3-5 minutes); a full run takes 15-25 minutes on 2 cores.
+# The tables go to stdout and to bench/results/peers-<UTC date>.md, the rows
+# with their per-round times to the .json beside it (smoke: $MHA_BUILD_DIR/
+# peers-smoke.md and .json); MHA_PEERS_OUT names another .md file.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 TORCH_VERSION=2.13.0
@@ -39,4 +40,5 @@ else
   OUT="${MHA_PEERS_OUT:-$MHA_ROOT/bench/results/peers-$(date -u +%F).md}"
 fi
 cd "$MHA_ROOT/scripts"
-exec "$MHA_PYTHON" bench_peers.py --cpp "$MHA_BUILD_DIR/bench/peer_rounds" --out "$OUT" "$@"
+exec "$MHA_PYTHON" bench_peers.py --cpp "$MHA_BUILD_DIR/bench/peer_rounds" --out "$OUT" \
+  --json "${OUT%.md}.json" "$@"
