@@ -19,8 +19,9 @@ before timing (peers/kernel_rows.py, peers/decode_rows.py). Each round runs
 mha's subprocess, then each peer, so that all see the same load; the table
 gives medians over rounds of per-round medians, and the median of the
 per-round ratios mha / peer. Decoding is also timed beside a busy-loop
-process (mha 2 and 1 threads, OMP_WAIT_POLICY as set and PASSIVE, against
-CTranslate2 on 2 threads).
+process (mha 2 and 1 threads, OMP_WAIT_POLICY unset and PASSIVE, against
+CTranslate2 on 2 threads); the other rows run in this environment, whose
+OMP_WAIT_POLICY the header line names.
 
 Usage: bench_peers.py --cpp BUILD/bench/peer_rounds [--out FILE.md] [--smoke]
 """
@@ -70,6 +71,7 @@ def header(args, started, load_start, minutes):
     """The line naming the machine, the versions, the load and the settings."""
     return (f"{report.cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}, "
             f"onnxruntime {onnxruntime.__version__}, ctranslate2 {ctranslate2.__version__}; "
+            f"OMP_WAIT_POLICY={timing.wait_policy()}; "
             f"{started:%Y-%m-%d %H:%M} UTC, {minutes:.0f} min; load average {load_start} at "
             f"the start, {timing.load_average()} at the end; {args.rounds} rounds "
             f"(decoding {args.decode_rounds}, under load {args.load_rounds})"

@@ -13,15 +13,23 @@ GEMM_SIZE = 1024  # the peak: torch.mm of two (1024, 1024) float32 matrices
 
 
 def mha_env(wait_policy=None):
-    """The environment of mha's subprocess: this one's, OMP_WAIT_POLICY replaced when given.
+    """The environment of mha's subprocess: this one's, with OMP_WAIT_POLICY set when given.
 
-    The OpenMP runtime inside the torch wheel reads OMP_WAIT_POLICY when it loads,
-    so it has to be set in the subprocess's environment.
+    "unset" removes it (the OpenMP runtime's default: libgomp spins a while before
+    sleeping). The OpenMP runtime inside the torch wheel reads OMP_WAIT_POLICY
+    when it loads, so it has to be set in the subprocess's environment.
     """
     env = dict(os.environ)
-    if wait_policy is not None:
+    if wait_policy == "unset":
+        env.pop("OMP_WAIT_POLICY", None)
+    elif wait_policy is not None:
         env["OMP_WAIT_POLICY"] = wait_policy
     return env
+
+
+def wait_policy():
+    """This environment's OMP_WAIT_POLICY, or "unset"."""
+    return os.environ.get("OMP_WAIT_POLICY", "unset")
 
 
 def mha_round(binary, case_file, kind, threads, iters, warmup, out=None, env=None):
