@@ -1,0 +1,161 @@
+// peer_rounds: mha's side of one round of scripts/bench_peers.py, which times
+// mha against ONNX Runtime, AOTInductor and CTranslate2 on the same weights.
+// The Python side writes a case file (torch.save, read by
+// mha::read_state_dict) and runs this binary between its own engines' calls,
+// so that every engine sees the same machine load. This binary builds the
+// case's mha module from the file, makes `--warmup` calls, times `--iters`
+// calls one by one under torch::InferenceMode on `--threads` intra-op threads
+// (at::set_num_threads) and prints "median_ms <ms>"; `--out` receives the last
+// call's output as raw bytes (float32, or int64 tokens) for the cross-check.
+//
+// Case files ("model." holds the module's state_dict, "config.*" are 0-d int64):
+//   attention      nn.MultiheadAttention, config.embed_dim, config.num_heads;
+//                  "input" (L, N, E): self-attention, need_weights=false
+//   encoder_layer  nn.TransformerEncoderLayer, config.d_model, config.nhead,
+//                  config.dim_feedforward, config.batch_first; "input"
+//   decode         the seq2seq model of scripts/export_seq2seq_reference.py
+//                  (examples/seq2seq_decoding/seq2seq_model.h); "src" (N, S)
+//                  ids, "steps" (0-d): greedy decoding of that many tokens,
+//                  output (N, 1 + steps) int64, BOS first
+//
+// Usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K
+//                    [--warmup=W] [--out=FILE]
+
+#include <ATen/Parallel.h>
+#include <mha/state_dict.h>
+#include <mha/transformer.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "seq2seq_model.h"
+
+namespace {
+
+using torch::Tensor;
+using File = std::map<std::string, Tensor>;
+/// One call of a case's module on its input: the output.
+using Call = std::function<Tensor()>;
+
+/// The command line, `--name=value` each.
+struct Args {
+  std::string case_name, weights, out;
+  int threads = 1, iters = 10, warmup = 2;
+};
+
+/// The arguments; throws c10::Error on an unknown or missing one.
+Args parse(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto eq = arg.find('=');
+    const std::string key = arg.substr(0, eq), value = eq == arg.npos ? "" : arg.substr(eq + 1);
+    if (key == "--case")
+      args.case_name = value;
+    else if (key == "--weights")
+      args.weights = value;
+    else if (key == "--out")
+      args.out = value;
+    else if (key == "--threads")
+      args.threads = std::stoi(value);
+    else if (key == "--iters")
+      args.iters = std::stoi(value);
+    else if (key == "--warmup")
+      args.warmup = std::stoi(value);
+    else
+      TORCH_CHECK(false, "peer_rounds: unknown argument ", arg);
+  }
+  TORCH_CHECK(!args.case_name.empty() && !args.weights.empty() && args.iters > 0,
+              "usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K "
+              "[--warmup=W] [--out=FILE]");
+  return args;
+}
+
+/// The file's 0-d "config.<key>".
+int64_t config(const File& file, const std::string& key) {
+  return file.at("config." + key).item<int64_t>();
+}
+
+/// mha::MultiheadAttention on the file's input, q = k = v, without weights.
+Call attention(const File& file) {
+  mha::MultiheadAttention attn(config(file, "embed_dim"), config(file, "num_heads"));
+  mha::load_state_dict(attn, file, mha::LoadOptions().prefix("model."));
+  attn->eval();
+  const Tensor x = file.at("input");  // (L, N, E)
+  return [attn, x]() mutable {
+    return std::get<0>(attn->forward(x, x, x, {}, /*need_weights=*/false));  // (L, N, E)
+  };
+}
+
+/// mha::TransformerEncoderLayer (ReLU, post-norm) on the file's input.
+Call encoder_layer(const File& file) {
+  mha::TransformerEncoderLayer layer(
+      mha::TransformerEncoderLayerOptions(config(file, "d_model"), config(file, "nhead"))
+          .dim_feedforward(config(file, "dim_feedforward"))
+          .batch_first(config(file, "batch_first") != 0));
+  mha::load_state_dict(layer, file, mha::LoadOptions().prefix("model."));
+  layer->eval();
+  const Tensor x = file.at("input");  // (N, L, E) or (L, N, E)
+  return [layer, x]() mutable { return layer(x); };
+}
+
+/// Greedy decoding with the seq2seq example's model and decoder cache.
+Call decode(const File& file) {
+  seq2seq::Model model = seq2seq::load_model(file);
+  const Tensor src = file.at("src");  // (N, S)
+  const int64_t steps = file.at("steps").item<int64_t>();
+  return [model, src, steps]() mutable {
+    return seq2seq::greedy_decode(model, src, {}, steps).first;  // (N, 1 + steps)
+  };
+}
+
+/// The call of case `name` ("attention", "encoder_layer" or "decode").
+Call make_call(const std::string& name, const File& file) {
+  if (name == "attention") return attention(file);
+  if (name == "encoder_layer") return encoder_layer(file);
+  TORCH_CHECK(name == "decode", "peer_rounds: unknown case ", name);
+  return decode(file);
+}
+
+/// The median of `values` (not empty).
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+/// The tensor's elements, contiguous, as raw bytes.
+void write_raw(const Tensor& tensor, const std::string& path) {
+  const Tensor t = tensor.contiguous();
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+  TORCH_CHECK(out.good(), "peer_rounds: cannot write ", path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  at::set_num_threads(args.threads);
+  Call call = make_call(args.case_name, mha::read_state_dict(args.weights));
+  c10::InferenceMode inference;
+  Tensor out;
+  for (int i = 0; i < args.warmup; ++i) out = call();
+  std::vector<double> ms;
+  for (int i = 0; i < args.iters; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    out = call();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::printf("median_ms %.4f\n", median(ms));
+  if (!args.out.empty()) write_raw(out, args.out);
+  return 0;
+}

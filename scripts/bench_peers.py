@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""mha against ONNX Runtime, AOTInductor and CTranslate2 on the same weights, side by side.
+
+Cases (float32, eval, inference mode, seeded weights; peers/cases.py):
+  attention      nn.MultiheadAttention(512, 8), self-attention, need_weights=False,
+                 sequence-first (L, N, E), (N, L) in (1, 1), (1, 16), (8, 128),
+                 (1, 1024), (4, 1024)
+  encoder_layer  nn.TransformerEncoderLayer(512, 8, 2048), batch_first,
+                 (N, L) in (1, 128), (4, 1024)
+  decode         greedy decoding of 128 tokens with a seq2seq nn.Transformer
+                 (6 + 6 layers, d_model 512, 8 heads, FFN 2048, vocabulary
+                 8000, post-norm; peers/seq2seq.py), source length 32, N = 1, 8
+mha runs in bench/peer_rounds.cpp (a subprocess reading the case file);
+ONNX Runtime (torch.onnx.export(dynamo=True)) and AOTInductor
+(torch.export + aoti_compile_and_package) run the attention and encoder
+cases, CTranslate2 (float32, and int8 for information) the decoding, all in
+this process, on T = 1 and 2 threads. Outputs are checked against Python's
+before timing (peers/kernel_rows.py, peers/decode_rows.py). Each round runs
+mha's subprocess, then each peer, so that all see the same load; the table
+gives medians over rounds of per-round medians, and the median of the
+per-round ratios mha / peer. Decoding is also timed beside a busy-loop
+process (mha 2 and 1 threads, OMP_WAIT_POLICY unset and PASSIVE, against
+CTranslate2 on 2 threads); the other rows run in this environment, whose
+OMP_WAIT_POLICY the header line names.
+
+Usage: bench_peers.py --cpp BUILD/bench/peer_rounds [--out FILE.md] [--smoke]
+"""
+
+import argparse
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import tempfile
+import time
+import warnings
+
+import ctranslate2
+import onnxruntime
+import torch
+
+from peers import cases, ct2_peer, decode_rows, kernel_rows, report, seq2seq, timing
+
+KINDS = ("attention", "encoder_layer", "decode")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpp", required=True, help="the peer_rounds binary")
+    parser.add_argument("--out", help="also write the markdown tables to this file")
+    parser.add_argument("--json", help="write every row with its per-round times to this file")
+    parser.add_argument("--smoke", action="store_true",
+                        help="each case once: one round of one call, 8 decoded tokens")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of the kernel cases")
+    parser.add_argument("--decode-rounds", type=int, default=5)
+    parser.add_argument("--load-rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--steps", type=int, default=128, help="generated tokens")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS,
+                        help="run only these cases (decode includes the busy-loop rows)")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rounds = args.decode_rounds = args.load_rounds = 1
+        args.steps = 8
+    return args
+
+
+def header(args, started, load_start, minutes):
+    """The line naming the machine, the versions, the load and the settings."""
+    return (f"{report.cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}, "
+            f"onnxruntime {onnxruntime.__version__}, ctranslate2 {ctranslate2.__version__}; "
+            f"OMP_WAIT_POLICY={timing.wait_policy()}; "
+            f"{started:%Y-%m-%d %H:%M} UTC, {minutes:.0f} min; load average {load_start} at "
+            f"the start, {timing.load_average()} at the end; {args.rounds} rounds "
+            f"(decoding {args.decode_rounds}, under load {args.load_rounds})"
+            f"{'; SMOKE RUN (one call per round)' if args.smoke else ''}")
+
+
+def run_all(args, work):
+    """Every row: kernel cases, idle decoding, decoding under load."""
+    rows, load = [], []
+
+    def add(to, new):
+        for row in new:
+            print(report.line(row), flush=True)
+        to += new
+
+    for case in cases.KERNEL_CASES:
+        if case.kind in args.kinds:
+            add(rows, kernel_rows.rows(case, work, args))
+    if "decode" not in args.kinds:
+        return rows, load
+    model = seq2seq.make_model()
+    ct2_dir = os.path.join(work, "ct2")
+    ct2_peer.convert(model, ct2_dir)
+    for case in cases.DECODE_CASES:
+        add(rows, decode_rows.rows(case, model, ct2_dir, work, args))
+    for case in cases.DECODE_CASES:
+        add(load, decode_rows.load_rows(case, ct2_dir, work, args))
+    return rows, load
+
+
+def main():
+    args = parse_args()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    started, start = datetime.datetime.now(datetime.timezone.utc), time.time()
+    load_start = timing.load_average()
+    with tempfile.TemporaryDirectory(prefix="bench_peers_") as work:
+        rows, load = run_all(args, work)
+    head = header(args, started, load_start, (time.time() - start) / 60)
+    text = report.table(rows, head)
+    if load:
+        text += "\nDecoding beside a busy-loop process:\n\n" + report.table(load, "").lstrip("\n")
+    print("\n" + text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"header": head, "rows": [dataclasses.asdict(r) for r in rows],
+                       "busy_loop_rows": [dataclasses.asdict(r) for r in load]}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
