@@ -84,13 +84,19 @@ int64_t config(const File& file, const std::string& key) {
 }
 
 /// mha::MultiheadAttention on the file's input, q = k = v, without weights.
+/// The module is batch-first, a server's choice for speed: Python's fast path,
+/// and mha's fast kernels, run only for batch-first calls. The peers export
+/// the sequence-first module; the output is compared sequence-first.
 Call attention(const File& file) {
-  mha::MultiheadAttention attn(config(file, "embed_dim"), config(file, "num_heads"));
+  mha::MultiheadAttention attn(
+      mha::MultiheadAttentionOptions(config(file, "embed_dim"), config(file, "num_heads"))
+          .batch_first(true));
   mha::load_state_dict(attn, file, mha::LoadOptions().prefix("model."));
   attn->eval();
-  const Tensor x = file.at("input");  // (L, N, E)
+  const Tensor x = file.at("input").transpose(0, 1).contiguous();  // (L, N, E) -> (N, L, E)
   return [attn, x]() mutable {
-    return std::get<0>(attn->forward(x, x, x, {}, /*need_weights=*/false));  // (L, N, E)
+    const Tensor out = std::get<0>(attn->forward(x, x, x, {}, /*need_weights=*/false));
+    return out.transpose(0, 1);  // (N, L, E) -> (L, N, E)
   };
 }
 
