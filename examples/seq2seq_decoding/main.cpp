@@ -4,6 +4,8 @@
 // Python's greedy tokens), decoded here one token per step, each step running
 // the decoder on the newest position only. Prints both token sequences;
 // exits 1 when they differ. Usage: mha_seq2seq_decoding FILE.pt
+// On a machine shared with other work, run it with OMP_WAIT_POLICY=PASSIVE
+// (README, "Serving on the CPU"): the torch wheel's OpenMP threads spin otherwise.
 
 #include <mha/state_dict.h>
 #include <torch/torch.h>
