@@ -31,10 +31,11 @@ struct PackedWeight {
   int64_t version;
   Tensor packed;
 
-  bool packs(const Tensor& weight) const {
-    return !storage.expired() && offset == weight.storage_offset() &&
-           weight.sizes().equals(sizes) && weight.strides().equals(strides) &&
-           version == weight._version();
+  /// Whether `weight` is the view this entry was packed from, at any version.
+  bool views(const Tensor& weight) const {
+    return storage._unsafe_get_target() == weight.storage().unsafeGetStorageImpl() &&
+           offset == weight.storage_offset() && weight.sizes().equals(sizes) &&
+           weight.strides().equals(strides);
   }
 };
 
@@ -43,11 +44,8 @@ class PackedWeights {
  public:
   Tensor get(const PackedLinearOps& ops, const Tensor& weight) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    const c10::StorageImpl* storage = weight.storage().unsafeGetStorageImpl();
     for (const PackedWeight& entry : entries_) {
-      if (entry.storage._unsafe_get_target() == storage && entry.packs(weight)) {
-        return entry.packed;
-      }
+      if (entry.views(weight) && entry.version == weight._version()) return entry.packed;
     }
     drop_stale(weight);
     entries_.push_back(PackedWeight{weight.storage().getWeakStorageImpl(), weight.storage_offset(),
@@ -63,15 +61,12 @@ class PackedWeights {
   }
 
  private:
-  /// Drops entries whose storage is gone, and those of `weight`'s view at an
-  /// older version (an in-place edit).
+  /// Drops entries whose storage is gone, and `weight`'s own at an older
+  /// version (an in-place edit).
   void drop_stale(const Tensor& weight) {
     for (auto it = entries_.begin(); it != entries_.end();) {
-      const bool same_view =
-          weight.defined() &&
-          it->storage._unsafe_get_target() == weight.storage().unsafeGetStorageImpl() &&
-          it->offset == weight.storage_offset() && weight.sizes().equals(it->sizes);
-      it = it->storage.expired() || same_view ? entries_.erase(it) : std::next(it);
+      const bool stale = it->storage.expired() || (weight.defined() && it->views(weight));
+      it = stale ? entries_.erase(it) : std::next(it);
     }
   }
 
