@@ -15,7 +15,7 @@
 #include "attention/masks.h"
 #include "attention/projector.h"
 #include "kv_cache_state.h"
-#include "linear/packed_linear.h"
+#include "linear/int8_linear.h"
 #include "mha/kv_cache.h"
 #include "mha/multihead_attention.h"
 #include "shape_format.h"
@@ -296,7 +296,7 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
   auto [out, weights] = attend(q, keys, values, mask, need_weights);
   // (N, H, L, hd) -> (N, L, E) or (L, N, E), then the output projection
   out = s.batch_first ? out.transpose(1, 2).flatten(2) : out.permute({2, 0, 1, 3}).flatten(2);
-  out = detail::packed_linear(out, out_proj->weight, out_proj->bias);
+  out = detail::linear(*out_proj, out);  // int8, or prepacked float where faster
   if (weights.defined() && average_attn_weights) {
     weights = weights.mean(/*dim=*/1);  // (N, L, S + extra)
   }

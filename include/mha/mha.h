@@ -5,5 +5,6 @@
 #include <mha/functional.h>
 #include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>
+#include <mha/quantization.h>
 #include <mha/state_dict.h>
 #include <mha/transformer.h>

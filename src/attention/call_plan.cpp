@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
+#include "linear/int8_linear.h"
 #include "linear/packed_linear.h"
 #include "mha/multihead_attention.h"
 
@@ -41,6 +42,9 @@ std::string why_not_module(const MultiheadAttentionImpl& m, const Tensor& query)
     return "dtypes of query and self.in_proj_bias don't match";
   }
   if (!m.in_proj_weight.defined()) return "in_proj_weight was None";
+  if (is_int8_placeholder(m.in_proj_weight) || is_int8_placeholder(m.out_proj->weight)) {
+    return "the projections are int8 (mha::quantize_dynamic)";
+  }
   if (query.scalar_type() != m.in_proj_weight.scalar_type()) {
     return "dtypes of query and self.in_proj_weight don't match";
   }

@@ -47,13 +47,33 @@ Projector Projector::separate(Tensor q_proj_weight,
   return p;
 }
 
+Projector Projector::int8(std::shared_ptr<const Int8WeightImpl> q_or_packed,
+                          std::shared_ptr<const Int8WeightImpl> k,
+                          std::shared_ptr<const Int8WeightImpl> v,
+                          Tensor in_proj_bias) {
+  TORCH_INTERNAL_ASSERT(q_or_packed != nullptr && (k == nullptr) == (v == nullptr),
+                        "an int8 projection needs its int8 weights");
+  Projector p;
+  p.part_rows_ = k ? q_or_packed->out_features() : q_or_packed->out_features() / 3;
+  p.int8_[0] = std::move(q_or_packed);
+  p.int8_[1] = std::move(k);
+  p.int8_[2] = std::move(v);
+  p.packed_bias_ = std::move(in_proj_bias);
+  return p;
+}
+
 Tensor Projector::Parts::linear(int64_t i, const Tensor& x) const {
+  if (int8[i]) return int8[i]->forward_block(block[i], x, bias[i]);
   return packed_linear(x, weight[i], bias[i]);
 }
 
 Projector::Parts Projector::parts() const {
   Parts p;
-  if (is_packed()) {
+  for (int64_t i = 0; i < 3; ++i) {
+    p.int8[i] = int8_packed() ? int8_[0] : int8_[i];
+    p.block[i] = int8_packed() ? i : 0;
+  }
+  if (packed_weight_.defined()) {
     const auto w = packed_weight_.chunk(3);  // (3E', E) -> 3 x (E', E)
     for (int64_t i = 0; i < 3; ++i) p.weight[i] = w[i];
   } else {
@@ -68,7 +88,8 @@ Projector::Parts Projector::parts() const {
 
 Tensor Projector::self(const Tensor& x) const {
   TORCH_INTERNAL_ASSERT(is_packed(), "one-GEMM self-attention projection needs packed weights");
-  return packed_linear(x, packed_weight_, packed_bias_);  // (..., E) -> (..., 3E')
+  if (int8_packed()) return int8_[0]->forward(x, packed_bias_);  // (..., E) -> (..., 3E')
+  return packed_linear(x, packed_weight_, packed_bias_);          // (..., E) -> (..., 3E')
 }
 
 std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
@@ -89,6 +110,16 @@ std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
 std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
                                                      const Tensor& k,
                                                      const Tensor& v) const {
+  if (int8_[0]) {
+    // int8: Python's GEMMs on the same rows give the same values in any split
+    // (per-row scales, per-element epilogue), so each part is its own GEMM.
+    if (int8_packed() && q.is_same(k) && k.is_same(v)) {
+      const Tensor proj = split_parts(self(q), 3, part_rows_);  // (3, L, N, E')
+      return {proj[0], proj[1], proj[2]};
+    }
+    const Parts p = parts();
+    return {p.linear(0, q), p.linear(1, k), p.linear(2, v)};
+  }
   if (is_packed() && k.is_same(v)) {
     if (q.is_same(k)) {
       const Tensor proj =

@@ -11,8 +11,11 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <tuple>
+
+#include "linear/int8_linear.h"
 
 namespace mha {
 namespace detail {
@@ -20,12 +23,16 @@ namespace detail {
 /// The weights and bias of an input projection, and the GEMMs on them.
 class Projector {
  public:
-  /// The q, k and v rows of the weights and bias (views; biases may be undefined).
+  /// The q, k and v rows of the weights and bias (views; biases may be
+  /// undefined), or of their int8 forms (a block of the packed int8 weight,
+  /// or each separate int8 weight's only block).
   struct Parts {
     torch::Tensor weight[3];
     torch::Tensor bias[3];
+    std::shared_ptr<const Int8WeightImpl> int8[3];
+    int64_t block[3] = {0, 0, 0};
     /// Part `i` (0 q, 1 k, 2 v) of the projection: x (..., features) -> (..., E'),
-    /// on prepacked weights where they are faster (`packed_linear`).
+    /// int8, or on prepacked float weights where they are faster (`packed_linear`).
     torch::Tensor linear(int64_t i, const torch::Tensor& x) const;
   };
 
@@ -41,10 +48,24 @@ class Projector {
                             torch::Tensor k_proj_weight,
                             torch::Tensor v_proj_weight,
                             torch::Tensor in_proj_bias);
+  /// int8 weights (`mha::quantize_dynamic`): packed (3E', E) in blocks q, k, v
+  /// (`k` and `v` null), or separate q, k, v weights of one block each.
+  static Projector int8(std::shared_ptr<const Int8WeightImpl> q_or_packed,
+                        std::shared_ptr<const Int8WeightImpl> k,
+                        std::shared_ptr<const Int8WeightImpl> v,
+                        torch::Tensor in_proj_bias);
   /// A module's own form (`MultiheadAttentionImpl`, or a tensor-parallel
-  /// shard): packed when it has `in_proj_weight` (kdim == vdim == embed_dim).
+  /// shard): packed when it has `in_proj_weight` (kdim == vdim == embed_dim),
+  /// int8 when `mha::quantize_dynamic` converted it.
   template <typename Module>
   static Projector of(const Module& m) {
+    if (is_int8_placeholder(m.in_proj_weight)) {
+      return int8(int8_weight(m, "in_proj_weight"), nullptr, nullptr, m.in_proj_bias);
+    }
+    if (is_int8_placeholder(m.q_proj_weight)) {
+      return int8(int8_weight(m, "q_proj_weight"), int8_weight(m, "k_proj_weight"),
+                  int8_weight(m, "v_proj_weight"), m.in_proj_bias);
+    }
     return m.in_proj_weight.defined()
                ? packed(m.in_proj_weight, m.in_proj_bias)
                : separate(m.q_proj_weight, m.k_proj_weight, m.v_proj_weight, m.in_proj_bias);
@@ -56,8 +77,9 @@ class Projector {
   static const torch::Tensor& first_weight(const Module& m) {
     return m.in_proj_weight.defined() ? m.in_proj_weight : m.q_proj_weight;
   }
-  /// Whether the weights are packed (one GEMM can project self-attention).
-  bool is_packed() const { return packed_weight_.defined(); }
+  /// Whether the weights are packed (one GEMM, or one int8 weight's blocks,
+  /// can project self-attention).
+  bool is_packed() const { return packed_weight_.defined() || int8_packed(); }
 
   /// Self-attention in one GEMM: x (..., E) -> (..., 3E'), [q; k; v] along
   /// the last dimension, on prepacked weights where they are faster
@@ -81,11 +103,13 @@ class Projector {
   /// Python's two GEMMs when key is value: q, then [k; v] in one.
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> python_shared_kv(
       const torch::Tensor& q, const torch::Tensor& kv) const;
+  bool int8_packed() const { return int8_[0] != nullptr && int8_[1] == nullptr; }
 
   int64_t part_rows_ = 0;        // E'
   torch::Tensor packed_weight_;  // (3E', E), or undefined
   torch::Tensor separate_[3];    // (E', E), (E', kdim), (E', vdim), or undefined
   torch::Tensor packed_bias_;    // (3E'), or undefined
+  std::shared_ptr<const Int8WeightImpl> int8_[3];  // packed: [0] only; separate: all
 };
 
 }  // namespace detail

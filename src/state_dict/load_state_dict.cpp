@@ -12,6 +12,7 @@
 #include <cctype>
 #include <set>
 
+#include "linear/int8_linear.h"
 #include "state_dict/errors.h"
 #include "state_dict/formats.h"
 #include "state_dict/load_messages.h"
@@ -21,22 +22,50 @@ namespace {
 
 using detail::TensorMap;
 
+/// One entry of a module's state: a parameter or buffer, or the values or
+/// scales of an int8 weight (`mha::quantize_dynamic`), made from its packed form.
+struct StateEntry {
+  std::string name;
+  torch::Tensor tensor;
+  std::shared_ptr<detail::Int8WeightImpl> int8;  // for int8 values and scales
+  torch::nn::Module* owner = nullptr;            // the int8 weight's parent
+  std::string param;                             // the int8 weight's parameter
+  bool is_scale = false;
+};
+
 void add_state(const torch::nn::Module& module,
                const std::string& prefix,
-               std::vector<std::pair<std::string, torch::Tensor>>& out) {
+               std::vector<StateEntry>& out) {
   for (const auto& item : module.named_parameters(/*recurse=*/false)) {
-    if (item.value().defined()) {
-      out.emplace_back(prefix + item.key(), item.value().detach());
+    const torch::Tensor& value = item.value();
+    if (!value.defined()) continue;
+    if (const auto int8 = detail::is_int8_placeholder(value)
+                              ? detail::int8_weight(module, item.key())
+                              : nullptr) {
+      // A load swaps the child of the module being loaded, which is not const.
+      auto* owner = const_cast<torch::nn::Module*>(&module);
+      const detail::Int8Values values = int8->values();
+      out.push_back({prefix + item.key(), values.values, int8, owner, item.key(), false});
+      out.push_back({prefix + item.key() + "_scale", values.scales, int8, owner, item.key(), true});
+      continue;
     }
+    out.push_back({prefix + item.key(), value.detach(), nullptr, nullptr, "", false});
   }
   for (const auto& item : module.named_buffers(/*recurse=*/false)) {
     if (item.value().defined()) {
-      out.emplace_back(prefix + item.key(), item.value().detach());
+      out.push_back({prefix + item.key(), item.value().detach(), nullptr, nullptr, "", false});
     }
   }
   for (const auto& child : module.named_children()) {
+    if (dynamic_cast<const detail::Int8WeightImpl*>(child.value().get()) != nullptr) continue;
     add_state(*child.value(), prefix + child.key() + ".", out);
   }
+}
+
+std::vector<StateEntry> state_entries(const torch::nn::Module& module) {
+  std::vector<StateEntry> out;
+  add_state(module, "", out);
+  return out;
 }
 
 /// The options' prefix ending with '.' unless empty: "self_attn" means "self_attn.".
@@ -90,7 +119,19 @@ struct LoadPlan {
   LoadResult result;
   std::vector<std::string> errors;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (destination, converted)
+  /// int8 weights packed from the file's values: (entry, new child).
+  std::vector<std::pair<const StateEntry*, std::shared_ptr<detail::Int8WeightImpl>>> int8_swaps;
 };
+
+/// Python's wording (torch/nn/modules/module.py, _load_from_state_dict).
+std::string size_mismatch(const std::string& name,
+                          const torch::Tensor& value,
+                          const torch::Tensor& destination) {
+  return fmt::format(
+      "size mismatch for {}: copying a param with shape {} from checkpoint, the shape in "
+      "current model is {}.",
+      name, fmt::streamed(value.sizes()), fmt::streamed(destination.sizes()));
+}
 
 /// Step 3, for one of the module's tensors that the file provides: checks the
 /// shape and converts the value (copy_ semantics: any dtype converts; done now
@@ -98,13 +139,18 @@ struct LoadPlan {
 void plan_copy(const std::string& name,
                const torch::Tensor& destination,
                const torch::Tensor& value,
+               const TensorMap& provided,
                LoadPlan& plan) {
   if (value.sizes() != destination.sizes()) {
-    // Python's wording (torch/nn/modules/module.py, _load_from_state_dict).
+    plan.errors.push_back(size_mismatch(name, value, destination));
+    return;
+  }
+  if (value.scalar_type() == at::kChar && destination.is_floating_point() &&
+      provided.count(name + "_scale") != 0) {
     plan.errors.push_back(fmt::format(
-        "size mismatch for {}: copying a param with shape {} from checkpoint, the shape in "
-        "current model is {}.",
-        name, fmt::streamed(value.sizes()), fmt::streamed(destination.sizes())));
+        "{} is int8 with scales ({}_scale), from a module quantized by mha::quantize_dynamic: "
+        "quantize this module first (mha::quantize_dynamic), then load",
+        name, name));
     return;
   }
   try {
@@ -117,18 +163,75 @@ void plan_copy(const std::string& name,
   }
 }
 
+/// The int8 values (and scales) that `value` gives an int8 weight: float
+/// weights are quantized by the weight's recipe, int8 ones need their scales.
+std::optional<detail::Int8Values> int8_values_of(const StateEntry& entry,
+                                                 const torch::Tensor& value,
+                                                 const TensorMap& provided,
+                                                 std::vector<std::string>& errors) {
+  if (value.is_floating_point()) {
+    return detail::quantize_weight(value.to(torch::kCPU, torch::kFloat).contiguous(),
+                                   entry.int8->recipe());
+  }
+  const std::string scale_name = entry.name + "_scale";
+  const auto scale = provided.find(scale_name);
+  if (value.scalar_type() != at::kChar) {
+    errors.push_back(fmt::format("cannot load {} from {}: an int8 weight loads from a float "
+                                 "weight or from int8 values with their scales",
+                                 entry.name, c10::toString(value.scalar_type())));
+  } else if (scale == provided.end()) {
+    errors.push_back(fmt::format("{} is int8 but the state_dict has no {}", entry.name,
+                                 scale_name));
+  } else if (scale->second.sizes() != entry.int8->scales().sizes()) {
+    errors.push_back(size_mismatch(scale_name, scale->second, entry.int8->scales()));
+  } else {
+    return detail::Int8Values{value.to(torch::kCPU).contiguous(),
+                              scale->second.to(torch::kCPU, torch::kDouble).contiguous()};
+  }
+  return std::nullopt;
+}
+
+/// Step 3 for an int8 weight: its new packed form, made now.
+void plan_int8(const StateEntry& entry,
+               const torch::Tensor& value,
+               const TensorMap& provided,
+               LoadPlan& plan) {
+  if (value.sizes() != entry.tensor.sizes()) {
+    plan.errors.push_back(size_mismatch(entry.name, value, entry.tensor));
+    return;
+  }
+  const auto values = int8_values_of(entry, value, provided, plan.errors);
+  if (!values) return;
+  try {
+    plan.int8_swaps.emplace_back(&entry, entry.int8->repacked(*values));
+  } catch (const c10::Error& e) {
+    plan.errors.push_back(
+        fmt::format("cannot pack {} as int8: {}", entry.name, e.what_without_backtrace()));
+  }
+}
+
 /// Step 3: matches the provided tensors against the module's.
-LoadPlan plan_load(const torch::nn::Module& module, const TensorMap& provided, bool strict) {
+LoadPlan plan_load(const std::vector<StateEntry>& entries,
+                   const TensorMap& provided,
+                   bool strict) {
   LoadPlan plan;
   std::set<std::string> used;
-  for (const auto& [name, destination] : state_dict(module)) {
-    const auto found = provided.find(name);
-    if (found == provided.end()) {
-      plan.result.missing_keys.push_back(name);
+  for (const StateEntry& entry : entries) {
+    const auto found = provided.find(entry.name);
+    if (entry.is_scale) {  // read with its int8 values; a float weight needs none
+      if (found != provided.end()) used.insert(entry.name);
       continue;
     }
-    used.insert(name);
-    plan_copy(name, destination, found->second, plan);
+    if (found == provided.end()) {
+      plan.result.missing_keys.push_back(entry.name);
+      continue;
+    }
+    used.insert(entry.name);
+    if (entry.int8) {
+      plan_int8(entry, found->second, provided, plan);
+    } else {
+      plan_copy(entry.name, entry.tensor, found->second, provided, plan);
+    }
   }
   for (const auto& [name, tensor] : provided) {
     if (used.count(name) == 0) {
@@ -200,7 +303,9 @@ std::map<std::string, torch::Tensor> read_state_dict(const std::string& path) {
 
 std::vector<std::pair<std::string, torch::Tensor>> state_dict(const torch::nn::Module& module) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  add_state(module, "", out);
+  for (StateEntry& entry : state_entries(module)) {
+    out.emplace_back(std::move(entry.name), std::move(entry.tensor));
+  }
   return out;
 }
 
@@ -225,12 +330,17 @@ LoadResult load_state_dict(torch::nn::Module& module,
                            const LoadOptions& options,
                            const std::string& source) {
   const TensorMap provided = select_keys(state_dict_in, options, source, &module);
-  LoadPlan plan = plan_load(module, provided, options.strict());
+  const std::vector<StateEntry> entries = state_entries(module);
+  LoadPlan plan = plan_load(entries, provided, options.strict());
   check_plan(plan, module, state_dict_in, options, source);
   // Step 5, the copy: cannot fail any more (same shapes, dtypes and devices).
   torch::NoGradGuard no_grad;
   for (auto& [destination, converted] : plan.copies) {
     destination.copy_(converted);
+  }
+  for (auto& [entry, int8] : plan.int8_swaps) {
+    int8->train(entry->int8->is_training());
+    entry->owner->replace_module(detail::int8_child_name(entry->param), int8);
   }
   return plan.result;
 }

@@ -89,7 +89,8 @@ std::tuple<Tensor, Tensor> TensorParallelMultiheadAttentionImpl::forward(
           .average_attn_weights(false)
           .is_causal(is_causal);
   auto [partial, weights] =  // (L, N, E) partial sums of this rank's heads
-      detail::multi_head_attention_forward(q, k, v, func_options, detail::Projector::of(*this));
+      detail::multi_head_attention_forward(q, k, v, func_options, detail::Projector::of(*this),
+                                           nullptr);
   Tensor out = detail::reduce_from_tensor_parallel(partial, group);  // (L, N, E), whole
   if (out_proj->bias.defined()) {
     out = out + out_proj->bias;

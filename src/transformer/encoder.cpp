@@ -94,6 +94,9 @@ std::string TransformerEncoderImpl::why_not_nested(const Tensor& src,
   if (mask.defined()) return "src_key_padding_mask and mask were both supplied";
   if (at::autocast::is_autocast_enabled(at::kCUDA)) return "autocast is enabled";
   if (!detail::fast_path_device(src)) return "src device is neither one of cpu, cuda, xpu";
+  if (detail::has_int8_weights(detail::fast_path_tensor_args(first, src))) {
+    return "some weights of self.layers[0] are int8 (mha::quantize_dynamic)";
+  }
   if (detail::grad_blocks_fast_path(detail::fast_path_tensor_args(first, src))) {
     return "grad is enabled and at least one of query or the input/output projection weights "
            "or biases requires_grad";

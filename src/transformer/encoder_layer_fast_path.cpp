@@ -5,6 +5,7 @@
 
 #include "attention/call_plan.h"
 #include "attention/masks.h"
+#include "linear/int8_linear.h"
 #include "mha/multihead_attention.h"
 #include "transformer/layer_parts.h"
 
@@ -37,6 +38,13 @@ bool fast_path_device(const Tensor& t) {
          type == c10::DeviceType::XPU || type == c10::DeviceType::PrivateUse1;
 }
 
+bool has_int8_weights(const std::vector<Tensor>& tensor_args) {
+  for (const auto& t : tensor_args) {
+    if (is_int8_placeholder(t)) return true;
+  }
+  return false;
+}
+
 bool grad_blocks_fast_path(const std::vector<Tensor>& tensor_args) {
   if (!torch::GradMode::is_enabled()) return false;
   for (const auto& t : tensor_args) {
@@ -55,6 +63,9 @@ std::string why_not_layer_fast_path(const TransformerEncoderLayerImpl& layer,
   if (layer.is_training()) return "training is enabled";
   if (!attn.options.batch_first()) return "self_attn.batch_first was not True";
   if (!attn.in_proj_bias.defined()) return "self_attn was passed bias=False";
+  if (has_int8_weights(fast_path_tensor_args(layer, src))) {
+    return "some weights are int8 (mha::quantize_dynamic)";
+  }
   if (!attn.in_proj_weight.defined()) return "self_attn._qkv_same_embed_dim was not True";
   if (activation_relu_or_gelu(layer.options.activation()) == 0) {
     return "activation_relu_or_gelu was not True";

@@ -22,6 +22,10 @@ std::vector<torch::Tensor> fast_path_tensor_args(const TransformerEncoderLayerIm
 /// Python's `_supported_device_type`: cpu, cuda, xpu or the privateuse1 backend.
 bool fast_path_device(const torch::Tensor& t);
 
+/// Whether any of them is an int8 weight's placeholder (`mha::quantize_dynamic`):
+/// Python's fast-path ops take float weights only.
+bool has_int8_weights(const std::vector<torch::Tensor>& tensor_args);
+
 /// Python's "grad is enabled and at least one of ... requires_grad".
 bool grad_blocks_fast_path(const std::vector<torch::Tensor>& tensor_args);
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "linear/packed_linear.h"
+#include "linear/int8_linear.h"
 
 namespace mha {
 
@@ -62,8 +62,8 @@ torch::Tensor feed_forward(const TransformerActivation& activation,
                            const torch::Tensor& x) {
   // (..., E) -> (..., dim_feedforward) -> (..., E)
   const torch::Tensor hidden =
-      dropout.forward(apply_activation(activation, packed_linear(x, linear1.weight, linear1.bias)));
-  return packed_linear(hidden, linear2.weight, linear2.bias);
+      dropout.forward(apply_activation(activation, detail::linear(linear1, x)));
+  return detail::linear(linear2, hidden);
 }
 
 void print_layer_options(std::ostream& stream,

@@ -33,7 +33,8 @@ torch::Tensor apply_activation(const TransformerActivation& activation, const to
 /// (..., dim_feedforward) -> (..., E). The GEMMs are `at::linear`'s, as
 /// Python's nn.Linear (LibTorch's Linear adds the bias after a matmul for 3-D
 /// input, and takes no nested tensor), on prepacked weights where they are
-/// faster (`packed_linear`: within float32 rounding).
+/// faster (`packed_linear`: within float32 rounding), int8 where
+/// `mha::quantize_dynamic` converted them.
 torch::Tensor feed_forward(const TransformerActivation& activation,
                            const torch::nn::LinearImpl& linear1,
                            torch::nn::DropoutImpl& dropout,

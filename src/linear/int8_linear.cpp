@@ -1,0 +1,260 @@
+#include "linear/int8_linear.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/stack.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "linear/packed_linear.h"
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+namespace {
+
+std::optional<c10::OperatorHandle> find_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchema({name, ""});
+}
+
+/// The qint8 tensor of rows [begin, begin + rows) of `weight`, zero points 0.
+Tensor qint8_rows(const Int8Values& weight, int64_t begin, int64_t rows) {
+  const Tensor values = weight.values.narrow(0, begin, rows).contiguous();
+  if (weight.scales.dim() == 0) {
+    return at::_make_per_tensor_quantized_tensor(values, weight.scales.item<double>(), 0);
+  }
+  const Tensor scales = weight.scales.narrow(0, begin, rows).contiguous();
+  return at::_make_per_channel_quantized_tensor(values, scales, at::zeros_like(scales, at::kLong),
+                                                /*axis=*/0);
+}
+
+/// Python's `torch.ao.quantization.MinMaxObserver(dtype=torch.qint8,
+/// qscheme=torch.per_tensor_symmetric)`: scale = max(-min(w, 0), max(w, 0)) /
+/// ((127 - -128) / 2), at least float32's epsilon, in float32.
+double torch_ao_weight_scale(const Tensor& weight) {
+  const auto [min_val, max_val] = at::aminmax(weight);
+  const Tensor zero = at::zeros_like(min_val);
+  const Tensor max_pos = at::maximum(at::neg(at::minimum(min_val, zero)), at::maximum(max_val, zero));
+  const Tensor scale = at::maximum(max_pos / ((127.0 - -128.0) / 2),
+                                   at::full({}, std::numeric_limits<float>::epsilon()));
+  return scale.item<double>();
+}
+
+}  // namespace
+
+Int8GemmOps::Int8GemmOps(const char* prepack_op, const char* dynamic_op, const char* unpack_op)
+    : prepack_(find_op(prepack_op)), dynamic_(find_op(dynamic_op)), unpack_(find_op(unpack_op)) {}
+
+const Int8GemmOps& Int8GemmOps::fbgemm() {
+  static const Int8GemmOps ops("quantized::linear_prepack", "quantized::linear_dynamic",
+                               "quantized::linear_unpack");
+  return ops;
+}
+
+std::string Int8GemmOps::unavailable_reason() const {
+  if (!prepack_ || !dynamic_ || !unpack_) {
+    return "this LibTorch does not register FBGEMM's quantized::linear_prepack, "
+           "quantized::linear_dynamic and quantized::linear_unpack";
+  }
+  const at::QEngine engine = at::globalContext().qEngine();
+  if (engine != at::QEngine::X86 && engine != at::QEngine::FBGEMM) {
+    return fmt::format(
+        "the quantized engine is {}, which does not pack linear weights for FBGEMM; expected x86 "
+        "or fbgemm (at::globalContext().setQEngine)",
+        c10::toString(engine));
+  }
+  return "";
+}
+
+c10::IValue Int8GemmOps::pack(const Tensor& qweight) const {
+  // linear_prepack(Tensor W, Tensor? B=None) -> LinearPackedParamsBase
+  torch::jit::Stack stack{qweight, c10::IValue()};
+  prepack_->callBoxed(stack);
+  return stack.back();
+}
+
+Tensor Int8GemmOps::multiply(const Tensor& x, const c10::IValue& packed, bool reduce_range) const {
+  // linear_dynamic(Tensor X, LinearPackedParamsBase W_prepack, bool reduce_range=False) -> Tensor
+  torch::jit::Stack stack{x, packed, reduce_range};
+  dynamic_->callBoxed(stack);
+  return stack.back().toTensor();
+}
+
+Tensor Int8GemmOps::unpack(const c10::IValue& packed) const {
+  // linear_unpack(LinearPackedParamsBase W_prepack) -> (Tensor W_origin, Tensor? B_origin)
+  torch::jit::Stack stack{packed};
+  unpack_->callBoxed(stack);
+  return stack.front().toTensor();
+}
+
+bool recipe_reduces_range(QuantizeRecipe recipe) {
+  return recipe == QuantizeRecipe::kTorchAoDefault;
+}
+
+Int8Values quantize_weight(const Tensor& weight, QuantizeRecipe recipe) {
+  if (recipe == QuantizeRecipe::kTorchAoDefault) {
+    const double scale = torch_ao_weight_scale(weight);
+    return {at::quantize_per_tensor(weight, scale, 0, at::kQInt8).int_repr(),
+            at::full({}, scale, at::kDouble)};
+  }
+  // (out, in) -> (out): max|w_row| / 127 in float64
+  const Tensor scales = at::amax(at::abs(weight), {1})
+                            .to(at::kDouble)
+                            .div(127.0)
+                            .clamp_min(std::numeric_limits<float>::epsilon());
+  const Tensor zero_points = at::zeros_like(scales, at::kLong);
+  return {at::quantize_per_channel(weight, scales, zero_points, /*axis=*/0, at::kQInt8).int_repr(),
+          scales};
+}
+
+Int8WeightImpl::Int8WeightImpl(const Int8Values& weight,
+                               QuantizeRecipe recipe,
+                               std::vector<int64_t> block_rows,
+                               const Int8GemmOps& ops)
+    : block_rows_(std::move(block_rows)),
+      scales_(weight.scales),
+      in_features_(weight.values.size(1)),
+      recipe_(recipe),
+      ops_(&ops) {
+  int64_t begin = 0;
+  for (const int64_t rows : block_rows_) {
+    blocks_.push_back(ops.pack(qint8_rows(weight, begin, rows)));
+    begin += rows;
+  }
+  TORCH_INTERNAL_ASSERT(begin == weight.values.size(0), "int8 blocks must cover the weight's rows");
+}
+
+int64_t Int8WeightImpl::out_features() const {
+  return std::accumulate(block_rows_.begin(), block_rows_.end(), int64_t{0});
+}
+
+void Int8WeightImpl::check_input(const Tensor& x) const {
+  TORCH_CHECK(!is_training(),
+              "int8 weights (mha::quantize_dynamic) compute in eval mode only: call eval() on "
+              "the module");
+  TORCH_CHECK(!(torch::GradMode::is_enabled() && x.requires_grad()),
+              "int8 weights (mha::quantize_dynamic) have no autograd: call under "
+              "torch::NoGradGuard, or with inputs that do not require grad");
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.layout() == at::kStrided,
+              "int8 weights (mha::quantize_dynamic) expect float32 CPU inputs, but got ",
+              c10::toString(x.scalar_type()), " on ", x.device());
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in_features_,
+              "mat1 and mat2 shapes cannot be multiplied (",
+              x.dim() >= 1 ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 0, "x",
+              x.dim() >= 1 ? x.size(-1) : 0, " and ", in_features_, "x", out_features(), ")");
+}
+
+Tensor Int8WeightImpl::multiply_block(int64_t block, const Tensor& x) const {
+  if (x.size(0) == 0) {
+    return at::empty({0, block_rows_[block]}, x.options());
+  }
+  return ops_->multiply(x, blocks_[block], recipe_reduces_range(recipe_));
+}
+
+Tensor Int8WeightImpl::forward(const Tensor& x, const Tensor& bias) const {
+  check_input(x);
+  const Tensor rows = x.reshape({-1, in_features_}).contiguous();  // (..., in) -> (M, in)
+  Tensor out;
+  if (blocks_.size() == 1) {
+    out = multiply_block(0, rows);  // (M, out)
+  } else {
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      parts.push_back(multiply_block(static_cast<int64_t>(i), rows));
+    }
+    out = at::cat(parts, /*dim=*/1);  // blocks' (M, rows_i) -> (M, out)
+  }
+  if (bias.defined()) out.add_(bias);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = out.size(1);
+  return out.view(sizes);  // (..., out)
+}
+
+Tensor Int8WeightImpl::forward_block(int64_t block, const Tensor& x, const Tensor& bias) const {
+  check_input(x);
+  Tensor out = multiply_block(block, x.reshape({-1, in_features_}).contiguous());  // (M, rows)
+  if (bias.defined()) out.add_(bias);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = out.size(1);
+  return out.view(sizes);  // (..., rows)
+}
+
+Int8Values Int8WeightImpl::values() const {
+  std::vector<Tensor> rows;
+  for (const auto& block : blocks_) rows.push_back(ops_->unpack(block).int_repr());
+  return {at::cat(rows, /*dim=*/0), scales_};  // blocks' (rows_i, in) -> (out, in)
+}
+
+std::shared_ptr<Int8WeightImpl> Int8WeightImpl::repacked(const Int8Values& weight) const {
+  return std::make_shared<Int8WeightImpl>(weight, recipe_, block_rows_, *ops_);
+}
+
+namespace {
+
+void reject_conversion(const Int8WeightImpl& weight,
+                       std::optional<torch::Device> device,
+                       std::optional<torch::Dtype> dtype) {
+  const bool same = (!device || device->is_cpu()) && (!dtype || *dtype == at::kFloat);
+  TORCH_CHECK(same, "to(", device ? device->str() : std::string(), device && dtype ? ", " : "",
+              dtype ? c10::toString(*dtype) : "", "): this module holds int8 weights (",
+              weight.name(),
+              ", mha::quantize_dynamic), which compute in float32 on the CPU only; to run in "
+              "another dtype or on another device, build a float module and load the float "
+              "weights");
+}
+
+}  // namespace
+
+void Int8WeightImpl::to(torch::Device device, torch::Dtype dtype, bool /*non_blocking*/) {
+  reject_conversion(*this, device, dtype);
+}
+
+void Int8WeightImpl::to(torch::Dtype dtype, bool /*non_blocking*/) {
+  reject_conversion(*this, std::nullopt, dtype);
+}
+
+void Int8WeightImpl::to(torch::Device device, bool /*non_blocking*/) {
+  reject_conversion(*this, device, std::nullopt);
+}
+
+void Int8WeightImpl::pretty_print(std::ostream& stream) const {
+  stream << fmt::format(
+      "mha::Int8Weight(out_features={}, in_features={}, blocks={}, recipe={})", out_features(),
+      in_features_, block_rows_,
+      recipe_ == QuantizeRecipe::kPerChannel ? "per_channel" : "torch_ao_default");
+}
+
+std::string int8_child_name(const std::string& param) { return param + "_int8"; }
+
+std::shared_ptr<Int8WeightImpl> int8_weight(const torch::nn::Module& owner,
+                                            const std::string& param) {
+  const std::string name = int8_child_name(param);
+  for (const auto& child : owner.named_children()) {
+    if (child.key() == name) return std::dynamic_pointer_cast<Int8WeightImpl>(child.value());
+  }
+  return nullptr;
+}
+
+std::shared_ptr<Int8WeightImpl> linear_int8(const torch::nn::LinearImpl& linear) {
+  return is_int8_placeholder(linear.weight) ? int8_weight(linear, "weight") : nullptr;
+}
+
+Tensor linear(const torch::nn::LinearImpl& linear, const Tensor& x) {
+  if (const auto int8 = linear_int8(linear)) return int8->forward(x, linear.bias);
+  return packed_linear(x, linear.weight, linear.bias);
+}
+
+}  // namespace detail
+
+torch::Tensor linear(const torch::nn::LinearImpl& linear, const torch::Tensor& x) {
+  if (const auto int8 = detail::linear_int8(linear)) return int8->forward(x, linear.bias);
+  return at::linear(x, linear.weight, linear.bias);  // LinearImpl::forward's F::linear
+}
+
+}  // namespace mha

@@ -1,0 +1,135 @@
+#pragma once
+
+// Private: int8 weights and their GEMM (`mha::quantize_dynamic`). FBGEMM's
+// dynamic int8 linear (`quantized::linear_prepack`, `quantized::linear_dynamic`,
+// `quantized::linear_unpack`: dispatcher ops, no `at::` functions) holds a
+// weight packed for its GEMM; activations are quantized per call from their
+// min and max. A converted parameter keeps its name with no elements (a
+// float32 (0) tensor: the dtype and device every check reads), and its int8
+// form is the child module `<name>_int8` of the module holding it.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <mha/quantization.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mha {
+namespace detail {
+
+/// FBGEMM's three dynamic int8 linear ops, found by name.
+class Int8GemmOps {
+ public:
+  /// Looks the ops up (e.g. "quantized::linear_prepack"); a name this LibTorch
+  /// does not register leaves `unavailable_reason()` non-empty.
+  Int8GemmOps(const char* prepack_op, const char* dynamic_op, const char* unpack_op);
+  /// This process's FBGEMM ops, looked up once.
+  static const Int8GemmOps& fbgemm();
+
+  /// Empty when the ops exist and the quantized engine packs linear weights
+  /// for FBGEMM (x86 or fbgemm); else why not, for an error message.
+  std::string unavailable_reason() const;
+  /// A qint8 weight (out, in), per channel or per tensor -> FBGEMM's packed form.
+  c10::IValue pack(const torch::Tensor& qweight) const;
+  /// x (M, in) float32 times the packed weight -> (M, out) float32.
+  torch::Tensor multiply(const torch::Tensor& x, const c10::IValue& packed, bool reduce_range) const;
+  /// The packed weight's qint8 tensor (out, in), as it was packed.
+  torch::Tensor unpack(const c10::IValue& packed) const;
+
+ private:
+  std::optional<c10::OperatorHandle> prepack_, dynamic_, unpack_;
+};
+
+/// A weight's int8 values and scales: values int8 (out, in); scales float64,
+/// (out) per output channel or 0-d for one scale.
+struct Int8Values {
+  torch::Tensor values;
+  torch::Tensor scales;
+};
+
+/// `weight` (out, in) float32 quantized by `recipe` (mha/quantization.h):
+/// `at::quantize_per_channel` / `at::quantize_per_tensor` with zero points 0.
+Int8Values quantize_weight(const torch::Tensor& weight, QuantizeRecipe recipe);
+
+/// Whether a recipe quantizes activations over 0..127 (`reduce_range`).
+bool recipe_reduces_range(QuantizeRecipe recipe);
+
+/// The int8 form of one weight parameter, packed in row blocks (the packed
+/// `in_proj_weight`: q, k and v, so each part has its own GEMM; its rows
+/// quantize per channel as the whole (3E, E) does, and FBGEMM's outputs do not
+/// depend on the split: tests/quantization_test.cpp compares with one GEMM).
+class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl> {
+ public:
+  /// Packs `weight`, quantized by `recipe`, in blocks of `block_rows` rows
+  /// (their sum: the rows).
+  Int8WeightImpl(const Int8Values& weight,
+                 QuantizeRecipe recipe,
+                 std::vector<int64_t> block_rows,
+                 const Int8GemmOps& ops = Int8GemmOps::fbgemm());
+
+  void reset() override {}
+
+  /// x (..., in) -> (..., out), plus `bias` (out) when defined.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const;
+  /// Block `block`'s rows only: x (..., in) -> (..., rows), plus `bias` (rows).
+  torch::Tensor forward_block(int64_t block, const torch::Tensor& x, const torch::Tensor& bias) const;
+
+  /// The int8 values (unpacked from FBGEMM's form) and the scales.
+  Int8Values values() const;
+  /// The same blocks and recipe with other values (a load).
+  std::shared_ptr<Int8WeightImpl> repacked(const Int8Values& weight) const;
+  int64_t out_features() const;
+  int64_t in_features() const { return in_features_; }
+  QuantizeRecipe recipe() const { return recipe_; }
+  /// float64 (out), or 0-d for one scale.
+  const torch::Tensor& scales() const { return scales_; }
+
+  /// Conversions other than to float32 on the CPU throw (nothing to convert).
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
+
+  void pretty_print(std::ostream& stream) const override;
+
+ private:
+  void check_input(const torch::Tensor& x) const;
+  /// x (M, in) -> (M, rows of block `block`).
+  torch::Tensor multiply_block(int64_t block, const torch::Tensor& x) const;
+
+  std::vector<c10::IValue> blocks_;  // FBGEMM's packed weights, one per block
+  std::vector<int64_t> block_rows_;
+  torch::Tensor scales_;  // float64 (out) or 0-d
+  int64_t in_features_;
+  QuantizeRecipe recipe_;
+  const Int8GemmOps* ops_;
+};
+
+/// `<param>_int8`: the name of the child that holds parameter `param`'s int8 form.
+std::string int8_child_name(const std::string& param);
+
+/// Whether `weight` is a converted parameter's placeholder (float32 (0)).
+inline bool is_int8_placeholder(const torch::Tensor& weight) {
+  return weight.defined() && weight.dim() == 1 && weight.numel() == 0;
+}
+
+/// The int8 form of `owner`'s parameter `param`, or null when it has none.
+std::shared_ptr<Int8WeightImpl> int8_weight(const torch::nn::Module& owner,
+                                            const std::string& param);
+
+/// The int8 form of a `Linear`'s weight, or null (a look-up only when its
+/// weight is a placeholder).
+std::shared_ptr<Int8WeightImpl> linear_int8(const torch::nn::LinearImpl& linear);
+
+/// mha's own calls of a `Linear`: x (..., in) -> (..., out), int8 when
+/// converted, else `packed_linear` (prepacked float32 where faster).
+torch::Tensor linear(const torch::nn::LinearImpl& linear, const torch::Tensor& x);
+
+}  // namespace detail
+}  // namespace mha

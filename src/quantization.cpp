@@ -1,0 +1,135 @@
+// mha::quantize_dynamic: finds the weights to convert, checks and quantizes
+// them all, then swaps them in (so an error changes nothing).
+
+#include <c10/util/Exception.h>
+#include <mha/multihead_attention.h>
+#include <mha/quantization.h>
+#include <mha/tensor_parallel.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "linear/int8_linear.h"
+
+namespace mha {
+namespace {
+
+using detail::Int8WeightImpl;
+using torch::Tensor;
+
+/// One weight parameter to convert: its owner, name, handle and row blocks.
+struct Conversion {
+  torch::nn::Module* owner;
+  std::string param;
+  Tensor* weight;
+  std::vector<int64_t> block_rows;
+  std::shared_ptr<Int8WeightImpl> int8;  // made by `quantize_all`
+};
+
+/// What `collect` found: the conversions and the problems, by dotted name.
+struct Plan {
+  std::vector<Conversion> conversions;
+  std::vector<std::string> errors;
+};
+
+void add_weight(Plan& plan,
+                torch::nn::Module& owner,
+                const std::string& prefix,
+                const std::string& param,
+                Tensor& weight,
+                std::vector<int64_t> block_rows = {}) {
+  if (!weight.defined() || detail::is_int8_placeholder(weight)) return;  // none, or converted
+  if (weight.dim() != 2 || weight.scalar_type() != at::kFloat || !weight.device().is_cpu() ||
+      weight.layout() != at::kStrided) {
+    plan.errors.push_back(prefix + param + ": expected a 2-D float32 CPU weight, but got " +
+                          c10::toString(weight.scalar_type()) + " of " +
+                          std::to_string(weight.dim()) + " dimension(s) on " +
+                          weight.device().str());
+    return;
+  }
+  if (block_rows.empty()) block_rows = {weight.size(0)};
+  plan.conversions.push_back({&owner, param, &weight, std::move(block_rows), nullptr});
+}
+
+void add_attention(Plan& plan, MultiheadAttentionImpl& attn, const std::string& prefix) {
+  if (attn.in_proj_weight.defined()) {
+    const int64_t part = attn.in_proj_weight.size(0) / 3;  // q, k and v: one GEMM each
+    add_weight(plan, attn, prefix, "in_proj_weight", attn.in_proj_weight, {part, part, part});
+  }
+  add_weight(plan, attn, prefix, "q_proj_weight", attn.q_proj_weight);
+  add_weight(plan, attn, prefix, "k_proj_weight", attn.k_proj_weight);
+  add_weight(plan, attn, prefix, "v_proj_weight", attn.v_proj_weight);
+  add_weight(plan, *attn.out_proj, prefix + "out_proj.", "weight", attn.out_proj->weight);
+}
+
+/// Every weight `options` selects under `module` (dotted names from `prefix`).
+void collect(Plan& plan,
+             torch::nn::Module& module,
+             const std::string& prefix,
+             const QuantizeOptions& options) {
+  if (dynamic_cast<TensorParallelMultiheadAttentionImpl*>(&module) != nullptr) {
+    plan.errors.push_back((prefix.empty() ? std::string("the module") : prefix) +
+                          ": tensor-parallel attention cannot be quantized");
+    return;
+  }
+  if (auto* attn = dynamic_cast<MultiheadAttentionImpl*>(&module)) {
+    if (options.attention()) add_attention(plan, *attn, prefix);
+    return;  // its out_proj is an attention projection, not one of the `linears`
+  }
+  if (auto* lin = dynamic_cast<torch::nn::LinearImpl*>(&module)) {
+    if (options.linears()) add_weight(plan, *lin, prefix, "weight", lin->weight);
+    return;
+  }
+  for (const auto& child : module.named_children()) {
+    collect(plan, *child.value(), prefix + child.key() + ".", options);
+  }
+}
+
+void quantize_all(Plan& plan, QuantizeRecipe recipe) {
+  torch::NoGradGuard no_grad;
+  for (Conversion& c : plan.conversions) {
+    c.int8 = std::make_shared<Int8WeightImpl>(detail::quantize_weight(*c.weight, recipe), recipe,
+                                              c.block_rows);
+  }
+}
+
+/// The swap: the int8 child in, the float weight's elements out; the owner's
+/// parameters stop requiring grad (inference only).
+void commit(const Conversion& c) {
+  c.owner->register_module(detail::int8_child_name(c.param), c.int8);
+  c.int8->train(c.owner->is_training());
+  c.weight->set_data(at::empty({0}, c.weight->options()));
+  for (auto& param : c.owner->parameters(/*recurse=*/false)) param.set_requires_grad(false);
+}
+
+bool has_int8(const torch::nn::Module& module) {
+  for (const auto& child : module.named_children()) {
+    if (dynamic_cast<const Int8WeightImpl*>(child.value().get()) != nullptr ||
+        has_int8(*child.value())) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void quantize_dynamic(torch::nn::Module& module, const QuantizeOptions& options) {
+  const std::string unavailable = detail::Int8GemmOps::fbgemm().unavailable_reason();
+  TORCH_CHECK(unavailable.empty(), "quantize_dynamic: int8 weights need FBGEMM's dynamic linear: ",
+              unavailable);
+  Plan plan;
+  collect(plan, module, "", options);
+  if (!plan.errors.empty()) {
+    std::string message = "quantize_dynamic: nothing was converted:";
+    for (const auto& error : plan.errors) message += "\n\t" + error;
+    TORCH_CHECK(false, message);
+  }
+  quantize_all(plan, options.recipe());
+  for (const Conversion& c : plan.conversions) commit(c);
+}
+
+bool is_quantized(const torch::nn::Module& module) { return has_int8(module); }
+
+}  // namespace mha
