@@ -181,4 +181,205 @@ INSTANTIATE_TEST_SUITE_P(Cases,
                          mha::test::both_kernel_choices(case_names()),
                          mha::test::parity_test_name);
 
+/// A quantized encoder layer of the reference's weights, and its call.
+struct QuantizedLayer {
+  Int8Case c = load_case("EncoderLayer");
+  QuantizedLayer() { mha::quantize_dynamic(*c.module, c.options()); }
+  Tensor output() {
+    torch::NoGradGuard no_grad;
+    return std::get<0>(c.call());
+  }
+  /// The reference's float weights, times `factor`, without the "model." prefix.
+  std::map<std::string, Tensor> float_weights(double factor) const {
+    std::map<std::string, Tensor> weights;
+    for (const auto& [key, tensor] : c.file) {
+      if (key.rfind("model.", 0) == 0) weights.emplace(key.substr(6), tensor * factor);
+    }
+    return weights;
+  }
+};
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/mha_int8_" + name;
+}
+
+std::map<std::string, Tensor> module_state(const torch::nn::Module& module) {
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, tensor] : mha::state_dict(module)) state.emplace(name, tensor.clone());
+  return state;
+}
+
+bool same_state(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, tensor] : a) {
+    const auto it = b.find(name);
+    if (it == b.end() || !bitwise_equal(tensor, it->second)) return false;
+  }
+  return true;
+}
+
+TEST(Int8SaveLoad, RoundTripsThroughBothFormats) {
+  QuantizedLayer saved;
+  for (const std::string extension : {".safetensors", ".pt"}) {
+    const std::string path = temp_path("layer" + extension);
+    mha::save_state_dict(*saved.c.module, path);
+    const auto file = mha::read_state_dict(path);
+    EXPECT_EQ(file.at("self_attn.in_proj_weight").scalar_type(), torch::kChar);
+    EXPECT_EQ(file.at("self_attn.in_proj_weight_scale").scalar_type(), torch::kDouble);
+    EXPECT_EQ(file.at("linear1.weight_scale").sizes(), torch::IntArrayRef({64}));
+    QuantizedLayer loaded;  // other weights first, then the file: the saved layer again
+    mha::load_state_dict(*loaded.c.module, loaded.float_weights(2.0));
+    EXPECT_FALSE(bitwise_equal(loaded.output(), saved.output()));
+    mha::load_state_dict(*loaded.c.module, path);
+    EXPECT_TRUE(bitwise_equal(loaded.output(), saved.output())) << extension;
+    EXPECT_TRUE(same_state(module_state(*loaded.c.module), module_state(*saved.c.module)));
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Int8SaveLoad, FloatWeightsLoadedIntoAQuantizedModuleAreQuantized) {
+  QuantizedLayer quantized;  // quantized from the reference's float weights
+  QuantizedLayer reloaded;
+  mha::load_state_dict(*reloaded.c.module, reloaded.float_weights(2.0));
+  mha::load_state_dict(*reloaded.c.module, reloaded.float_weights(1.0));
+  EXPECT_TRUE(same_state(module_state(*reloaded.c.module), module_state(*quantized.c.module)));
+  EXPECT_TRUE(bitwise_equal(reloaded.output(), quantized.output()));
+}
+
+TEST(Int8SaveLoad, BadInt8StateIsAnErrorAndChangesNothing) {
+  QuantizedLayer layer;
+  const auto before = module_state(*layer.c.module);
+  auto state = before;
+  state.erase("linear1.weight_scale");
+  MHA_ASSERT_THROWS_WITH(mha::load_state_dict(*layer.c.module, state),
+                         "linear1.weight is int8 but the state_dict has no linear1.weight_scale");
+  state = before;
+  state["linear1.weight_scale"] = torch::ones({3}, torch::kDouble);
+  MHA_ASSERT_THROWS_WITH(mha::load_state_dict(*layer.c.module, state),
+                         "size mismatch for linear1.weight_scale");
+  state = before;
+  state["linear1.weight"] = state["linear1.weight"].to(torch::kInt);
+  MHA_ASSERT_THROWS_WITH(mha::load_state_dict(*layer.c.module, state),
+                         "cannot load linear1.weight from Int");
+  EXPECT_TRUE(same_state(module_state(*layer.c.module), before));
+}
+
+TEST(Int8SaveLoad, Int8StateIntoAFloatModuleIsAnError) {
+  QuantizedLayer quantized;
+  Int8Case float_layer = load_case("EncoderLayer");
+  const auto before = module_state(*float_layer.module);
+  MHA_ASSERT_THROWS_WITH(
+      mha::load_state_dict(*float_layer.module, module_state(*quantized.c.module),
+                           mha::LoadOptions().strict(false)),
+      "quantize this module first (mha::quantize_dynamic), then load");
+  EXPECT_TRUE(same_state(module_state(*float_layer.module), before));
+}
+
+TEST(Int8Errors, TrainingAutogradAndOtherInputsAreErrors) {
+  QuantizedLayer layer;
+  const Tensor x = layer.c.input("query");
+  layer.c.module->train();
+  MHA_ASSERT_THROWS_WITH(layer.output(), "compute in eval mode only: call eval()");
+  layer.c.module->eval();
+  auto attn = std::dynamic_pointer_cast<mha::TransformerEncoderLayerImpl>(layer.c.module)->self_attn;
+  const Tensor needs_grad = x.clone().requires_grad_(true);
+  MHA_ASSERT_THROWS_WITH(attn(needs_grad, needs_grad, needs_grad), "have no autograd");
+  const Tensor as_double = x.to(torch::kDouble);
+  torch::NoGradGuard no_grad;
+  MHA_ASSERT_THROWS_WITH(attn(as_double, as_double, as_double), "");
+}
+
+TEST(Int8Errors, ToAnotherDtypeThrowsAndChangesNothing) {
+  QuantizedLayer layer;
+  const auto before = module_state(*layer.c.module);
+  MHA_ASSERT_THROWS_WITH(layer.c.module->to(torch::kDouble),
+                         "to(Double): this module holds int8 weights (mha::quantize_dynamic)");
+  EXPECT_TRUE(same_state(module_state(*layer.c.module), before));
+  layer.c.module->to(torch::kFloat);  // nothing to convert
+  layer.c.module->to(torch::kCPU);
+  EXPECT_TRUE(same_state(module_state(*layer.c.module), before));
+}
+
+TEST(Int8Errors, QuantizingOtherWeightsIsAnErrorAndChangesNothing) {
+  Int8Case c = load_case("EncoderLayer");
+  c.module->to(torch::kDouble);
+  const auto before = module_state(*c.module);
+  MHA_ASSERT_THROWS_WITH(mha::quantize_dynamic(*c.module),
+                         "self_attn.in_proj_weight: expected a 2-D float32 CPU weight, but got "
+                         "Double");
+  EXPECT_FALSE(mha::is_quantized(*c.module));
+  EXPECT_TRUE(same_state(module_state(*c.module), before));
+}
+
+TEST(Int8Errors, WithoutFbgemmQuantizingIsAnErrorAndChangesNothing) {
+  // A LibTorch without the ops: the look-up reports it.
+  const mha::detail::Int8GemmOps missing("no_such::prepack", "no_such::dynamic", "no_such::unpack");
+  EXPECT_NE(missing.unavailable_reason().find("does not register FBGEMM's"), std::string::npos);
+  // An engine that does not pack for FBGEMM (qnnpack on ARM; onednn when chosen).
+  const at::QEngine engine = at::globalContext().qEngine();
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  Int8Case c = load_case("EncoderLayer");
+  const auto before = module_state(*c.module);
+  bool thrown = false;
+  try {
+    mha::quantize_dynamic(*c.module);
+  } catch (const c10::Error& e) {
+    thrown = std::string(e.what_without_backtrace()).find("expected x86 or fbgemm") !=
+             std::string::npos;
+  }
+  at::globalContext().setQEngine(engine);
+  EXPECT_TRUE(thrown);
+  EXPECT_TRUE(same_state(module_state(*c.module), before));
+}
+
+TEST(Int8Linear, LibTorchsForwardRaisesAndMhaLinearComputes) {
+  Int8Case c = load_case("LinearPerChannel");
+  auto linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(c.module);
+  mha::quantize_dynamic(*linear);
+  EXPECT_EQ(linear->weight.numel(), 0);
+  EXPECT_EQ(linear->parameters().size(), 2u);  // the empty weight and the bias
+  torch::NoGradGuard no_grad;
+  MHA_ASSERT_THROWS_WITH(linear->forward(c.input("query")), "");
+  EXPECT_TRUE(bitwise_equal(mha::linear(*linear, c.input("query")), c.file.at("expected.output")));
+  mha::quantize_dynamic(*linear);  // already converted: nothing changes
+  EXPECT_TRUE(bitwise_equal(mha::linear(*linear, c.input("query")), c.file.at("expected.output")));
+  std::ostringstream printed;
+  printed << *linear;
+  EXPECT_NE(printed.str().find("mha::Int8Weight(out_features=40, in_features=32"),
+            std::string::npos)
+      << printed.str();
+}
+
+TEST(Int8Decoding, CachedDecodingOfAQuantizedDecoderMatchesItsForward) {
+  // A prompt of the whole target at once: the cached call's projections see
+  // the rows the plain forward sees (the activations' scales are per call), so
+  // only float32 rounding differs (SDPA on the cache vs Python's steps).
+  Int8Case c = load_case("DecoderLayer");
+  mha::TransformerDecoder decoder(
+      mha::TransformerDecoderOptions(mha::TransformerDecoderLayer(layer_options(c)), 1));
+  const auto into_layer = mha::KeyMap().add(
+      [](const std::string& key) -> std::optional<std::string> { return "layers.0." + key; });
+  mha::load_state_dict(decoder, c.file, mha::LoadOptions().prefix("model.").key_map(into_layer));
+  decoder->eval();
+  mha::quantize_dynamic(decoder);
+  torch::NoGradGuard no_grad;
+  const Tensor tgt = c.input("query"), memory = c.input("memory");
+  const Tensor causal = mha::TransformerImpl::generate_square_subsequent_mask(tgt.size(0));
+  const Tensor expected = decoder->forward(tgt, memory, causal);
+  auto cache = decoder->make_cache();
+  const Tensor cached = decoder->forward_cached(tgt, memory, cache);
+  EXPECT_TRUE(mha::test::tensors_close(cached, expected, 1e-5, 1e-5));
+  // One more position: the cache grows; its step is a call of one row.
+  const Tensor next = torch::randn({1, tgt.size(1), tgt.size(2)});
+  EXPECT_EQ(decoder->forward_cached(next, {}, cache).sizes(), next.sizes());
+}
+
+TEST(Int8Cuda, QuantizingACudaModuleIsAnError) {
+  MHA_SKIP_WITHOUT_CUDA();
+  mha::MultiheadAttention attn(16, 2);
+  attn->to(torch::kCUDA);
+  MHA_ASSERT_THROWS_WITH(mha::quantize_dynamic(attn), "expected a 2-D float32 CPU weight");
+  EXPECT_FALSE(mha::is_quantized(*attn));
+}
+
 }  // namespace

@@ -197,14 +197,12 @@ std::shared_ptr<Int8WeightImpl> Int8WeightImpl::repacked(const Int8Values& weigh
 
 namespace {
 
-void reject_conversion(const Int8WeightImpl& weight,
-                       std::optional<torch::Device> device,
-                       std::optional<torch::Dtype> dtype) {
+void reject_conversion(std::optional<torch::Device> device, std::optional<torch::Dtype> dtype) {
   const bool same = (!device || device->is_cpu()) && (!dtype || *dtype == at::kFloat);
   TORCH_CHECK(same, "to(", device ? device->str() : std::string(), device && dtype ? ", " : "",
-              dtype ? c10::toString(*dtype) : "", "): this module holds int8 weights (",
-              weight.name(),
-              ", mha::quantize_dynamic), which compute in float32 on the CPU only; to run in "
+              dtype ? c10::toString(*dtype) : "",
+              "): this module holds int8 weights (mha::quantize_dynamic), which compute in "
+              "float32 on the CPU only; to run in "
               "another dtype or on another device, build a float module and load the float "
               "weights");
 }
@@ -212,15 +210,15 @@ void reject_conversion(const Int8WeightImpl& weight,
 }  // namespace
 
 void Int8WeightImpl::to(torch::Device device, torch::Dtype dtype, bool /*non_blocking*/) {
-  reject_conversion(*this, device, dtype);
+  reject_conversion(device, dtype);
 }
 
 void Int8WeightImpl::to(torch::Dtype dtype, bool /*non_blocking*/) {
-  reject_conversion(*this, std::nullopt, dtype);
+  reject_conversion(std::nullopt, dtype);
 }
 
 void Int8WeightImpl::to(torch::Device device, bool /*non_blocking*/) {
-  reject_conversion(*this, device, std::nullopt);
+  reject_conversion(device, std::nullopt);
 }
 
 void Int8WeightImpl::pretty_print(std::ostream& stream) const {
