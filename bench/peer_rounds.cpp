@@ -18,10 +18,19 @@
 //                  ids, "steps" (0-d): greedy decoding of that many tokens,
 //                  output (N, 1 + steps) int64, BOS first
 //
+// --precision (decode): float32 (default); int8: mha::quantize_dynamic of
+// every linear (the output projection too); bf16: the model ->to(kBFloat16).
+// --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
+// the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
+// outside any tensor) that building, loading and converting the model kept,
+// and the embeddings' share of them (they stay float32).
+//
 // Usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K
-//                    [--warmup=W] [--out=FILE]
+//                    [--warmup=W] [--out=FILE] [--precision=P] [--memory]
 
 #include <ATen/Parallel.h>
+#include <malloc.h>
+#include <mha/quantization.h>
 #include <mha/state_dict.h>
 #include <mha/transformer.h>
 #include <torch/torch.h>
@@ -46,8 +55,9 @@ using Call = std::function<Tensor()>;
 
 /// The command line, `--name=value` each.
 struct Args {
-  std::string case_name, weights, out;
+  std::string case_name, weights, out, precision = "float32";
   int threads = 1, iters = 10, warmup = 2;
+  bool memory = false;
 };
 
 /// The arguments; throws c10::Error on an unknown or missing one.
@@ -69,12 +79,18 @@ Args parse(int argc, char** argv) {
       args.iters = std::stoi(value);
     else if (key == "--warmup")
       args.warmup = std::stoi(value);
+    else if (key == "--precision")
+      args.precision = value;
+    else if (key == "--memory")
+      args.memory = true;
     else
       TORCH_CHECK(false, "peer_rounds: unknown argument ", arg);
   }
   TORCH_CHECK(!args.case_name.empty() && !args.weights.empty() && args.iters > 0,
               "usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K "
-              "[--warmup=W] [--out=FILE]");
+              "[--warmup=W] [--out=FILE] [--precision=P] [--memory]");
+  TORCH_CHECK(args.precision == "float32" || args.precision == "int8" || args.precision == "bf16",
+              "peer_rounds: --precision is float32, int8 or bf16, not ", args.precision);
   return args;
 }
 
@@ -112,9 +128,17 @@ Call encoder_layer(const File& file) {
   return [layer, x]() mutable { return layer(x); };
 }
 
-/// Greedy decoding with the seq2seq example's model and decoder cache.
-Call decode(const File& file) {
+/// The seq2seq example's model of `file` in `precision`.
+seq2seq::Model decode_model(const File& file, const std::string& precision) {
   seq2seq::Model model = seq2seq::load_model(file);
+  if (precision == "int8") mha::quantize_dynamic(model);
+  if (precision == "bf16") model->to(torch::kBFloat16);
+  return model;
+}
+
+/// Greedy decoding with the seq2seq example's model and decoder cache.
+Call decode(const File& file, const std::string& precision) {
+  seq2seq::Model model = decode_model(file, precision);
   const Tensor src = file.at("src");  // (N, S)
   const int64_t steps = file.at("steps").item<int64_t>();
   return [model, src, steps]() mutable {
@@ -123,11 +147,24 @@ Call decode(const File& file) {
 }
 
 /// The call of case `name` ("attention", "encoder_layer" or "decode").
-Call make_call(const std::string& name, const File& file) {
+Call make_call(const Args& args, const File& file) {
+  const std::string& name = args.case_name;
+  TORCH_CHECK(name == "decode" || args.precision == "float32",
+              "peer_rounds: --precision is for the decode case");
   if (name == "attention") return attention(file);
   if (name == "encoder_layer") return encoder_layer(file);
   TORCH_CHECK(name == "decode", "peer_rounds: unknown case ", name);
-  return decode(file);
+  return decode(file, args.precision);
+}
+
+/// The heap bytes the decode case's model holds in `precision`, and its embeddings'.
+void print_model_bytes(const File& file, const std::string& precision) {
+  const size_t before = mallinfo2().uordblks + mallinfo2().hblkhd;
+  seq2seq::Model model = decode_model(file, precision);
+  const size_t after = mallinfo2().uordblks + mallinfo2().hblkhd;
+  const int64_t embeddings = model->embed->weight.nbytes() + model->pos->weight.nbytes();
+  std::printf("model_bytes %zu embedding_bytes %lld\n", after - before,
+              static_cast<long long>(embeddings));
 }
 
 /// The median of `values` (not empty).
@@ -150,7 +187,12 @@ void write_raw(const Tensor& tensor, const std::string& path) {
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   at::set_num_threads(args.threads);
-  Call call = make_call(args.case_name, mha::read_state_dict(args.weights));
+  const File file = mha::read_state_dict(args.weights);
+  if (args.memory) {
+    print_model_bytes(file, args.precision);
+    return 0;
+  }
+  Call call = make_call(args, file);
   c10::InferenceMode inference;
   Tensor out;
   for (int i = 0; i < args.warmup; ++i) out = call();

@@ -10,6 +10,8 @@ Cases (float32, eval, inference mode, seeded weights; peers/cases.py):
   decode         greedy decoding of 128 tokens with a seq2seq nn.Transformer
                  (6 + 6 layers, d_model 512, 8 heads, FFN 2048, vocabulary
                  8000, post-norm; peers/seq2seq.py), source length 32, N = 1, 8
+  decode_int8    the same decoding with every linear int8 in mha and CTranslate2,
+                 and mha in bf16 (peers/int8_rows.py), with the model's bytes
 mha runs in bench/peer_rounds.cpp (a subprocess reading the case file);
 ONNX Runtime (torch.onnx.export(dynamo=True)) and AOTInductor
 (torch.export + aoti_compile_and_package) run the attention and encoder
@@ -40,9 +42,9 @@ import ctranslate2
 import onnxruntime
 import torch
 
-from peers import cases, ct2_peer, decode_rows, kernel_rows, report, seq2seq, timing
+from peers import cases, ct2_peer, decode_rows, int8_rows, kernel_rows, report, seq2seq, timing
 
-KINDS = ("attention", "encoder_layer", "decode")
+KINDS = ("attention", "encoder_layer", "decode", "decode_int8")
 
 
 def parse_args():
@@ -79,8 +81,8 @@ def header(args, started, load_start, minutes):
 
 
 def run_all(args, work):
-    """Every row: kernel cases, idle decoding, decoding under load."""
-    rows, load = [], []
+    """Every row: kernel cases, idle decoding, decoding under load, int8; the memory table."""
+    rows, load, memory = [], [], ""
 
     def add(to, new):
         for row in new:
@@ -90,16 +92,21 @@ def run_all(args, work):
     for case in cases.KERNEL_CASES:
         if case.kind in args.kinds:
             add(rows, kernel_rows.rows(case, work, args))
-    if "decode" not in args.kinds:
-        return rows, load
+    if "decode" not in args.kinds and "decode_int8" not in args.kinds:
+        return rows, load, memory
     model = seq2seq.make_model()
     ct2_dir = os.path.join(work, "ct2")
     ct2_peer.convert(model, ct2_dir)
-    for case in cases.DECODE_CASES:
-        add(rows, decode_rows.rows(case, model, ct2_dir, work, args))
-    for case in cases.DECODE_CASES:
-        add(load, decode_rows.load_rows(case, ct2_dir, work, args))
-    return rows, load
+    if "decode" in args.kinds:
+        for case in cases.DECODE_CASES:
+            add(rows, decode_rows.rows(case, model, ct2_dir, work, args))
+        for case in cases.DECODE_CASES:
+            add(load, decode_rows.load_rows(case, ct2_dir, work, args))
+    if "decode_int8" in args.kinds:
+        for case in cases.DECODE_CASES:
+            add(rows, int8_rows.rows(case, model, ct2_dir, work, args))
+        memory = int8_rows.memory_lines(cases.DECODE_CASES[0], work, args)
+    return rows, load, memory
 
 
 def main():
@@ -109,11 +116,13 @@ def main():
     started, start = datetime.datetime.now(datetime.timezone.utc), time.time()
     load_start = timing.load_average()
     with tempfile.TemporaryDirectory(prefix="bench_peers_") as work:
-        rows, load = run_all(args, work)
+        rows, load, memory = run_all(args, work)
     head = header(args, started, load_start, (time.time() - start) / 60)
     text = report.table(rows, head)
     if load:
         text += "\nDecoding beside a busy-loop process:\n\n" + report.table(load, "").lstrip("\n")
+    if memory:
+        text += "\nThe decoding model's heap bytes (peer_rounds --memory):\n\n" + memory
     print("\n" + text)
     if args.out:
         with open(args.out, "w") as f:

@@ -5,7 +5,9 @@
 #include <mha/multihead_attention.h>
 #include <mha/quantization.h>
 #include <mha/tensor_parallel.h>
+#include <mha/transformer.h>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,10 +29,12 @@ struct Conversion {
   std::shared_ptr<Int8WeightImpl> int8;  // made by `quantize_all`
 };
 
-/// What `collect` found: the conversions and the problems, by dotted name.
+/// What `collect` found: the conversions, the problems (by dotted name), and
+/// the stacks' new prototype layers, installed after the conversions.
 struct Plan {
   std::vector<Conversion> conversions;
   std::vector<std::string> errors;
+  std::vector<std::function<void()>> installs;
 };
 
 void add_weight(Plan& plan,
@@ -63,6 +67,26 @@ void add_attention(Plan& plan, MultiheadAttentionImpl& attn, const std::string& 
   add_weight(plan, *attn.out_proj, prefix + "out_proj.", "weight", attn.out_proj->weight);
 }
 
+void collect(Plan& plan,
+             torch::nn::Module& module,
+             const std::string& prefix,
+             const QuantizeOptions& options);
+
+/// A Transformer stack keeps the layer it was built from in its options
+/// (LibTorch's options own it; `reset()` clones it): a float copy of every
+/// layer's weights. A clone of it is converted too and replaces it, so the
+/// stack holds no float weights and a layer the caller still holds is untouched.
+template <typename Layer, typename Install>
+void collect_prototype(Plan& plan,
+                       const Layer& prototype,
+                       const std::string& prefix,
+                       const QuantizeOptions& options,
+                       Install install) {
+  auto copy = std::dynamic_pointer_cast<typename Layer::Impl>(prototype->clone());
+  collect(plan, *copy, prefix + "(options' layer).", options);
+  plan.installs.push_back([copy, install]() { install(Layer(copy)); });
+}
+
 /// Every weight `options` selects under `module` (dotted names from `prefix`).
 void collect(Plan& plan,
              torch::nn::Module& module,
@@ -80,6 +104,18 @@ void collect(Plan& plan,
   if (auto* lin = dynamic_cast<torch::nn::LinearImpl*>(&module)) {
     if (options.linears()) add_weight(plan, *lin, prefix, "weight", lin->weight);
     return;
+  }
+  if (auto* encoder = dynamic_cast<TransformerEncoderImpl*>(&module)) {
+    collect_prototype(plan, encoder->options.encoder_layer(), prefix, options,
+                      [encoder](TransformerEncoderLayer layer) {
+                        encoder->options.encoder_layer(std::move(layer));
+                      });
+  }
+  if (auto* decoder = dynamic_cast<TransformerDecoderImpl*>(&module)) {
+    collect_prototype(plan, decoder->options.decoder_layer(), prefix, options,
+                      [decoder](TransformerDecoderLayer layer) {
+                        decoder->options.decoder_layer(std::move(layer));
+                      });
   }
   for (const auto& child : module.named_children()) {
     collect(plan, *child.value(), prefix + child.key() + ".", options);
@@ -128,6 +164,7 @@ void quantize_dynamic(torch::nn::Module& module, const QuantizeOptions& options)
   }
   quantize_all(plan, options.recipe());
   for (const Conversion& c : plan.conversions) commit(c);
+  for (const auto& install : plan.installs) install();
 }
 
 bool is_quantized(const torch::nn::Module& module) { return has_int8(module); }

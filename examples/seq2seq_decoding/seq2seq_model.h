@@ -6,6 +6,7 @@
 // with mha::TransformerDecoderCache: one new position through the decoder per
 // step. Shared by the example and tests/transformer_decoding_test.cpp.
 
+#include <mha/quantization.h>
 #include <mha/state_dict.h>
 #include <mha/transformer.h>
 #include <torch/torch.h>
@@ -56,7 +57,8 @@ struct ModelImpl : torch::nn::Module {
 
   /// Decoder output (N, L, E) or (L, N, E) -> logits (N, L, vocab).
   torch::Tensor logits(const torch::Tensor& decoded) {
-    return out(config.batch_first ? decoded : decoded.transpose(0, 1));
+    // mha::linear: out's forward, on its int8 weights once mha::quantize_dynamic converted it
+    return mha::linear(out, config.batch_first ? decoded : decoded.transpose(0, 1));
   }
 
   Config config;

@@ -32,15 +32,24 @@ def wait_policy():
     return os.environ.get("OMP_WAIT_POLICY", "unset")
 
 
-def mha_round(binary, case_file, kind, threads, iters, warmup, out=None, env=None):
+def mha_round(binary, case_file, kind, threads, iters, warmup, out=None, env=None,
+              precision="float32"):
     """Runs peer_rounds once (bench/peer_rounds.cpp): the median ms of its `iters` calls."""
     command = [binary, f"--case={kind}", f"--weights={case_file}", f"--threads={threads}",
-               f"--iters={iters}", f"--warmup={warmup}"]
+               f"--iters={iters}", f"--warmup={warmup}", f"--precision={precision}"]
     if out:
         command.append(f"--out={out}")
     stdout = subprocess.run(command, check=True, capture_output=True, text=True,
                             env=env or mha_env()).stdout
     return float(stdout.split("median_ms")[1].split()[0])
+
+
+def mha_model_bytes(binary, case_file, precision):
+    """(model bytes, embedding bytes) of the decode case's model in `precision` (peer_rounds --memory)."""
+    command = [binary, "--case=decode", f"--weights={case_file}", "--threads=1", "--iters=1",
+               f"--precision={precision}", "--memory"]
+    words = subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()
+    return int(words[words.index("model_bytes") + 1]), int(words[words.index("embedding_bytes") + 1])
 
 
 def median_ms(call, iters, warmup=1):
