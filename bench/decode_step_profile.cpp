@@ -17,9 +17,14 @@
 //                same threads, same run; weight_GBps / sweep_GBps is the
 //                share of the reachable bandwidth
 // --competitor: one CPU-bound process runs beside the whole measurement.
+// --int8: the decoder quantized by mha::quantize_dynamic (the tied output
+// projection stays float32), weights counted as their int8 bytes; then, per
+// N and threads, the top-level ATen ops of one step by total time.
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
+#include <mha/quantization.h>
+#include <mha/state_dict.h>
 #include <mha/transformer.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,6 +36,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -48,7 +54,7 @@ struct Decoder {
 
   /// Built outside InferenceMode: parameters made inside it are inference
   /// tensors, which are never prepacked (src/linear/packed_linear.h).
-  Decoder(int64_t d_model, int64_t feed_forward, int64_t n) {
+  Decoder(int64_t d_model, int64_t feed_forward, int64_t n, bool int8) {
     torch::manual_seed(0);
     decoder = mha::TransformerDecoder(mha::TransformerDecoderOptions(
         mha::TransformerDecoderLayer(mha::TransformerDecoderLayerOptions(d_model, 8)
@@ -56,6 +62,7 @@ struct Decoder {
                                          .batch_first(true)),
         kLayers));
     decoder->eval();
+    if (int8) mha::quantize_dynamic(decoder);
     embedding = torch::randn({kVocab, d_model});
     memory = torch::randn({n, kMemory, d_model});
     cache.emplace(decoder->make_cache(kPrompt + kSteps + 8));
@@ -71,13 +78,13 @@ struct Decoder {
     newest = at::linear(out.select(1, -1), embedding).argmax(-1, /*keepdim=*/true);
   }
 
-  /// Bytes of the weights one single-position step reads.
+  /// Bytes of the weights one single-position step reads (int8 weights as
+  /// their int8 bytes): all but two thirds of the cross-attention's in_proj.
   int64_t weight_bytes_per_step() const {
     int64_t bytes = embedding.nbytes();
-    for (const auto& p : decoder->named_parameters()) bytes += p.value().nbytes();
-    for (const auto& layer : *decoder->layers) {
-      const auto& cross = layer->as<mha::TransformerDecoderLayerImpl>()->multihead_attn;
-      bytes -= (cross->in_proj_weight.nbytes() + cross->in_proj_bias.nbytes()) * 2 / 3;
+    for (const auto& [name, tensor] : mha::state_dict(*decoder)) {
+      const bool cross_in_proj = name.find("multihead_attn.in_proj_") != std::string::npos;
+      bytes += cross_in_proj ? tensor.nbytes() / 3 : tensor.nbytes();
     }
     return bytes;
   }
@@ -131,9 +138,55 @@ double sweep_gbps(int64_t bytes) {
   return static_cast<double>(bytes) / median(times) / 1e6;
 }
 
-void profile(int64_t n, int threads) {
+/// Total ms and calls per top-level ATen op name over one step of `d`
+/// (nested ops are in their caller's), most time first.
+std::vector<std::tuple<double, std::string, int64_t>> op_times(Decoder& d) {
+  struct Timing {
+    std::map<std::string, double> ms;
+    std::map<std::string, int64_t> calls;
+    std::vector<std::chrono::steady_clock::time_point> starts;
+  };
+  static thread_local Timing* timing = nullptr;
+  Timing t;
+  timing = &t;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+            timing->starts.push_back(std::chrono::steady_clock::now());
+            return nullptr;
+          },
+          [](const at::RecordFunction& fn, at::ObserverContext*) {
+            const double ms = ms_since(timing->starts.back());
+            timing->starts.pop_back();
+            if (timing->starts.empty()) {
+              timing->ms[fn.name()] += ms;
+              ++timing->calls[fn.name()];
+            }
+          })
+          .scopes({at::RecordScope::FUNCTION}));
+  d.step();
+  at::removeCallback(handle);
+  timing = nullptr;
+  std::vector<std::tuple<double, std::string, int64_t>> sorted;
+  for (const auto& [name, ms] : t.ms) sorted.emplace_back(ms, name, t.calls[name]);
+  std::sort(sorted.rbegin(), sorted.rend());
+  return sorted;
+}
+
+void print_top_ops(Decoder& d, int64_t n, int threads) {
+  const auto ops = op_times(d);
+  std::printf("  N = %ld, %d thread(s), top-level ops by time (calls):", static_cast<long>(n),
+              threads);
+  for (size_t i = 0; i < std::min<size_t>(12, ops.size()); ++i) {
+    const auto& [ms, name, calls] = ops[i];
+    std::printf(" %s %.3f ms (%ld);", name.c_str(), ms, static_cast<long>(calls));
+  }
+  std::printf("\n");
+}
+
+void profile(int64_t n, int threads, bool int8) {
   at::set_num_threads(threads);
-  Decoder real(512, 2048, n), tiny(16, 16, n);
+  Decoder real(512, 2048, n, int8), tiny(16, 16, n, int8);
   const c10::InferenceMode inference;
   real.step();
   tiny.step();  // warm: packed weights, allocator
@@ -146,6 +199,7 @@ void profile(int64_t n, int threads) {
               static_cast<long>(n), threads, step_ms, tiny_ms, 100.0 * tiny_ms / step_ms,
               static_cast<long>(ops), static_cast<long>(tiny_ops), bytes / 1e6, weight_gbps, sweep,
               100.0 * weight_gbps / sweep);
+  if (int8) print_top_ops(real, n, threads);
   std::fflush(stdout);
 }
 
@@ -162,16 +216,20 @@ pid_t start_competitor() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool competitor = argc > 1 && std::strcmp(argv[1], "--competitor") == 0;
+  bool competitor = false, int8 = false;
+  for (int i = 1; i < argc; ++i) {
+    competitor = competitor || std::strcmp(argv[i], "--competitor") == 0;
+    int8 = int8 || std::strcmp(argv[i], "--int8") == 0;
+  }
   const pid_t child = competitor ? start_competitor() : 0;
-  std::printf("decode_step_profile%s (OMP_WAIT_POLICY=%s)\n\n",
+  std::printf("decode_step_profile%s%s (OMP_WAIT_POLICY=%s)\n\n", int8 ? ", int8" : "",
               competitor ? ", one CPU-bound process beside it" : "",
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
   std::printf(
       "| N | threads | step ms | d_model 16 step ms (share) | ops (512 / 16) | weights per step "
       "| weight GB/s | sweep GB/s | share of sweep |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const int threads : {1, 2}) {
-    for (const int64_t n : {1, 8}) profile(n, threads);
+    for (const int64_t n : {1, 8}) profile(n, threads, int8);
   }
   if (child > 0) {
     kill(child, SIGKILL);

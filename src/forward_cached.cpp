@@ -210,6 +210,10 @@ std::tuple<Tensor, Tensor, Tensor> project(const MultiheadAttentionImpl& m,
   const auto parts = projector.parts();
   const Tensor q = heads(parts.linear(0, query));
   if (!key.defined()) return {q, Tensor(), Tensor()};
+  if (key.is_same(value)) {
+    const auto [k, v] = parts.key_value(key);
+    return {q, heads(k), heads(v)};
+  }
   return {q, heads(parts.linear(1, key)), heads(parts.linear(2, value))};
 }
 

@@ -35,6 +35,7 @@ struct Plan {
   std::vector<Conversion> conversions;
   std::vector<std::string> errors;
   std::vector<std::function<void()>> installs;
+  std::set<const torch::nn::Module*> cross_attention;  // decoder layers' multihead_attn
 };
 
 void add_weight(Plan& plan,
@@ -56,10 +57,16 @@ void add_weight(Plan& plan,
   plan.conversions.push_back({&owner, param, &weight, std::move(block_rows), nullptr});
 }
 
-void add_attention(Plan& plan, MultiheadAttentionImpl& attn, const std::string& prefix) {
+/// `cross`: a decoder layer's cross-attention, whose query and memory are
+/// projected apart (q, and [k; v] once), so its in_proj has two blocks.
+void add_attention(Plan& plan,
+                   MultiheadAttentionImpl& attn,
+                   const std::string& prefix,
+                   bool cross) {
   if (attn.in_proj_weight.defined()) {
-    const int64_t part = attn.in_proj_weight.size(0) / 3;  // q, k and v: one GEMM each
-    add_weight(plan, attn, prefix, "in_proj_weight", attn.in_proj_weight, {part, part, part});
+    const int64_t part = attn.in_proj_weight.size(0) / 3;
+    add_weight(plan, attn, prefix, "in_proj_weight", attn.in_proj_weight,
+               cross ? std::vector<int64_t>{part, 2 * part} : std::vector<int64_t>{});
   }
   add_weight(plan, attn, prefix, "q_proj_weight", attn.q_proj_weight);
   add_weight(plan, attn, prefix, "k_proj_weight", attn.k_proj_weight);
@@ -98,12 +105,16 @@ void collect(Plan& plan,
     return;
   }
   if (auto* attn = dynamic_cast<MultiheadAttentionImpl*>(&module)) {
-    if (options.attention()) add_attention(plan, *attn, prefix);
+    if (options.attention())
+      add_attention(plan, *attn, prefix, plan.cross_attention.count(attn) != 0);
     return;  // its out_proj is an attention projection, not one of the `linears`
   }
   if (auto* lin = dynamic_cast<torch::nn::LinearImpl*>(&module)) {
     if (options.linears()) add_weight(plan, *lin, prefix, "weight", lin->weight);
     return;
+  }
+  if (auto* layer = dynamic_cast<TransformerDecoderLayerImpl*>(&module)) {
+    plan.cross_attention.insert(layer->multihead_attn.get());
   }
   if (auto* encoder = dynamic_cast<TransformerEncoderImpl*>(&module)) {
     collect_prototype(plan, encoder->options.encoder_layer(), prefix, options,
@@ -153,8 +164,8 @@ bool has_int8(const torch::nn::Module& module) {
 
 void quantize_dynamic(torch::nn::Module& module, const QuantizeOptions& options) {
   const std::string unavailable = detail::Int8GemmOps::fbgemm().unavailable_reason();
-  TORCH_CHECK(unavailable.empty(), "quantize_dynamic: int8 weights need FBGEMM's dynamic linear: ",
-              unavailable);
+  TORCH_CHECK(unavailable.empty(),
+              "quantize_dynamic: int8 weights need FBGEMM's dynamic linear: ", unavailable);
   Plan plan;
   collect(plan, module, "", options);
   if (!plan.errors.empty()) {

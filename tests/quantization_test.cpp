@@ -44,7 +44,9 @@ struct Int8Case {
   std::shared_ptr<torch::nn::Module> module;
   std::function<std::tuple<Tensor, Tensor>()> call;  // (output, weights or undefined)
 
-  int64_t config(const std::string& name) const { return file.at("config." + name).item<int64_t>(); }
+  int64_t config(const std::string& name) const {
+    return file.at("config." + name).item<int64_t>();
+  }
   Tensor input(const std::string& name) const {
     const auto it = file.find("input." + name);
     return it == file.end() ? Tensor() : it->second;
@@ -117,7 +119,9 @@ Int8Case load_case(const std::string& name) {
       torch::nn::Linear linear(torch::nn::LinearOptions(c.config("e"), c.config("out_features"))
                                    .bias(c.config("bias") != 0));
       c.module = linear.ptr();
-      c.call = [&c, linear]() { return std::make_tuple(mha::linear(linear, c.input("query")), Tensor()); };
+      c.call = [&c, linear]() {
+        return std::make_tuple(mha::linear(linear, c.input("query")), Tensor());
+      };
       break;
     }
     case 1:
@@ -162,8 +166,8 @@ TEST_P(Int8Parity, MatchesPythonBitwise) {
   torch::NoGradGuard no_grad;
   const auto [output, weights] = c.call();
   const Tensor& expected = c.file.at("expected.output");
-  std::printf("%s: max |mha - Python| %.3g; int8 vs float32 (information) max %.3g\n",
-              name.c_str(), (output - expected).abs().max().item<double>(),
+  std::printf("%s: max |mha - Python| %.3g; int8 vs float32 (information) max %.3g\n", name.c_str(),
+              (output - expected).abs().max().item<double>(),
               (expected - c.file.at("float.output")).abs().max().item<double>());
   EXPECT_TRUE(bitwise_equal(output, expected))
       << mha::test::tensors_close(output, expected, 0, 0).message();
@@ -281,7 +285,8 @@ TEST(Int8Errors, TrainingAutogradAndOtherInputsAreErrors) {
   layer.c.module->train();
   MHA_ASSERT_THROWS_WITH(layer.output(), "compute in eval mode only: call eval()");
   layer.c.module->eval();
-  auto attn = std::dynamic_pointer_cast<mha::TransformerEncoderLayerImpl>(layer.c.module)->self_attn;
+  auto attn =
+      std::dynamic_pointer_cast<mha::TransformerEncoderLayerImpl>(layer.c.module)->self_attn;
   const Tensor needs_grad = x.clone().requires_grad_(true);
   MHA_ASSERT_THROWS_WITH(attn(needs_grad, needs_grad, needs_grad), "have no autograd");
   const Tensor as_double = x.to(torch::kDouble);
@@ -324,8 +329,8 @@ TEST(Int8Errors, WithoutFbgemmQuantizingIsAnErrorAndChangesNothing) {
   try {
     mha::quantize_dynamic(*c.module);
   } catch (const c10::Error& e) {
-    thrown = std::string(e.what_without_backtrace()).find("expected x86 or fbgemm") !=
-             std::string::npos;
+    thrown =
+        std::string(e.what_without_backtrace()).find("expected x86 or fbgemm") != std::string::npos;
   }
   at::globalContext().setQEngine(engine);
   EXPECT_TRUE(thrown);

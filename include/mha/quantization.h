@@ -4,13 +4,12 @@
 // `torch::nn::Linear` modules with int8 weights, activations quantized per
 // call (dynamic quantization), attention itself in float32.
 
+#include <c10/util/Exception.h>
 #include <torch/arg.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
-
-#include <c10/util/Exception.h>
 
 namespace mha {
 

@@ -145,7 +145,9 @@ std::map<std::string, torch::Tensor> select_state_dict(
 /// Python's `module.load_state_dict(torch.load(path))` for any LibTorch
 /// module: parameters and buffers are matched by their full dotted names
 /// (`named_parameters()`/`named_buffers()`), values are converted as by
-/// `copy_` (dtype and device of the module's tensors are kept).
+/// `copy_` (dtype and device of the module's tensors are kept). An int8
+/// weight (`mha::quantize_dynamic`) takes float values, quantized by its
+/// recipe, or int8 values with their `<name>_scale`.
 ///
 /// The result also lists the file's skipped tensors (`LoadResult::skipped_paths`).
 /// Everything is validated before anything is copied: on error the module is
@@ -176,7 +178,9 @@ LoadResult load_state_dict(torch::nn::Module& module,
 
 /// The module's defined parameters and buffers by full dotted name, in
 /// Python's `state_dict()` order (each module's parameters, then its buffers,
-/// then its children), detached (sharing storage with the module).
+/// then its children), detached (sharing storage with the module). A weight
+/// converted by `mha::quantize_dynamic` is `<name>` (int8) then `<name>_scale`
+/// (float64), copies unpacked from its int8 form (docs/quantization.md).
 std::vector<std::pair<std::string, torch::Tensor>> state_dict(const torch::nn::Module& module);
 
 /// Writes the module's `state_dict` (as CPU tensors). The format follows the

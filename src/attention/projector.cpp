@@ -63,15 +63,26 @@ Projector Projector::int8(std::shared_ptr<const Int8WeightImpl> q_or_packed,
 }
 
 Tensor Projector::Parts::linear(int64_t i, const Tensor& x) const {
-  if (int8[i]) return int8[i]->forward_block(block[i], x, bias[i]);
+  if (int8[i]) return int8[i]->forward_rows(first_row[i], rows, x, bias[i]);
   return packed_linear(x, weight[i], bias[i]);
+}
+
+std::tuple<Tensor, Tensor> Projector::Parts::key_value(const Tensor& x) const {
+  if (int8[1] && int8[1] == int8[2]) {
+    const auto kv = int8[1]
+                        ->forward_rows(first_row[1], 2 * rows, x, kv_bias)
+                        .split(rows, /*dim=*/-1);  // (..., 2E') -> 2 x (..., E')
+    return {kv[0].contiguous(), kv[1].contiguous()};
+  }
+  return {linear(1, x), linear(2, x)};
 }
 
 Projector::Parts Projector::parts() const {
   Parts p;
+  p.rows = part_rows_;
   for (int64_t i = 0; i < 3; ++i) {
     p.int8[i] = int8_packed() ? int8_[0] : int8_[i];
-    p.block[i] = int8_packed() ? i : 0;
+    p.first_row[i] = int8_packed() ? i * part_rows_ : 0;
   }
   if (packed_weight_.defined()) {
     const auto w = packed_weight_.chunk(3);  // (3E', E) -> 3 x (E', E)
@@ -82,6 +93,7 @@ Projector::Parts Projector::parts() const {
   if (packed_bias_.defined()) {
     const auto b = packed_bias_.chunk(3);  // (3E') -> 3 x (E')
     for (int64_t i = 0; i < 3; ++i) p.bias[i] = b[i];
+    p.kv_bias = packed_bias_.narrow(0, part_rows_, 2 * part_rows_);  // (2E')
   }
   return p;
 }
@@ -89,7 +101,7 @@ Projector::Parts Projector::parts() const {
 Tensor Projector::self(const Tensor& x) const {
   TORCH_INTERNAL_ASSERT(is_packed(), "one-GEMM self-attention projection needs packed weights");
   if (int8_packed()) return int8_[0]->forward(x, packed_bias_);  // (..., E) -> (..., 3E')
-  return packed_linear(x, packed_weight_, packed_bias_);          // (..., E) -> (..., 3E')
+  return packed_linear(x, packed_weight_, packed_bias_);         // (..., E) -> (..., 3E')
 }
 
 std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
@@ -118,6 +130,10 @@ std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
       return {proj[0], proj[1], proj[2]};
     }
     const Parts p = parts();
+    if (k.is_same(v)) {
+      const auto [k_proj, v_proj] = p.key_value(k);
+      return {p.linear(0, q), k_proj, v_proj};
+    }
     return {p.linear(0, q), p.linear(1, k), p.linear(2, v)};
   }
   if (is_packed() && k.is_same(v)) {

@@ -24,16 +24,21 @@ namespace detail {
 class Projector {
  public:
   /// The q, k and v rows of the weights and bias (views; biases may be
-  /// undefined), or of their int8 forms (a block of the packed int8 weight,
-  /// or each separate int8 weight's only block).
+  /// undefined), or of their int8 forms (rows of the packed int8 weight, or
+  /// each separate int8 weight).
   struct Parts {
     torch::Tensor weight[3];
     torch::Tensor bias[3];
     std::shared_ptr<const Int8WeightImpl> int8[3];
-    int64_t block[3] = {0, 0, 0};
+    int64_t rows = 0;                  // E', each part's
+    int64_t first_row[3] = {0, 0, 0};  // of each part in its int8 weight
+    torch::Tensor kv_bias;             // packed int8: the bias of k and v, (2E')
     /// Part `i` (0 q, 1 k, 2 v) of the projection: x (..., features) -> (..., E'),
     /// int8, or on prepacked float weights where they are faster (`packed_linear`).
     torch::Tensor linear(int64_t i, const torch::Tensor& x) const;
+    /// Parts 1 and 2 of one input (key is value): x (..., E) -> 2 x (..., E'),
+    /// each contiguous; one int8 GEMM when the weight is packed.
+    std::tuple<torch::Tensor, torch::Tensor> key_value(const torch::Tensor& x) const;
   };
 
   /// Packed weights (3E', E) with an optional bias (3E'). `part_rows` is E'
@@ -105,10 +110,10 @@ class Projector {
       const torch::Tensor& q, const torch::Tensor& kv) const;
   bool int8_packed() const { return int8_[0] != nullptr && int8_[1] == nullptr; }
 
-  int64_t part_rows_ = 0;        // E'
-  torch::Tensor packed_weight_;  // (3E', E), or undefined
-  torch::Tensor separate_[3];    // (E', E), (E', kdim), (E', vdim), or undefined
-  torch::Tensor packed_bias_;    // (3E'), or undefined
+  int64_t part_rows_ = 0;                          // E'
+  torch::Tensor packed_weight_;                    // (3E', E), or undefined
+  torch::Tensor separate_[3];                      // (E', E), (E', kdim), (E', vdim), or undefined
+  torch::Tensor packed_bias_;                      // (3E'), or undefined
   std::shared_ptr<const Int8WeightImpl> int8_[3];  // packed: [0] only; separate: all
 };
 

@@ -40,7 +40,8 @@ Tensor qint8_rows(const Int8Values& weight, int64_t begin, int64_t rows) {
 double torch_ao_weight_scale(const Tensor& weight) {
   const auto [min_val, max_val] = at::aminmax(weight);
   const Tensor zero = at::zeros_like(min_val);
-  const Tensor max_pos = at::maximum(at::neg(at::minimum(min_val, zero)), at::maximum(max_val, zero));
+  const Tensor max_pos =
+      at::maximum(at::neg(at::minimum(min_val, zero)), at::maximum(max_val, zero));
   const Tensor scale = at::maximum(max_pos / ((127.0 - -128.0) / 2),
                                    at::full({}, std::numeric_limits<float>::epsilon()));
   return scale.item<double>();
@@ -158,30 +159,32 @@ Tensor Int8WeightImpl::multiply_block(int64_t block, const Tensor& x) const {
 }
 
 Tensor Int8WeightImpl::forward(const Tensor& x, const Tensor& bias) const {
+  return forward_rows(0, out_features(), x, bias);
+}
+
+Tensor Int8WeightImpl::forward_rows(int64_t begin,
+                                    int64_t rows,
+                                    const Tensor& x,
+                                    const Tensor& bias) const {
   check_input(x);
-  const Tensor rows = x.reshape({-1, in_features_}).contiguous();  // (..., in) -> (M, in)
-  Tensor out;
-  if (blocks_.size() == 1) {
-    out = multiply_block(0, rows);  // (M, out)
-  } else {
-    std::vector<Tensor> parts;
-    for (size_t i = 0; i < blocks_.size(); ++i) {
-      parts.push_back(multiply_block(static_cast<int64_t>(i), rows));
+  const Tensor flat = x.reshape({-1, in_features_}).contiguous();  // (..., in) -> (M, in)
+  std::vector<Tensor> parts;  // the blocks overlapping the rows: (M, rows of block)
+  int64_t first = -1;         // the first of them's first row
+  for (int64_t block = 0, offset = 0; block < static_cast<int64_t>(blocks_.size()); ++block) {
+    const int64_t end = offset + block_rows_[block];
+    if (offset < begin + rows && begin < end) {
+      parts.push_back(multiply_block(block, flat));
+      if (first < 0) first = offset;
     }
-    out = at::cat(parts, /*dim=*/1);  // blocks' (M, rows_i) -> (M, out)
+    offset = end;
+  }
+  Tensor out = parts.size() == 1 ? parts[0] : at::cat(parts, /*dim=*/1);  // (M, blocks' rows)
+  if (begin != first || out.size(1) != rows) {
+    out = out.narrow(1, begin - first, rows).contiguous();  // (M, rows)
   }
   if (bias.defined()) out.add_(bias);
   std::vector<int64_t> sizes = x.sizes().vec();
-  sizes.back() = out.size(1);
-  return out.view(sizes);  // (..., out)
-}
-
-Tensor Int8WeightImpl::forward_block(int64_t block, const Tensor& x, const Tensor& bias) const {
-  check_input(x);
-  Tensor out = multiply_block(block, x.reshape({-1, in_features_}).contiguous());  // (M, rows)
-  if (bias.defined()) out.add_(bias);
-  std::vector<int64_t> sizes = x.sizes().vec();
-  sizes.back() = out.size(1);
+  sizes.back() = rows;
   return out.view(sizes);  // (..., rows)
 }
 

@@ -39,7 +39,9 @@ class Int8GemmOps {
   /// A qint8 weight (out, in), per channel or per tensor -> FBGEMM's packed form.
   c10::IValue pack(const torch::Tensor& qweight) const;
   /// x (M, in) float32 times the packed weight -> (M, out) float32.
-  torch::Tensor multiply(const torch::Tensor& x, const c10::IValue& packed, bool reduce_range) const;
+  torch::Tensor multiply(const torch::Tensor& x,
+                         const c10::IValue& packed,
+                         bool reduce_range) const;
   /// The packed weight's qint8 tensor (out, in), as it was packed.
   torch::Tensor unpack(const c10::IValue& packed) const;
 
@@ -61,10 +63,12 @@ Int8Values quantize_weight(const torch::Tensor& weight, QuantizeRecipe recipe);
 /// Whether a recipe quantizes activations over 0..127 (`reduce_range`).
 bool recipe_reduces_range(QuantizeRecipe recipe);
 
-/// The int8 form of one weight parameter, packed in row blocks (the packed
-/// `in_proj_weight`: q, k and v, so each part has its own GEMM; its rows
-/// quantize per channel as the whole (3E, E) does, and FBGEMM's outputs do not
-/// depend on the split: tests/quantization_test.cpp compares with one GEMM).
+/// The int8 form of one weight parameter, packed in row blocks: one, or for a
+/// decoder's cross-attention `in_proj_weight` two, q and [k; v] (the query
+/// and the memory are projected apart). Rows quantize per channel as the
+/// whole weight does, and FBGEMM's outputs do not depend on the split (int32
+/// sums, a per-element epilogue): tests/quantization_test.cpp compares with
+/// Python's GEMMs on the rows Python slices.
 class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl> {
  public:
   /// Packs `weight`, quantized by `recipe`, in blocks of `block_rows` rows
@@ -78,8 +82,12 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl> {
 
   /// x (..., in) -> (..., out), plus `bias` (out) when defined.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const;
-  /// Block `block`'s rows only: x (..., in) -> (..., rows), plus `bias` (rows).
-  torch::Tensor forward_block(int64_t block, const torch::Tensor& x, const torch::Tensor& bias) const;
+  /// Rows [begin, begin + rows) only: x (..., in) -> (..., rows), plus `bias`
+  /// (rows); the blocks holding them are computed, then narrowed if needed.
+  torch::Tensor forward_rows(int64_t begin,
+                             int64_t rows,
+                             const torch::Tensor& x,
+                             const torch::Tensor& bias) const;
 
   /// The int8 values (unpacked from FBGEMM's form) and the scales.
   Int8Values values() const;

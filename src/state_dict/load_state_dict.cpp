@@ -176,12 +176,13 @@ std::optional<detail::Int8Values> int8_values_of(const StateEntry& entry,
   const std::string scale_name = entry.name + "_scale";
   const auto scale = provided.find(scale_name);
   if (value.scalar_type() != at::kChar) {
-    errors.push_back(fmt::format("cannot load {} from {}: an int8 weight loads from a float "
-                                 "weight or from int8 values with their scales",
-                                 entry.name, c10::toString(value.scalar_type())));
+    errors.push_back(
+        fmt::format("cannot load {} from {}: an int8 weight loads from a float "
+                    "weight or from int8 values with their scales",
+                    entry.name, c10::toString(value.scalar_type())));
   } else if (scale == provided.end()) {
-    errors.push_back(fmt::format("{} is int8 but the state_dict has no {}", entry.name,
-                                 scale_name));
+    errors.push_back(
+        fmt::format("{} is int8 but the state_dict has no {}", entry.name, scale_name));
   } else if (scale->second.sizes() != entry.int8->scales().sizes()) {
     errors.push_back(size_mismatch(scale_name, scale->second, entry.int8->scales()));
   } else {
@@ -211,9 +212,7 @@ void plan_int8(const StateEntry& entry,
 }
 
 /// Step 3: matches the provided tensors against the module's.
-LoadPlan plan_load(const std::vector<StateEntry>& entries,
-                   const TensorMap& provided,
-                   bool strict) {
+LoadPlan plan_load(const std::vector<StateEntry>& entries, const TensorMap& provided, bool strict) {
   LoadPlan plan;
   std::set<std::string> used;
   for (const StateEntry& entry : entries) {
