@@ -11,10 +11,12 @@
 #include <optional>
 #include <ostream>
 #include <tuple>
+#include <vector>
 
 namespace mha {
 
 class KVCache;
+class PagedKVCache;
 
 /// Options for `mha::MultiheadAttention`, with the names and defaults of
 /// Python's `torch.nn.MultiheadAttention(embed_dim, num_heads, ...)`.
@@ -119,6 +121,26 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
       bool need_weights = false,
       const torch::Tensor& attn_mask = {},
       bool average_attn_weights = true);
+
+  /// Incremental self-attention for several sequences at once (eval mode
+  /// only): `query`, `key` and `value` (T, E) hold the new positions of the
+  /// sequences `seq_ids` packed one after another, sequence i's at rows
+  /// [cu_seqlens[i], cu_seqlens[i + 1]) (`cu_seqlens` 1-D of num_seqs + 1
+  /// offsets from 0 to T, int32 as PyTorch's `varlen_attn` takes them, or
+  /// int64). Each sequence's new queries attend to its own cached and new keys
+  /// in `cache` (`<mha/paged_kv_cache.h>`), which this call fills, with the
+  /// causal mask aligned to the bottom right: each sequence's rows equal
+  /// `forward_cached` of that sequence alone, within float32 rounding (the
+  /// projections run over all T rows at once). Returns (T, E) and undefined
+  /// weights. `bias_k`/`bias_v` and `add_zero_attn` are not supported. Bad
+  /// input (unknown or repeated ids, wrong offsets, out of blocks, another
+  /// module's cache, dtypes) throws `c10::Error` and changes no sequence.
+  std::tuple<torch::Tensor, torch::Tensor> forward_paged(const torch::Tensor& query,
+                                                         const torch::Tensor& key,
+                                                         const torch::Tensor& value,
+                                                         PagedKVCache& cache,
+                                                         const std::vector<int64_t>& seq_ids,
+                                                         const torch::Tensor& cu_seqlens);
 
   /// Validates the options, registers every parameter (absent ones as
   /// undefined, so `named_parameters()` equals Python's `state_dict()` keys and

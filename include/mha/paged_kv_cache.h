@@ -1,0 +1,102 @@
+#pragma once
+
+// A paged key/value cache for serving many sequences at once: one attention
+// module's projected keys and values in a pool of fixed-size blocks, each
+// sequence a table of blocks (vLLM's paged attention, on the CPU). Filled by
+// `MultiheadAttentionImpl::forward_paged`. See docs/decoding.md.
+
+#include <torch/arg.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace mha {
+
+class MultiheadAttentionImpl;
+class PagedKVCache;
+
+namespace detail {
+struct PagedKVCacheState;
+/// Private access for `MultiheadAttentionImpl::forward_paged`.
+PagedKVCacheState& paged_kv_cache_state(PagedKVCache& cache);
+}  // namespace detail
+
+/// The pool's size: `num_blocks` blocks of `block_size` positions each.
+struct PagedKVCacheOptions {
+  PagedKVCacheOptions(int64_t num_blocks, int64_t block_size = 16);
+
+  /// The blocks `memory_bytes` holds for `module` (keys and values of
+  /// `block_size` positions per block): the pool for a memory cap.
+  static PagedKVCacheOptions for_bytes(const MultiheadAttentionImpl& module,
+                                       int64_t memory_bytes,
+                                       int64_t block_size = 16);
+
+  /// Blocks in the pool.
+  TORCH_ARG(int64_t, num_blocks);
+  /// Positions per block.
+  TORCH_ARG(int64_t, block_size);
+};
+
+/// The paged self-attention cache of one `mha::MultiheadAttention`: a pool of
+/// key and value blocks, (num_blocks * block_size, num_heads, head_dim) each,
+/// in the module's dtype and on its device, allocated at construction; each
+/// sequence holds the blocks of its positions, allocated as it grows (a
+/// sequence of length L holds ceil(L / block_size) blocks: the only unused
+/// positions are the tail of its last block). Blocks are shared after `fork`
+/// and copied when a sequence writes into a shared one (copy on write).
+///
+/// Errors (`c10::Error`, nothing changed): an unknown id, a call that needs
+/// more blocks than are free. Not thread-safe: one thread uses a cache at a time.
+///
+/// Example:
+/// ```
+/// mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(64, 4));
+/// attn->eval();
+/// mha::PagedKVCache cache(*attn, mha::PagedKVCacheOptions(/*num_blocks=*/64));
+/// const int64_t a = cache.add_sequence(), b = cache.add_sequence();
+/// auto x = torch::randn({5, 64});  // 3 new positions of a, then 2 of b
+/// auto [y, w] = attn->forward_paged(x, x, x, cache, {a, b}, torch::tensor({0, 3, 5}));
+/// ```
+class PagedKVCache {
+ public:
+  /// A pool for `module`'s keys and values (its heads, head_dim, dtype, device).
+  PagedKVCache(const MultiheadAttentionImpl& module, const PagedKVCacheOptions& options);
+  PagedKVCache(PagedKVCache&&) noexcept;
+  PagedKVCache& operator=(PagedKVCache&&) noexcept;
+  PagedKVCache(const PagedKVCache&) = delete;
+  PagedKVCache& operator=(const PagedKVCache&) = delete;
+  ~PagedKVCache();
+
+  /// A new, empty sequence; its id.
+  int64_t add_sequence();
+  /// Cached positions of sequence `id`.
+  int64_t length(int64_t id) const;
+  /// Forgets sequence `id` and frees the blocks no other sequence shares.
+  void release(int64_t id);
+  /// A new sequence holding `id`'s positions, sharing its blocks (beam search,
+  /// several samples of one prompt); its id.
+  int64_t fork(int64_t id);
+  /// Whether `id` is a sequence of this cache.
+  bool contains(int64_t id) const;
+  /// The ids of the sequences, ascending.
+  std::vector<int64_t> sequence_ids() const;
+
+  /// Blocks no sequence holds.
+  int64_t num_free_blocks() const;
+  /// Blocks in the pool.
+  int64_t num_blocks() const;
+  /// Positions per block.
+  int64_t block_size() const;
+  /// Bytes of the key and value pools.
+  int64_t memory_bytes() const;
+  /// Bytes of the blocks the sequences hold (a shared block once).
+  int64_t used_bytes() const;
+
+ private:
+  friend detail::PagedKVCacheState& detail::paged_kv_cache_state(PagedKVCache& cache);
+  std::unique_ptr<detail::PagedKVCacheState> state_;
+};
+
+}  // namespace mha
