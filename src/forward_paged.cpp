@@ -12,6 +12,7 @@
 
 #include "attention/attention_call.h"
 #include "attention/input_checks.h"
+#include "attention/paged_call.h"
 #include "attention/projector.h"
 #include "linear/int8_linear.h"
 #include "mha/multihead_attention.h"
@@ -25,72 +26,122 @@ using torch::Tensor;
 
 namespace {
 
-/// The checks of `cu_seqlens` against `num_seqs` and T; returns the offsets.
-std::vector<int64_t> check_offsets(const Tensor& cu_seqlens, size_t num_seqs, int64_t total) {
-  TORCH_CHECK(cu_seqlens.defined(), "expected cu_seqlens to be a defined tensor");
-  TORCH_CHECK_TYPE(cu_seqlens.scalar_type() == at::kInt || cu_seqlens.scalar_type() == at::kLong,
-                   "expected cu_seqlens of dtype int32 or int64, but got ",
-                   c10::toString(cu_seqlens.scalar_type()));
-  TORCH_CHECK_VALUE(
-      cu_seqlens.dim() == 1 && cu_seqlens.size(0) == static_cast<int64_t>(num_seqs) + 1,
-      fmt::format("expected cu_seqlens of shape torch.Size([{}]) (num_seqs + 1), but got {}",
-                  num_seqs + 1, detail::torch_size(cu_seqlens.sizes())));
-  const Tensor host = cu_seqlens.to(at::kCPU, at::kLong).contiguous();
-  const std::vector<int64_t> offsets(host.data_ptr<int64_t>(),
-                                     host.data_ptr<int64_t>() + host.numel());
-  TORCH_CHECK_VALUE(
-      offsets.front() == 0 && offsets.back() == total,
-      fmt::format("expected cu_seqlens to start at 0 and end at {} (the query's rows), "
-                  "but got {} and {}",
-                  total, offsets.front(), offsets.back()));
+/// `offsets` (the argument `name`): num_seqs + 1 offsets from 0 to `total`,
+/// non-decreasing, int32 or int64; returned on the host.
+std::vector<int64_t> check_offsets(const Tensor& offsets,
+                                   const char* name,
+                                   size_t num_seqs,
+                                   int64_t total) {
+  TORCH_CHECK(offsets.defined(), "expected ", name, " to be a defined tensor");
+  TORCH_CHECK_TYPE(offsets.scalar_type() == at::kInt || offsets.scalar_type() == at::kLong,
+                   "expected ", name, " of dtype int32 or int64, but got ",
+                   c10::toString(offsets.scalar_type()));
+  TORCH_CHECK_VALUE(offsets.dim() == 1 && offsets.size(0) == static_cast<int64_t>(num_seqs) + 1,
+                    fmt::format("expected {} of shape torch.Size([{}]) (num_seqs + 1), but got {}",
+                                name, num_seqs + 1, detail::torch_size(offsets.sizes())));
+  const Tensor host = offsets.to(at::kCPU, at::kLong).contiguous();
+  const std::vector<int64_t> result(host.data_ptr<int64_t>(),
+                                    host.data_ptr<int64_t>() + host.numel());
+  TORCH_CHECK_VALUE(result.front() == 0 && result.back() == total,
+                    fmt::format("expected {} to start at 0 and end at {} (the rows), but got {} "
+                                "and {}",
+                                name, total, result.front(), result.back()));
   for (size_t i = 0; i < num_seqs; ++i) {
-    TORCH_CHECK_VALUE(offsets[i] <= offsets[i + 1],
-                      fmt::format("expected non-decreasing cu_seqlens, but cu_seqlens[{}] = {} > "
-                                  "cu_seqlens[{}] = {}",
-                                  i, offsets[i], i + 1, offsets[i + 1]));
+    TORCH_CHECK_VALUE(result[i] <= result[i + 1],
+                      fmt::format("expected non-decreasing {}, but {}[{}] = {} > {}[{}] = {}", name,
+                                  name, i, result[i], name, i + 1, result[i + 1]));
   }
-  return offsets;
+  return result;
 }
 
-/// Every check before any cache changes; returns the offsets.
-std::vector<int64_t> check_call(const MultiheadAttentionImpl& m,
-                                const detail::PagedKVCacheState& cache,
-                                const detail::AttentionCall& call,
-                                const std::vector<int64_t>& seq_ids,
-                                const Tensor& cu_seqlens) {
+/// A validated call's row offsets: the queries', and the new keys' (a self-
+/// attention cache: the queries' own; a static one: the memories given).
+struct Offsets {
+  std::vector<int64_t> queries, keys;
+};
+
+void check_paged_inputs(const MultiheadAttentionImpl& m,
+                        const detail::PagedKVCacheState& cache,
+                        const detail::AttentionCall& call,
+                        const Tensor& cu_seqlens_kv) {
   TORCH_CHECK(!m.is_training(),
               "forward_paged is for inference, but the module is in training mode; call "
               "module->eval()");
   TORCH_CHECK(cache.owner == &m,
-              "the cache was made for another module; use one PagedKVCache "
-              "per module");
+              "the cache was made for another module; use one PagedKVCache per module");
   TORCH_CHECK(!m.bias_k.defined() && !m.options.add_zero_attn(),
               "forward_paged supports neither add_bias_kv nor add_zero_attn");
-  detail::check_defined(call.query, call.key, call.value);
+  TORCH_CHECK(call.query.defined(), "expected query to be a defined tensor");
+  TORCH_CHECK(call.key.defined() == call.value.defined(),
+              "expected key and value both defined or both undefined");
+  TORCH_CHECK(call.key.defined() || cache.is_static,
+              "expected key and value (the new positions) for a self-attention cache");
+  TORCH_CHECK(cache.is_static || !cu_seqlens_kv.defined(),
+              "cu_seqlens_kv is for a static_kv cache (a self-attention cache's keys are the "
+              "queries' rows)");
   for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{call.query, "query"},
                                 {call.key, "key"},
                                 {call.value, "value"}}) {
-    TORCH_CHECK_VALUE(t.dim() == 2, fmt::format("expected {} of shape (T, features): the new "
-                                                "positions of the sequences as rows, but got {}",
-                                                name, detail::torch_size(t.sizes())));
+    TORCH_CHECK_VALUE(!t.defined() || t.dim() == 2,
+                      fmt::format("expected {} of shape (rows, features): the sequences' rows one "
+                                  "after another, but got {}",
+                                  name, detail::torch_size(t.sizes())));
   }
+  const int64_t key_rows = cache.is_static ? call.key.size(0) : call.query.size(0);
   TORCH_CHECK_VALUE(
-      call.key.size(0) == call.query.size(0) && call.value.size(0) == call.query.size(0),
-      fmt::format("expected key and value with the query's {} rows, but got {} and {}",
-                  call.query.size(0), call.key.size(0), call.value.size(0)));
+      !call.key.defined() || (call.key.size(0) == key_rows && call.value.size(0) == key_rows),
+      fmt::format("expected key and value of {} rows, but got {} and {}", key_rows,
+                  call.key.size(0), call.value.size(0)));
   detail::check_dtypes_and_devices(detail::Projector::first_weight(m), call);
   detail::check_feature_sizes(m.options, call.query, call.key, call.value);
-  const std::vector<int64_t> offsets =
-      check_offsets(cu_seqlens, seq_ids.size(), call.query.size(0));
+}
+
+/// A static cache's memories: given once per sequence, before its queries.
+void check_paged_memories(const detail::PagedKVCacheState& cache,
+                          const std::vector<int64_t>& seq_ids,
+                          const Offsets& offsets) {
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    const bool holds = cache.sequence(seq_ids[i]).length > 0;
+    const bool given = offsets.keys[i + 1] > offsets.keys[i];
+    TORCH_CHECK_VALUE(
+        !(holds && given),
+        fmt::format("sequence {} already holds its memory; give it 0 key rows", seq_ids[i]));
+    TORCH_CHECK_VALUE(
+        holds || given || offsets.queries[i + 1] == offsets.queries[i],
+        fmt::format("sequence {} has no memory yet: give it as key/value rows", seq_ids[i]));
+  }
+}
+
+/// Every check before any cache changes; returns the offsets.
+Offsets check_paged(const MultiheadAttentionImpl& m,
+                    const detail::PagedKVCacheState& cache,
+                    const detail::AttentionCall& call,
+                    const std::vector<int64_t>& seq_ids,
+                    const Tensor& cu_seqlens,
+                    const Tensor& cu_seqlens_kv) {
+  check_paged_inputs(m, cache, call, cu_seqlens_kv);
+  Offsets offsets;
+  offsets.queries = check_offsets(cu_seqlens, "cu_seqlens", seq_ids.size(), call.query.size(0));
+  if (!cache.is_static) {
+    offsets.keys = offsets.queries;
+  } else if (call.key.defined()) {
+    offsets.keys = check_offsets(cu_seqlens_kv, "cu_seqlens_kv", seq_ids.size(), call.key.size(0));
+  } else {
+    offsets.keys.assign(seq_ids.size() + 1, 0);
+  }
   std::vector<int64_t> new_positions;
-  for (size_t i = 0; i < seq_ids.size(); ++i) new_positions.push_back(offsets[i + 1] - offsets[i]);
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    new_positions.push_back(offsets.keys[i + 1] - offsets.keys[i]);
+  }
   cache.check_room(seq_ids, new_positions);
+  if (cache.is_static) check_paged_memories(cache, seq_ids, offsets);
   return offsets;
 }
 
-/// The input projections of all rows: (T, E) each -> (T, H, head_dim).
-std::tuple<Tensor, Tensor, Tensor> project(const MultiheadAttentionImpl& m,
-                                           const detail::AttentionCall& call) {
+/// The input projections: queries (T, E) -> (T, H, hd); new keys and values
+/// (rows, kdim/vdim) -> (rows, H, hd), undefined when there are none.
+std::tuple<Tensor, Tensor, Tensor> project_rows(const MultiheadAttentionImpl& m,
+                                                const detail::AttentionCall& call) {
   const int64_t heads = m.options.num_heads();
   auto split = [heads](const Tensor& x) { return x.unflatten(-1, {heads, -1}); };
   const detail::Projector projector = detail::Projector::of(m);
@@ -99,17 +150,24 @@ std::tuple<Tensor, Tensor, Tensor> project(const MultiheadAttentionImpl& m,
     return {split(qkv[0]), split(qkv[1]), split(qkv[2])};
   }
   const auto parts = projector.parts();
-  return {split(parts.linear(0, call.query)), split(parts.linear(1, call.key)),
-          split(parts.linear(2, call.value))};
+  const Tensor q = split(parts.linear(0, call.query));
+  if (!call.key.defined()) return {q, Tensor(), Tensor()};
+  if (call.key.is_same(call.value)) {
+    const auto [k, v] = parts.key_value(call.key);
+    return {q, split(k), split(v)};
+  }
+  return {q, split(parts.linear(1, call.key)), split(parts.linear(2, call.value))};
 }
 
-/// One sequence's attention: q (L, H, hd) over its pool rows (S,) -> (L, H * hd).
-Tensor attend(const Tensor& q, const Tensor& keys, const Tensor& values, const Tensor& rows) {
+/// One sequence's attention: q (L, H, hd) over its pool rows (S,) -> (L, H * hd);
+/// `causal`: new query i sees key j iff j <= S - L + i.
+Tensor attend_sequence(
+    const Tensor& q, const Tensor& keys, const Tensor& values, const Tensor& rows, bool causal) {
   const int64_t new_len = q.size(0), total = rows.size(0);
   const Tensor k = keys.index_select(0, rows).transpose(0, 1).unsqueeze(0);    // (1, H, S, hd)
   const Tensor v = values.index_select(0, rows).transpose(0, 1).unsqueeze(0);  // (1, H, S, hd)
   std::optional<Tensor> mask;
-  if (new_len > 1) {  // new query i sees key j iff j <= S - L + i
+  if (causal && new_len > 1) {  // (L, S) additive
     mask =
         at::zeros({new_len, total}, q.options())
             .masked_fill_(
@@ -122,31 +180,50 @@ Tensor attend(const Tensor& q, const Tensor& keys, const Tensor& values, const T
 
 }  // namespace
 
+void detail::check_paged_call(const MultiheadAttentionImpl& module,
+                              PagedKVCache& cache,
+                              const Tensor& query,
+                              const Tensor& key,
+                              const Tensor& value,
+                              const std::vector<int64_t>& seq_ids,
+                              const Tensor& cu_seqlens,
+                              const Tensor& cu_seqlens_kv) {
+  const Tensor none;
+  const AttentionCall call{query, key, value, none, none, /*need_weights=*/false, true, false};
+  check_paged(module, paged_kv_cache_state(cache), call, seq_ids, cu_seqlens, cu_seqlens_kv);
+}
+
 std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
     const Tensor& query,
     const Tensor& key,
     const Tensor& value,
     PagedKVCache& cache,
     const std::vector<int64_t>& seq_ids,
-    const Tensor& cu_seqlens) {
+    const Tensor& cu_seqlens,
+    const Tensor& cu_seqlens_kv) {
   detail::PagedKVCacheState& state = detail::paged_kv_cache_state(cache);
   const Tensor none;
   const detail::AttentionCall call{query, key,  value, none, none, /*need_weights=*/false,
                                    true,  false};
-  const std::vector<int64_t> offsets = check_call(*this, state, call, seq_ids, cu_seqlens);
+  const Offsets offsets = check_paged(*this, state, call, seq_ids, cu_seqlens, cu_seqlens_kv);
 
   // Everything is validated: from here on the cache changes.
   torch::NoGradGuard no_grad;
-  const auto [q, k, v] = project(*this, call);  // (T, H, hd)
+  const auto [q, k, v] = project_rows(*this, call);  // (T, H, hd); (new keys, H, hd)
   std::vector<Tensor> outs;
   for (size_t i = 0; i < seq_ids.size(); ++i) {
-    const int64_t begin = offsets[i], new_len = offsets[i + 1] - offsets[i];
-    if (new_len == 0) continue;
-    const Tensor rows = state.grow(seq_ids[i], new_len);  // (S,), the new positions last
-    const Tensor new_rows = rows.narrow(0, rows.size(0) - new_len, new_len);
-    state.keys.index_copy_(0, new_rows, k.narrow(0, begin, new_len));
-    state.values.index_copy_(0, new_rows, v.narrow(0, begin, new_len));
-    outs.push_back(attend(q.narrow(0, begin, new_len), state.keys, state.values, rows));
+    const int64_t key_begin = offsets.keys[i], new_keys = offsets.keys[i + 1] - key_begin;
+    const Tensor rows = state.grow(seq_ids[i], new_keys);  // (S,), the new positions last
+    if (new_keys > 0) {
+      const Tensor new_rows = rows.narrow(0, rows.size(0) - new_keys, new_keys);
+      state.keys.index_copy_(0, new_rows, k.narrow(0, key_begin, new_keys));
+      state.values.index_copy_(0, new_rows, v.narrow(0, key_begin, new_keys));
+    }
+    const int64_t begin = offsets.queries[i], new_len = offsets.queries[i + 1] - begin;
+    if (new_len > 0) {
+      outs.push_back(attend_sequence(q.narrow(0, begin, new_len), state.keys, state.values, rows,
+                                     /*causal=*/!state.is_static));
+    }
   }
   const Tensor attended =
       outs.empty() ? at::empty({0, options.embed_dim()}, query.options()) : at::cat(outs);

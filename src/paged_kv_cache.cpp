@@ -130,6 +130,7 @@ PagedKVCache::PagedKVCache(const MultiheadAttentionImpl& module, const PagedKVCa
   auto& s = *state_;
   s.owner = &module;
   s.block_size = options.block_size();
+  s.is_static = options.static_kv();
   s.keys = at::zeros({rows, heads, module.options.embed_dim() / heads}, param.options());
   s.values = at::zeros_like(s.keys);
   s.refcount.assign(options.num_blocks(), 0);
@@ -172,6 +173,8 @@ std::vector<int64_t> PagedKVCache::sequence_ids() const {
 int64_t PagedKVCache::num_free_blocks() const { return static_cast<int64_t>(state_->free.size()); }
 
 int64_t PagedKVCache::num_blocks() const { return state_->num_blocks(); }
+
+bool PagedKVCache::is_static() const { return state_->is_static; }
 
 int64_t PagedKVCache::block_size() const { return state_->block_size; }
 

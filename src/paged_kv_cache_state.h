@@ -23,6 +23,7 @@ struct PagedKVCacheState {
 
   const MultiheadAttentionImpl* owner = nullptr;
   int64_t block_size = 0;
+  bool is_static = false;
   torch::Tensor keys, values;     // (num_blocks * block_size, H, head_dim)
   std::vector<int64_t> refcount;  // per block: the sequences holding it
   std::vector<int64_t> free;      // blocks no sequence holds (taken from the back)

@@ -2,6 +2,7 @@
 
 /// Umbrella header: everything public in mha.
 #include <mha/attention_blocks.h>
+#include <mha/batching.h>
 #include <mha/functional.h>
 #include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>

@@ -132,15 +132,21 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   /// causal mask aligned to the bottom right: each sequence's rows equal
   /// `forward_cached` of that sequence alone, within float32 rounding (the
   /// projections run over all T rows at once). Returns (T, E) and undefined
-  /// weights. `bias_k`/`bias_v` and `add_zero_attn` are not supported. Bad
-  /// input (unknown or repeated ids, wrong offsets, out of blocks, another
-  /// module's cache, dtypes) throws `c10::Error` and changes no sequence.
+  /// weights. With a `static_kv` cache (cross-attention), `key`/`value`
+  /// (S_total, kdim/vdim) hold the memories of the sequences that have none
+  /// yet, sequence i's at rows [cu_seqlens_kv[i], cu_seqlens_kv[i + 1]) (0 rows
+  /// for those that have one), or are undefined; queries attend to their
+  /// sequence's whole memory. `bias_k`/`bias_v` and `add_zero_attn` are not
+  /// supported. Bad input (unknown or repeated ids, wrong offsets, out of
+  /// blocks, another module's cache, dtypes) throws `c10::Error` and changes no
+  /// sequence.
   std::tuple<torch::Tensor, torch::Tensor> forward_paged(const torch::Tensor& query,
                                                          const torch::Tensor& key,
                                                          const torch::Tensor& value,
                                                          PagedKVCache& cache,
                                                          const std::vector<int64_t>& seq_ids,
-                                                         const torch::Tensor& cu_seqlens);
+                                                         const torch::Tensor& cu_seqlens,
+                                                         const torch::Tensor& cu_seqlens_kv = {});
 
   /// Validates the options, registers every parameter (absent ones as
   /// undefined, so `named_parameters()` equals Python's `state_dict()` keys and

@@ -37,9 +37,13 @@ struct PagedKVCacheOptions {
   TORCH_ARG(int64_t, num_blocks);
   /// Positions per block.
   TORCH_ARG(int64_t, block_size);
+  /// A cross-attention cache: each sequence's projected memory, written once
+  /// (its first `forward_paged` call), attended without a causal mask.
+  TORCH_ARG(bool, static_kv) = false;
 };
 
-/// The paged self-attention cache of one `mha::MultiheadAttention`: a pool of
+/// The paged cache of one `mha::MultiheadAttention` (self-attention, or with
+/// `static_kv` a cross-attention's memory per sequence): a pool of
 /// key and value blocks, (num_blocks * block_size, num_heads, head_dim) each,
 /// in the module's dtype and on its device, allocated at construction; each
 /// sequence holds the blocks of its positions, allocated as it grows (a
@@ -93,6 +97,8 @@ class PagedKVCache {
   int64_t memory_bytes() const;
   /// Bytes of the blocks the sequences hold (a shared block once).
   int64_t used_bytes() const;
+  /// Whether it holds memories for cross-attention (`static_kv`).
+  bool is_static() const;
 
  private:
   friend detail::PagedKVCacheState& detail::paged_kv_cache_state(PagedKVCache& cache);

@@ -2,6 +2,7 @@
 
 #include <mha/layer_norm.h>
 #include <mha/multihead_attention.h>
+#include <mha/paged_kv_cache.h>
 #include <mha/transformer_cache.h>
 #include <torch/arg.h>
 #include <torch/enum.h>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <ostream>
 #include <variant>
+#include <vector>
 
 namespace mha {
 
@@ -185,6 +187,23 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
                                TransformerDecoderLayerCache& cache,
                                const torch::Tensor& tgt_key_padding_mask = {},
                                const torch::Tensor& memory_key_padding_mask = {});
+
+  /// Paged decoding of several sequences at once (eval only; no autograd
+  /// graph): `tgt` (T, E) holds their new positions as rows, sequence i's at
+  /// [cu_seqlens[i], cu_seqlens[i + 1]), attending causally through
+  /// `self_cache` and to their memories in `cross_cache` (a `static_kv`
+  /// `PagedKVCache`); `memory` (S_total, E) holds the memories of the
+  /// sequences that have none there yet (`cu_seqlens_memory`), or is
+  /// undefined. Each sequence's rows equal `forward_cached` of it alone within
+  /// float32 rounding. Both attention calls are checked before either cache
+  /// changes (`MultiheadAttentionImpl::forward_paged`).
+  torch::Tensor forward_paged(const torch::Tensor& tgt,
+                              const torch::Tensor& memory,
+                              PagedKVCache& self_cache,
+                              PagedKVCache& cross_cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens,
+                              const torch::Tensor& cu_seqlens_memory = {});
 
   /// Registers the submodules in Python's order and initialises them.
   void reset() override;

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
+#include "attention/paged_call.h"
 #include "generator_state.h"
 #include "mha/transformer_layers.h"
 #include "transformer/decoder_cached_checks.h"
@@ -109,6 +110,38 @@ Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,
   } else {
     x = norm1(x + sa_block_cached(x, cache.self_attn, tgt_key_padding_mask));
     x = norm2(x + mha_block_cached(x, new_memory, cache.multihead_attn, memory_key_padding_mask));
+    x = norm3(x + ff_block(x));
+  }
+  return x;
+}
+
+Tensor TransformerDecoderLayerImpl::forward_paged(const Tensor& tgt,
+                                                  const Tensor& memory,
+                                                  PagedKVCache& self_cache,
+                                                  PagedKVCache& cross_cache,
+                                                  const std::vector<int64_t>& seq_ids,
+                                                  const Tensor& cu_seqlens,
+                                                  const Tensor& cu_seqlens_memory) {
+  // Both calls checked before the first writes its cache (same rows, ids, offsets).
+  detail::check_paged_call(*self_attn, self_cache, tgt, tgt, tgt, seq_ids, cu_seqlens, {});
+  detail::check_paged_call(*multihead_attn, cross_cache, tgt, memory, memory, seq_ids, cu_seqlens,
+                           cu_seqlens_memory);
+  torch::NoGradGuard no_grad;
+  auto self_block = [&](const Tensor& x) {  // (T, E) -> (T, E)
+    return std::get<0>(self_attn->forward_paged(x, x, x, self_cache, seq_ids, cu_seqlens));
+  };
+  auto cross_block = [&](const Tensor& x) {  // (T, E) -> (T, E)
+    return std::get<0>(multihead_attn->forward_paged(x, memory, memory, cross_cache, seq_ids,
+                                                     cu_seqlens, cu_seqlens_memory));
+  };
+  Tensor x = tgt;  // (T, E) throughout
+  if (options.norm_first()) {
+    x = x + self_block(norm1(x));
+    x = x + cross_block(norm2(x));
+    x = x + ff_block(norm3(x));
+  } else {
+    x = norm1(x + self_block(x));
+    x = norm2(x + cross_block(x));
     x = norm3(x + ff_block(x));
   }
   return x;

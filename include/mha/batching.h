@@ -1,0 +1,91 @@
+#pragma once
+
+// Continuous batching over a Transformer decoder: requests join and leave at
+// any step, each step runs the new positions of any subset of them as one
+// variable-length batch through paged caches. See docs/decoding.md.
+
+#include <mha/paged_kv_cache.h>
+#include <mha/transformer.h>
+#include <torch/arg.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace mha {
+
+/// The pools of a `ContinuousBatch`: per layer, one for the self-attention's
+/// keys and values and one for the requests' projected memories.
+struct ContinuousBatchOptions {
+  /// Positions per block.
+  TORCH_ARG(int64_t, block_size) = 16;
+  /// Blocks of each layer's self-attention pool (the decoded positions).
+  TORCH_ARG(int64_t, num_blocks) = 1024;
+  /// Blocks of each layer's cross-attention pool (the memories).
+  TORCH_ARG(int64_t, num_memory_blocks) = 1024;
+};
+
+/// Serves many requests of one `mha::TransformerDecoder` at once: `add`
+/// admits a request with its encoder memory (projected into every layer's
+/// cross-attention pool at once), `step` runs the new positions of any subset
+/// of the requests as one batch (`TransformerDecoderLayerImpl::forward_paged`,
+/// then the decoder's final norm), `remove` frees a request's blocks. Each
+/// request's outputs equal `TransformerDecoderImpl::forward_cached` of that
+/// request alone within float32 rounding, whichever requests share its steps.
+/// The caller keeps the embedding, the output projection and the sampling.
+///
+/// Errors (`c10::Error`, no request changed): a memory the pools cannot hold
+/// (admission fails cleanly), a step needing more blocks than are free, an
+/// unknown id, a wrong shape or dtype. The methods lock one mutex: calls from
+/// several threads run one at a time.
+///
+/// Example:
+/// ```
+/// mha::TransformerDecoder decoder(mha::TransformerDecoderOptions(
+///     mha::TransformerDecoderLayer(mha::TransformerDecoderLayerOptions(32, 4)), 2));
+/// decoder->eval();
+/// mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions().num_blocks(64));
+/// const int64_t a = batch.add(torch::randn({7, 32}));   // memory (S, E)
+/// const int64_t b = batch.add(torch::randn({3, 32}));
+/// auto out = batch.step({{a, torch::randn({4, 32})}, {b, torch::randn({1, 32})}});
+/// out = batch.step({{a, torch::randn({1, 32})}});        // (1, 32) for a only
+/// batch.remove(b);
+/// ```
+class ContinuousBatch {
+ public:
+  /// Pools for `decoder` (eval mode; its layers' dtype and device).
+  ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options = {});
+
+  /// Admits a request: `memory` (S, E), the encoder's output for it;
+  /// `memory_key_padding_mask` (S) bool, true = padding (those positions are
+  /// left out). Returns its id.
+  int64_t add(const torch::Tensor& memory, const torch::Tensor& memory_key_padding_mask = {});
+  /// For each id of `inputs`, its (L_i, E) new positions (a prompt chunk or
+  /// one token): their (L_i, E) outputs, as one variable-length batch.
+  std::map<int64_t, torch::Tensor> step(const std::map<int64_t, torch::Tensor>& inputs);
+  /// Forgets request `id` and frees its blocks.
+  void remove(int64_t id);
+
+  /// The active requests' ids, ascending.
+  std::vector<int64_t> ids() const;
+  /// Decoded positions of request `id`.
+  int64_t length(int64_t id) const;
+  /// Free blocks of each layer's self-attention pool.
+  int64_t num_free_blocks() const;
+  /// Bytes of all pools; of the blocks the requests hold.
+  int64_t memory_bytes() const;
+  int64_t used_bytes() const;
+
+ private:
+  int64_t add_locked(const torch::Tensor& memory);
+  TransformerDecoderLayerImpl& layer(size_t i);
+
+  TransformerDecoder decoder_;
+  int64_t block_size_;
+  std::vector<PagedKVCache> self_, cross_;  // per layer
+  mutable std::mutex mutex_;
+};
+
+}  // namespace mha

@@ -1,0 +1,134 @@
+// mha::ContinuousBatch (mha/batching.h): requests with memories of different
+// lengths arriving at random steps, teacher-forced (the same inputs for every
+// way of decoding, so a near-tie cannot cascade), each request's outputs
+// against the decoder's forward_cached of that request alone; admission and
+// step errors that change no request.
+
+#include <gtest/gtest.h>
+#include <mha/batching.h>
+#include <mha/mha.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include "support.h"
+
+namespace {
+
+using mha::test::tensors_close;
+using torch::Tensor;
+
+constexpr int64_t kE = 32;
+
+mha::TransformerDecoder make_decoder(bool norm_first) {
+  torch::manual_seed(0);
+  mha::TransformerDecoder decoder(mha::TransformerDecoderOptions(
+      mha::TransformerDecoderLayer(
+          mha::TransformerDecoderLayerOptions(kE, 4).dim_feedforward(64).dropout(0.0).norm_first(
+              norm_first)),
+      2));
+  decoder->eval();
+  return decoder;
+}
+
+/// One request: its memory (S, E) and its inputs, a prompt then single tokens.
+struct Request {
+  Tensor memory;
+  std::vector<Tensor> inputs;  // (L, E) per step of the request
+};
+
+std::vector<Request> make_requests(int count) {
+  std::vector<Request> requests;
+  for (int r = 0; r < count; ++r) {
+    Request request{torch::randn({3 + 2 * r, kE}), {torch::randn({1 + r % 3, kE})}};
+    for (int step = 0; step < 4 + r % 2; ++step) request.inputs.push_back(torch::randn({1, kE}));
+    requests.push_back(std::move(request));
+  }
+  return requests;
+}
+
+/// The request decoded alone: forward_cached with a batch of one, step by step.
+std::vector<Tensor> alone(mha::TransformerDecoder& decoder, const Request& request) {
+  auto cache = decoder->make_cache();
+  std::vector<Tensor> outputs;
+  const Tensor memory = request.memory.unsqueeze(1);  // (S, 1, E)
+  for (const auto& x : request.inputs) {
+    outputs.push_back(decoder->forward_cached(x.unsqueeze(1), memory, cache).squeeze(1));
+  }
+  return outputs;
+}
+
+class ContinuousBatching : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ContinuousBatching, EachRequestEqualsItsDecodingAloneWhateverItsNeighbours) {
+  auto decoder = make_decoder(GetParam());
+  const auto requests = make_requests(5);
+  torch::NoGradGuard no_grad;
+  std::vector<std::vector<Tensor>> expected;
+  for (const auto& r : requests) expected.push_back(alone(decoder, r));
+
+  mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions().block_size(4).num_blocks(32));
+  std::mt19937 random(7);
+  std::map<int64_t, size_t> active;     // batch id -> request
+  std::map<size_t, size_t> next_input;  // request -> its next step
+  size_t arrived = 0, checked = 0;
+  while (arrived < requests.size() || !active.empty()) {
+    if (arrived < requests.size() && random() % 2 == 0) {  // an arrival, at a random step
+      active[batch.add(requests[arrived].memory)] = arrived;
+      next_input[arrived++] = 0;
+    }
+    std::map<int64_t, Tensor> inputs;
+    for (const auto& [id, r] : active) {
+      if (random() % 4 != 0) inputs[id] = requests[r].inputs[next_input[r]];  // some wait
+    }
+    for (const auto& [id, out] : batch.step(inputs)) {
+      const size_t r = active[id];
+      EXPECT_TRUE(tensors_close(out, expected[r][next_input[r]], 1e-5, 1e-5))
+          << "request " << r << ", step " << next_input[r];
+      ++checked;
+      if (++next_input[r] == requests[r].inputs.size()) {
+        batch.remove(id);
+        active.erase(id);
+      }
+    }
+  }
+  size_t steps = 0;
+  for (const auto& r : requests) steps += r.inputs.size();
+  EXPECT_EQ(checked, steps);  // every step of every request
+  EXPECT_EQ(batch.num_free_blocks(), 32);
+  EXPECT_EQ(batch.used_bytes(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(PostAndPreNorm, ContinuousBatching, ::testing::Bool());
+
+TEST(ContinuousBatchingErrors, AFailedAddOrStepChangesNoRequest) {
+  auto decoder = make_decoder(false);
+  mha::ContinuousBatch batch(
+      decoder, mha::ContinuousBatchOptions().block_size(4).num_blocks(2).num_memory_blocks(3));
+  torch::NoGradGuard no_grad;
+  const int64_t a = batch.add(torch::randn({8, kE}));  // 2 of the 3 memory blocks
+  MHA_ASSERT_THROWS_WITH(batch.add(torch::randn({5, kE})),
+                         "cannot admit the request: its memory of 5 positions needs 2 blocks per "
+                         "layer, and 1 are free");
+  MHA_ASSERT_THROWS_WITH(batch.add(torch::randn({5, kE + 1})),
+                         "expected memory of shape (rows, 32)");
+  const auto masked = torch::tensor({false, true, true, true, true});
+  const int64_t b = batch.add(torch::randn({5, kE}), masked);  // one unmasked position
+  EXPECT_EQ(batch.ids(), (std::vector<int64_t>{a, b}));
+  batch.step({{a, torch::randn({3, kE})}});
+  const auto before = batch.num_free_blocks();
+  MHA_ASSERT_THROWS_WITH(batch.step({{a, torch::randn({2, kE})}, {b, torch::randn({6, kE})}}),
+                         "out of blocks");
+  MHA_ASSERT_THROWS_WITH(batch.step({{a, torch::randn({1, kE})}, {9, torch::randn({1, kE})}}),
+                         "unknown request id 9");
+  MHA_ASSERT_THROWS_WITH(batch.step({{a, torch::randn({1, kE}, torch::kDouble)}}),
+                         "expected inputs[0] of dtype Float");
+  EXPECT_EQ(batch.length(a), 3);
+  EXPECT_EQ(batch.length(b), 0);
+  EXPECT_EQ(batch.num_free_blocks(), before);
+  MHA_ASSERT_THROWS_WITH(batch.remove(9), "unknown request id 9");
+}
+
+}  // namespace
