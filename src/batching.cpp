@@ -6,7 +6,11 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "attention/projector.h"
+#include "linear/packed_linear.h"
+#include "mha/quantization.h"
 #include "paged_kv_cache_state.h"
 #include "shape_format.h"
 
@@ -33,12 +37,17 @@ void check_rows(const Tensor& x, const std::string& name, const MultiheadAttenti
 }  // namespace
 
 ContinuousBatch::ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options)
-    : decoder_(std::move(decoder)), block_size_(options.block_size()) {
+    : decoder_(std::move(decoder)),
+      block_size_(options.block_size()),
+      batch_invariant_(options.batch_invariant()) {
   TORCH_CHECK_VALUE(!decoder_.is_empty() && decoder_->layers->size() > 0,
                     "ContinuousBatch: expected a decoder with layers");
   TORCH_CHECK(!decoder_->is_training(),
               "ContinuousBatch is for inference, but the decoder is in training mode; call "
               "decoder->eval()");
+  TORCH_CHECK_VALUE(!(batch_invariant_ && is_quantized(*decoder_)),
+                    "ContinuousBatch: batch_invariant needs float weights; int8 activations "
+                    "(mha::quantize_dynamic) are quantized per call, over all of a step's rows");
   for (size_t i = 0; i < decoder_->layers->size(); ++i) {
     self_.emplace_back(*layer(i).self_attn,
                        PagedKVCacheOptions(options.num_blocks(), options.block_size()));
@@ -110,6 +119,8 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
   // The blocks of every layer's step: checked once, on layer 0's pool.
   detail::paged_kv_cache_state(self_[0]).check_room(ids, lengths);
   torch::NoGradGuard no_grad;
+  std::optional<detail::FixedRowBlocks> fixed_rows;
+  if (batch_invariant_) fixed_rows.emplace(kInvariantRows);
   const Tensor cu_seqlens = torch::tensor(offsets);
   Tensor x = at::cat(rows);  // (T, E)
   for (size_t i = 0; i < self_.size(); ++i) {

@@ -103,6 +103,55 @@ TEST_P(ContinuousBatching, EachRequestEqualsItsDecodingAloneWhateverItsNeighbour
 
 INSTANTIATE_TEST_SUITE_P(PostAndPreNorm, ContinuousBatching, ::testing::Bool());
 
+/// Each request alone in its own batch, then all together with random
+/// arrivals, in batch-invariant mode: the same bits, step for step.
+TEST(ContinuousBatchingInvariance, ARequestsOutputsAreBitwiseItsOutputsAlone) {
+  auto decoder = make_decoder(false);
+  const auto requests = make_requests(5);
+  const auto options =
+      mha::ContinuousBatchOptions().block_size(4).num_blocks(64).batch_invariant(true);
+  torch::NoGradGuard no_grad;
+  std::vector<std::vector<Tensor>> expected;
+  for (const auto& r : requests) {
+    mha::ContinuousBatch alone(decoder, options);
+    const int64_t id = alone.add(r.memory);
+    expected.emplace_back();
+    for (const auto& x : r.inputs) expected.back().push_back(alone.step({{id, x}}).at(id).clone());
+  }
+  mha::ContinuousBatch batch(decoder, options);
+  std::mt19937 random(11);
+  std::map<int64_t, size_t> active, next_input;
+  size_t arrived = 0, bitwise = 0, steps = 0;
+  for (const auto& r : requests) steps += r.inputs.size();
+  while (arrived < requests.size() || !active.empty()) {
+    if (arrived < requests.size() && random() % 2 == 0) {
+      active[batch.add(requests[arrived].memory)] = arrived;
+      ++arrived;
+    }
+    std::map<int64_t, Tensor> inputs;
+    for (const auto& [id, r] : active) {
+      if (random() % 4 != 0) inputs[id] = requests[r].inputs[next_input[r]];
+    }
+    for (const auto& [id, out] : batch.step(inputs)) {
+      const size_t r = active[id];
+      bitwise += mha::test::bitwise_equal(out, expected[r][next_input[r]]) ? 1 : 0;
+      if (++next_input[r] == requests[r].inputs.size()) {
+        batch.remove(id);
+        active.erase(id);
+      }
+    }
+  }
+  EXPECT_EQ(bitwise, steps);
+}
+
+TEST(ContinuousBatchingInvariance, IsRefusedForInt8Weights) {
+  auto decoder = make_decoder(false);
+  mha::quantize_dynamic(decoder);
+  MHA_ASSERT_THROWS_WITH(
+      mha::ContinuousBatch(decoder, mha::ContinuousBatchOptions().batch_invariant(true)),
+      "batch_invariant needs float weights");
+}
+
 TEST(ContinuousBatchingErrors, AFailedAddOrStepChangesNoRequest) {
   auto decoder = make_decoder(false);
   mha::ContinuousBatch batch(

@@ -25,6 +25,13 @@ struct ContinuousBatchOptions {
   TORCH_ARG(int64_t, num_blocks) = 1024;
   /// Blocks of each layer's cross-attention pool (the memories).
   TORCH_ARG(int64_t, num_memory_blocks) = 1024;
+  /// Batch invariance (float32 weights): every GEMM of a step runs on blocks
+  /// of exactly `ContinuousBatch::kInvariantRows` rows (the last padded with
+  /// zeros), so its shape, kernel and thread split never depend on the batch;
+  /// each sequence's attention is its own call in every mode. A request's
+  /// outputs are then bitwise those of the request decoded alone in this
+  /// mode, whichever requests share its steps. Costs the padded rows' work.
+  TORCH_ARG(bool, batch_invariant) = false;
 };
 
 /// Serves many requests of one `mha::TransformerDecoder` at once: `add`
@@ -39,7 +46,9 @@ struct ContinuousBatchOptions {
 /// Errors (`c10::Error`, no request changed): a memory the pools cannot hold
 /// (admission fails cleanly), a step needing more blocks than are free, an
 /// unknown id, a wrong shape or dtype. The methods lock one mutex: calls from
-/// several threads run one at a time.
+/// several threads run one at a time. With int8 weights (`mha::quantize_dynamic`)
+/// a request's results depend on its neighbours (the activations' scale is
+/// per call), and `batch_invariant` is refused.
 ///
 /// Example:
 /// ```
@@ -55,6 +64,9 @@ struct ContinuousBatchOptions {
 /// ```
 class ContinuousBatch {
  public:
+  /// The GEMMs' row block with `batch_invariant`.
+  static constexpr int64_t kInvariantRows = 8;
+
   /// Pools for `decoder` (eval mode; its layers' dtype and device).
   ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options = {});
 
@@ -84,6 +96,7 @@ class ContinuousBatch {
 
   TransformerDecoder decoder_;
   int64_t block_size_;
+  bool batch_invariant_;
   std::vector<PagedKVCache> self_, cross_;  // per layer
   mutable std::mutex mutex_;
 };

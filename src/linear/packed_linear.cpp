@@ -140,10 +140,44 @@ bool takes_packed_gemm(const PackedLinearOps& ops,
   return rows >= kPackedMinRows && rows <= kPackedMaxRows && weight.numel() >= min_elements;
 }
 
+namespace {
+
+thread_local int64_t fixed_row_block = 0;  // 0: any row count
+
+/// `packed_linear` in blocks of `block` rows: x (..., in) -> (..., out).
+Tensor linear_in_row_blocks(const Tensor& x,
+                            const Tensor& weight,
+                            const Tensor& bias,
+                            const PackedLinearOps& ops,
+                            int64_t block) {
+  const Tensor rows = x.reshape({-1, x.size(-1)});  // (M, in)
+  const int64_t m = rows.size(0), padded = (m + block - 1) / block * block;
+  const Tensor input = padded == m ? rows : at::constant_pad_nd(rows, {0, 0, 0, padded - m});
+  std::vector<Tensor> outs;
+  const FixedRowBlocks unblocked(0);  // each block as one call
+  for (int64_t start = 0; start < padded; start += block) {
+    outs.push_back(packed_linear(input.narrow(0, start, block), weight, bias, ops));
+  }
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  return at::cat(outs).narrow(0, 0, m).reshape(sizes);  // (padded, out) -> (..., out)
+}
+
+}  // namespace
+
+FixedRowBlocks::FixedRowBlocks(int64_t rows) : previous_(fixed_row_block) {
+  fixed_row_block = rows;
+}
+
+FixedRowBlocks::~FixedRowBlocks() { fixed_row_block = previous_; }
+
 Tensor packed_linear(const Tensor& x,
                      const Tensor& weight,
                      const Tensor& bias,
                      const PackedLinearOps& ops) {
+  if (fixed_row_block > 0 && x.dim() >= 1 && x.numel() > 0) {
+    return linear_in_row_blocks(x, weight, bias, ops, fixed_row_block);
+  }
   if (!takes_packed_gemm(ops, x, weight, bias)) {
     return at::linear(x, weight, bias);
   }

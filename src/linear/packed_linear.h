@@ -83,5 +83,20 @@ torch::Tensor packed_linear(const torch::Tensor& x,
 /// packed form of a weight that is gone).
 int64_t packed_weight_count();
 
+/// While one lives, `packed_linear` on this thread computes its rows in
+/// blocks of exactly `rows` (the last padded with zeros): every GEMM has
+/// the same shape whatever the number of rows, so a row's result does not
+/// depend on the other rows of the call (`ContinuousBatchOptions::batch_invariant`).
+class FixedRowBlocks {
+ public:
+  explicit FixedRowBlocks(int64_t rows);
+  ~FixedRowBlocks();
+  FixedRowBlocks(const FixedRowBlocks&) = delete;
+  FixedRowBlocks& operator=(const FixedRowBlocks&) = delete;
+
+ private:
+  int64_t previous_;
+};
+
 }  // namespace detail
 }  // namespace mha
