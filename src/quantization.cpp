@@ -4,8 +4,10 @@
 #include <c10/util/Exception.h>
 #include <mha/multihead_attention.h>
 #include <mha/quantization.h>
-#include <mha/tensor_parallel.h>
 #include <mha/transformer.h>
+#if defined(MHA_DISTRIBUTED)
+#include <mha/tensor_parallel.h>
+#endif
 
 #include <functional>
 #include <set>
@@ -99,11 +101,13 @@ void collect(Plan& plan,
              torch::nn::Module& module,
              const std::string& prefix,
              const QuantizeOptions& options) {
+#if defined(MHA_DISTRIBUTED)  // else there is no tensor-parallel module to refuse
   if (dynamic_cast<TensorParallelMultiheadAttentionImpl*>(&module) != nullptr) {
     plan.errors.push_back((prefix.empty() ? std::string("the module") : prefix) +
                           ": tensor-parallel attention cannot be quantized");
     return;
   }
+#endif
   if (auto* attn = dynamic_cast<MultiheadAttentionImpl*>(&module)) {
     if (options.attention())
       add_attention(plan, *attn, prefix, plan.cross_attention.count(attn) != 0);
