@@ -1,0 +1,285 @@
+// serving_bench: requests arriving as a Poisson stream, served three ways by
+// the seq2seq model of a peer-benchmark case file (scripts/peers: 6 + 6
+// layers, d_model 512, vocabulary 8000, seeded weights; `--weights`):
+//   one_at_a_time  each request alone (decode_cached, N = 1), in arrival order
+//   static_8       batches of 8 in arrival order, sources padded to the
+//                  longest (src_key_padding_mask), decoded until the longest
+//                  output is done
+//   continuous     mha::ContinuousBatch: admitted on arrival, one token per
+//                  active request per step, removed when done (and with
+//                  --batch-invariant-too, again in batch_invariant mode)
+// Requests (fixed seed): source lengths and output lengths uniform in
+// [--min-len, --max-len]; each request ends after its output length (the
+// seeded model has no end token). Arrivals: exponential gaps at
+// `--rate` requests/s (0: `--load` times the rate one request at a time
+// serves, measured on the first 4 requests). Encoder runs are included.
+// Prints per way: throughput (generated tokens / (first arrival to last
+// completion)), time to first token and per output token p50/p99; for
+// continuous batching, the cache's peak bytes in use over the bytes of the
+// positions it held then.
+// Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
+//        [--max-len=256] [--rate=R | --load=2] [--threads=T] [--batch-invariant-too]
+
+#include <ATen/Parallel.h>
+#include <mha/batching.h>
+#include <mha/state_dict.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "seq2seq_model.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using torch::Tensor;
+
+struct Request {
+  Tensor src;  // (1, S) token ids
+  int64_t out_len = 0;
+  double arrival = 0, first_token = 0, done = 0;  // seconds from the start
+};
+
+struct Args {
+  std::string weights;
+  int64_t requests = 64, min_len = 16, max_len = 256, threads = 1;
+  double rate = 0, load = 2;
+  bool invariant_too = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto eq = arg.find('=');
+    const std::string key = arg.substr(0, eq), value = eq == arg.npos ? "" : arg.substr(eq + 1);
+    if (key == "--weights")
+      a.weights = value;
+    else if (key == "--requests")
+      a.requests = std::stoll(value);
+    else if (key == "--min-len")
+      a.min_len = std::stoll(value);
+    else if (key == "--max-len")
+      a.max_len = std::stoll(value);
+    else if (key == "--rate")
+      a.rate = std::stod(value);
+    else if (key == "--load")
+      a.load = std::stod(value);
+    else if (key == "--threads")
+      a.threads = std::stoll(value);
+    else if (key == "--batch-invariant-too")
+      a.invariant_too = true;
+    else
+      TORCH_CHECK(false, "serving_bench: unknown argument ", arg);
+  }
+  TORCH_CHECK(!a.weights.empty(), "usage: serving_bench --weights=FILE [...]");
+  return a;
+}
+
+std::vector<Request> make_requests(const Args& a, int64_t vocab) {
+  std::mt19937 random(1234);
+  std::uniform_int_distribution<int64_t> length(a.min_len, a.max_len);
+  std::vector<Request> requests(a.requests);
+  for (auto& r : requests) {
+    r.src = torch::randint(4, vocab, {1, length(random)}, torch::kLong);
+    r.out_len = length(random);
+  }
+  return requests;
+}
+
+void set_arrivals(std::vector<Request>& requests, double rate) {
+  std::mt19937 random(99);
+  std::exponential_distribution<double> gap(rate);
+  double t = 0;
+  for (auto& r : requests) r.arrival = t += gap(random);
+  const double first = requests.front().arrival;
+  for (auto& r : requests) r.arrival -= first;  // the first arrives at 0
+}
+
+/// Seconds since `start`; waits (sleeping) until `until` first when given.
+double now(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+void wait_until(Clock::time_point start, double until) {
+  const double left = until - now(start);
+  if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double>(left));
+}
+
+/// The newest tokens (N, 1) of greedy steps: logits of decoded (N, 1, E) or (1, N, E).
+Tensor next_tokens(seq2seq::Model& model, const Tensor& decoded) {
+  return model->logits(decoded).select(1, 0).argmax(-1, /*keepdim=*/true);  // (N, 1)
+}
+
+void one_at_a_time(seq2seq::Model& model, std::vector<Request>& requests) {
+  const auto start = Clock::now();
+  auto& t = model->transformer;
+  for (auto& r : requests) {
+    wait_until(start, r.arrival);
+    const Tensor memory = t->encode(model->inputs(r.src, 0));
+    auto cache = t->make_decoder_cache(r.out_len);
+    Tensor newest = torch::full({1, 1}, model->config.bos, torch::kLong);
+    for (int64_t step = 0; step < r.out_len; ++step) {
+      newest = next_tokens(model, t->decode_cached(model->inputs(newest, step), memory, cache));
+      if (step == 0) r.first_token = now(start);
+    }
+    r.done = now(start);
+  }
+}
+
+void static_batches(seq2seq::Model& model, std::vector<Request>& requests, int64_t size) {
+  const auto start = Clock::now();
+  auto& t = model->transformer;
+  for (size_t b = 0; b < requests.size(); b += size) {
+    const size_t end = std::min(requests.size(), b + static_cast<size_t>(size));
+    wait_until(start, requests[end - 1].arrival);  // the batch starts when its last member is in
+    int64_t src_len = 0, steps = 0;
+    for (size_t i = b; i < end; ++i) {
+      src_len = std::max(src_len, requests[i].src.size(1));
+      steps = std::max(steps, requests[i].out_len);
+    }
+    const auto n = static_cast<int64_t>(end - b);
+    Tensor src = torch::zeros({n, src_len}, torch::kLong);
+    Tensor padding = torch::ones({n, src_len}, torch::kBool);  // true = padding
+    for (size_t i = b; i < end; ++i) {
+      const int64_t len = requests[i].src.size(1);
+      src[static_cast<int64_t>(i - b)].narrow(0, 0, len).copy_(requests[i].src[0]);
+      padding[static_cast<int64_t>(i - b)].narrow(0, 0, len).fill_(false);
+    }
+    const Tensor memory = t->encode(model->inputs(src, 0), {}, padding);
+    auto cache = t->make_decoder_cache(steps);
+    Tensor newest = torch::full({n, 1}, model->config.bos, torch::kLong);
+    for (int64_t step = 0; step < steps; ++step) {
+      newest = next_tokens(
+          model, t->decode_cached(model->inputs(newest, step), memory, cache, {}, padding));
+      for (size_t i = b; i < end; ++i) {
+        if (step == 0) requests[i].first_token = now(start);
+        if (step + 1 == requests[i].out_len) requests[i].done = now(start);
+      }
+    }
+  }
+}
+
+/// The continuous server; returns the cache's bytes in use over the bytes of
+/// the positions it held, at the step where the bytes in use peaked.
+double continuous(seq2seq::Model& model, std::vector<Request>& requests, bool invariant) {
+  auto& t = model->transformer;
+  mha::TransformerDecoder decoder(t->decoder.ptr<mha::TransformerDecoderImpl>());
+  mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions()
+                                          .block_size(16)
+                                          .num_blocks(4096)
+                                          .num_memory_blocks(4096)
+                                          .batch_invariant(invariant));
+  const int64_t layers = static_cast<int64_t>(decoder->layers->size());
+  const int64_t position_bytes =
+      2 * model->config.d_model * 4 * layers;  // float32 k and v, all layers
+  const auto start = Clock::now();
+  std::map<int64_t, size_t> active;  // id -> request
+  std::map<size_t, int64_t> made;    // request -> tokens made
+  std::map<size_t, Tensor> newest;   // request -> (1, 1) its last token
+  size_t next = 0;
+  int64_t peak_used = 0;
+  double peak_ratio = 0;
+  while (next < requests.size() || !active.empty()) {
+    if (active.empty()) wait_until(start, requests[next].arrival);
+    for (; next < requests.size() && requests[next].arrival <= now(start); ++next) {
+      const Tensor memory =
+          t->encode(model->inputs(requests[next].src, 0));  // (1, S, E) or (S, 1, E)
+      active[batch.add(memory.reshape({-1, memory.size(-1)}))] = next;
+      newest[next] = torch::full({1, 1}, model->config.bos, torch::kLong);
+      made[next] = 0;
+    }
+    std::map<int64_t, Tensor> inputs;
+    int64_t held = 0;
+    for (const auto& [id, r] : active) {
+      inputs[id] = model->inputs(newest[r], made[r]).view({1, -1});
+      held += batch.length(id) + 1 + requests[r].src.size(1);  // self (after the step) and memory
+    }
+    const auto outputs = batch.step(inputs);
+    if (batch.used_bytes() > peak_used) {
+      peak_used = batch.used_bytes();
+      peak_ratio = static_cast<double>(peak_used) / static_cast<double>(held * position_bytes);
+    }
+    for (const auto& [id, out] : outputs) {
+      const size_t r = active[id];
+      newest[r] = next_tokens(model, out.view({1, 1, -1}));
+      if (made[r]++ == 0) requests[r].first_token = now(start);
+      if (made[r] == requests[r].out_len) {
+        requests[r].done = now(start);
+        batch.remove(id);
+        active.erase(id);
+      }
+    }
+  }
+  return peak_ratio;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+void report(const char* name, const std::vector<Request>& requests, const std::string& extra) {
+  int64_t tokens = 0;
+  double last = 0;
+  std::vector<double> ttft, per_token;
+  for (const auto& r : requests) {
+    tokens += r.out_len;
+    last = std::max(last, r.done);
+    ttft.push_back(1e3 * (r.first_token - r.arrival));
+    per_token.push_back(1e3 * (r.done - r.first_token) /
+                        static_cast<double>(std::max<int64_t>(r.out_len - 1, 1)));
+  }
+  std::printf("| %s | %.1f | %.1f | %.0f / %.0f | %.1f / %.1f |%s\n", name,
+              static_cast<double>(tokens) / last, last, percentile(ttft, 0.5),
+              percentile(ttft, 0.99), percentile(per_token, 0.5), percentile(per_token, 0.99),
+              extra.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  at::set_num_threads(static_cast<int>(args.threads));
+  seq2seq::Model model = seq2seq::load_model(mha::read_state_dict(args.weights));
+  torch::NoGradGuard no_grad;
+  std::vector<Request> requests = make_requests(args, model->config.vocab);
+  double rate = args.rate;
+  if (rate == 0) {  // the rate one request at a time serves, from the first 4 requests
+    std::vector<Request> probe(requests.begin(),
+                               requests.begin() + std::min<int64_t>(4, args.requests));
+    for (auto& r : probe) r.arrival = 0;
+    one_at_a_time(model, probe);
+    rate = args.load * static_cast<double>(probe.size()) / probe.back().done;
+  }
+  set_arrivals(requests, rate);
+  std::printf(
+      "serving_bench: %ld requests, lengths %ld-%ld, Poisson arrivals at %.2f requests/s, "
+      "%ld thread(s)\n\n| server | tokens/s | makespan s | time to first token p50 / "
+      "p99 ms | per token p50 / p99 ms | cache bytes / held |\n|---|---|---|---|---|---|\n",
+      static_cast<long>(args.requests), static_cast<long>(args.min_len),
+      static_cast<long>(args.max_len), rate, static_cast<long>(args.threads));
+  auto run = requests;
+  one_at_a_time(model, run);
+  report("one at a time", run, " - |");
+  run = requests;
+  static_batches(model, run, 8);
+  report("static batches of 8", run, " - |");
+  run = requests;
+  const double ratio = continuous(model, run, false);
+  report("continuous", run, " " + std::to_string(ratio).substr(0, 4) + " |");
+  if (args.invariant_too) {
+    run = requests;
+    const double invariant_ratio = continuous(model, run, true);
+    report("continuous, batch_invariant", run,
+           " " + std::to_string(invariant_ratio).substr(0, 4) + " |");
+  }
+  return 0;
+}
