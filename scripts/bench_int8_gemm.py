@@ -21,24 +21,14 @@ Usage: bench_int8_gemm.py [--threads 1 2] [--rounds 5]
 import argparse
 import platform
 import statistics
-import time
 import warnings
 
 import torch
 
+from bench_packed_gemm import median_seconds
+
 SHAPES = [(1536, 512), (512, 512), (2048, 512), (512, 2048), (8000, 512)]
 ROWS = [1, 8, 64]
-
-
-def median_seconds(fn, reps):
-    fn()
-    fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def per_channel(w):

@@ -34,20 +34,38 @@ void check_rows(const Tensor& x, const std::string& name, const MultiheadAttenti
                                c10::toString(x.scalar_type()), x.device().str()));
 }
 
+/// The checks both constructors make of the stack.
+void check_stack(const torch::nn::Module& stack, size_t layers, bool batch_invariant) {
+  TORCH_CHECK_VALUE(layers > 0, "ContinuousBatch: expected a stack with layers");
+  TORCH_CHECK(!stack.is_training(),
+              "ContinuousBatch is for inference, but the stack is in training mode; call "
+              "eval() on it");
+  TORCH_CHECK_VALUE(!(batch_invariant && is_quantized(stack)),
+                    "ContinuousBatch: batch_invariant needs float weights; int8 activations "
+                    "(mha::quantize_dynamic) are quantized per call, over all of a step's rows");
+}
+
 }  // namespace
+
+ContinuousBatch::ContinuousBatch(TransformerEncoder causal_stack,
+                                 const ContinuousBatchOptions& options)
+    : causal_stack_(std::move(causal_stack)),
+      block_size_(options.block_size()),
+      batch_invariant_(options.batch_invariant()) {
+  TORCH_CHECK_VALUE(!causal_stack_.is_empty(), "ContinuousBatch: expected a stack, not nullptr");
+  check_stack(*causal_stack_, causal_stack_->layers->size(), batch_invariant_);
+  for (const auto& module : *causal_stack_->layers) {
+    self_.emplace_back(*module->as<TransformerEncoderLayerImpl>()->self_attn,
+                       PagedKVCacheOptions(options.num_blocks(), options.block_size()));
+  }
+}
 
 ContinuousBatch::ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options)
     : decoder_(std::move(decoder)),
       block_size_(options.block_size()),
       batch_invariant_(options.batch_invariant()) {
-  TORCH_CHECK_VALUE(!decoder_.is_empty() && decoder_->layers->size() > 0,
-                    "ContinuousBatch: expected a decoder with layers");
-  TORCH_CHECK(!decoder_->is_training(),
-              "ContinuousBatch is for inference, but the decoder is in training mode; call "
-              "decoder->eval()");
-  TORCH_CHECK_VALUE(!(batch_invariant_ && is_quantized(*decoder_)),
-                    "ContinuousBatch: batch_invariant needs float weights; int8 activations "
-                    "(mha::quantize_dynamic) are quantized per call, over all of a step's rows");
+  TORCH_CHECK_VALUE(!decoder_.is_empty(), "ContinuousBatch: expected a decoder, not nullptr");
+  check_stack(*decoder_, decoder_->layers->size(), batch_invariant_);
   for (size_t i = 0; i < decoder_->layers->size(); ++i) {
     self_.emplace_back(*layer(i).self_attn,
                        PagedKVCacheOptions(options.num_blocks(), options.block_size()));
@@ -61,8 +79,23 @@ TransformerDecoderLayerImpl& ContinuousBatch::layer(size_t i) {
   return *decoder_->layers[i]->as<TransformerDecoderLayerImpl>();
 }
 
+const MultiheadAttentionImpl& ContinuousBatch::first_self_attention() {
+  return decoder_.is_empty()
+             ? *causal_stack_->layers[0]->as<TransformerEncoderLayerImpl>()->self_attn
+             : *layer(0).self_attn;
+}
+
 int64_t ContinuousBatch::add(const Tensor& memory, const Tensor& memory_key_padding_mask) {
   const std::lock_guard<std::mutex> lock(mutex_);
+  if (decoder_.is_empty()) {
+    TORCH_CHECK_VALUE(!memory.defined() && !memory_key_padding_mask.defined(),
+                      "expected no memory: a decoder-only stack's requests have none");
+    const int64_t id = self_[0].add_sequence();
+    for (size_t i = 1; i < self_.size(); ++i) {
+      TORCH_INTERNAL_ASSERT(self_[i].add_sequence() == id, "the pools' ids go together");
+    }
+    return id;
+  }
   TORCH_CHECK(memory.defined() && memory.dim() == 2, "expected memory of shape (S, E), but got ",
               memory.defined() ? detail::torch_size(memory.sizes()) : "an undefined tensor");
   if (!memory_key_padding_mask.defined()) return add_locked(memory);
@@ -109,7 +142,7 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
   std::vector<int64_t> offsets{0};
   for (const auto& [id, x] : inputs) {
     TORCH_CHECK_INDEX(self_[0].contains(id), "unknown request id ", id);
-    check_rows(x, fmt::format("inputs[{}]", id), *layer(0).self_attn);
+    check_rows(x, fmt::format("inputs[{}]", id), first_self_attention());
     ids.push_back(id);
     lengths.push_back(x.size(0));
     rows.push_back(x);
@@ -123,10 +156,14 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
   if (batch_invariant_) fixed_rows.emplace(kInvariantRows);
   const Tensor cu_seqlens = torch::tensor(offsets);
   Tensor x = at::cat(rows);  // (T, E)
-  for (size_t i = 0; i < self_.size(); ++i) {
-    x = layer(i).forward_paged(x, Tensor(), self_[i], cross_[i], ids, cu_seqlens);
+  if (decoder_.is_empty()) {
+    x = causal_stack_->forward_paged(x, self_, ids, cu_seqlens);  // its layers, its norm
+  } else {
+    for (size_t i = 0; i < self_.size(); ++i) {
+      x = layer(i).forward_paged(x, Tensor(), self_[i], cross_[i], ids, cu_seqlens);
+    }
+    if (!decoder_->norm.is_empty()) x = decoder_->norm.forward(x);
   }
-  if (!decoder_->norm.is_empty()) x = decoder_->norm.forward(x);
   std::map<int64_t, Tensor> outputs;
   for (size_t i = 0; i < ids.size(); ++i) {
     outputs.emplace(ids[i], x.narrow(0, offsets[i], lengths[i]));  // (L_i, E)
@@ -137,10 +174,8 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
 void ContinuousBatch::remove(int64_t id) {
   const std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK_INDEX(self_[0].contains(id), "unknown request id ", id);
-  for (size_t i = 0; i < self_.size(); ++i) {
-    self_[i].release(id);
-    cross_[i].release(id);
-  }
+  for (auto& cache : self_) cache.release(id);
+  for (auto& cache : cross_) cache.release(id);
 }
 
 std::vector<int64_t> ContinuousBatch::ids() const {
@@ -169,7 +204,9 @@ int64_t ContinuousBatch::memory_bytes() const {
 int64_t ContinuousBatch::used_bytes() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   int64_t bytes = 0;
-  for (size_t i = 0; i < self_.size(); ++i) bytes += self_[i].used_bytes() + cross_[i].used_bytes();
+  for (const auto* pools : {&self_, &cross_}) {
+    for (const auto& cache : *pools) bytes += cache.used_bytes();
+  }
   return bytes;
 }
 

@@ -152,6 +152,69 @@ TEST(ContinuousBatchingInvariance, IsRefusedForInt8Weights) {
       "batch_invariant needs float weights");
 }
 
+mha::TransformerEncoder make_causal_stack() {
+  torch::manual_seed(0);
+  mha::TransformerEncoder stack(
+      mha::TransformerEncoderOptions(
+          mha::TransformerEncoderLayer(
+              mha::TransformerEncoderLayerOptions(kE, 4).dim_feedforward(64).dropout(0.0)),
+          2)
+          .enable_nested_tensor(false));
+  stack->eval();
+  return stack;
+}
+
+TEST(ContinuousBatchingDecoderOnly, CachedChunksEqualTheCausalForward) {
+  auto stack = make_causal_stack();
+  torch::NoGradGuard no_grad;
+  const Tensor x = torch::randn({6, 2, kE});  // (L, N, E)
+  const Tensor expected =
+      stack->forward(x, mha::TransformerImpl::generate_square_subsequent_mask(6));
+  auto cache = stack->make_cache();
+  std::vector<Tensor> chunks;
+  for (const auto& [start, length] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 1}, {4, 2}}) {
+    chunks.push_back(stack->forward_cached(x.narrow(0, start, length), cache));
+  }
+  EXPECT_TRUE(tensors_close(torch::cat(chunks), expected, 1e-5, 1e-5));
+}
+
+TEST(ContinuousBatchingDecoderOnly, EachRequestEqualsItsDecodingAlone) {
+  auto stack = make_causal_stack();
+  const auto requests = make_requests(4);  // their memories unused: decoder-only
+  torch::NoGradGuard no_grad;
+  mha::ContinuousBatch batch(stack, mha::ContinuousBatchOptions().block_size(4).num_blocks(32));
+  std::vector<std::vector<Tensor>> expected;
+  for (const auto& r : requests) {
+    auto cache = stack->make_cache();
+    expected.emplace_back();
+    for (const auto& x : r.inputs) {
+      expected.back().push_back(stack->forward_cached(x.unsqueeze(1), cache).squeeze(1));
+    }
+  }
+  std::map<int64_t, size_t> active, next_input;
+  size_t checked = 0, steps = 0;
+  for (const auto& r : requests) steps += r.inputs.size();
+  for (size_t r = 0; r < requests.size() || !active.empty();) {
+    if (r < requests.size()) active[batch.add()] = r++;  // one arrival per step
+    std::map<int64_t, Tensor> inputs;
+    for (const auto& [id, request] : active)
+      inputs[id] = requests[request].inputs[next_input[request]];
+    for (const auto& [id, out] : batch.step(inputs)) {
+      const size_t request = active[id];
+      EXPECT_TRUE(tensors_close(out, expected[request][next_input[request]], 1e-5, 1e-5));
+      ++checked;
+      if (++next_input[request] == requests[request].inputs.size()) {
+        batch.remove(id);
+        active.erase(id);
+      }
+    }
+  }
+  EXPECT_EQ(checked, steps);
+  MHA_ASSERT_THROWS_WITH(batch.add(torch::randn({3, kE})),
+                         "a decoder-only stack's requests have none");
+}
+
 TEST(ContinuousBatchingErrors, AFailedAddOrStepChangesNoRequest) {
   auto decoder = make_decoder(false);
   mha::ContinuousBatch batch(

@@ -10,13 +10,13 @@
 #include <torch/torch.h>
 
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "linear/int8_linear.h"
+#include "parity_report.h"
 #include "support.h"
 
 namespace {
@@ -29,14 +29,7 @@ std::string reference_dir() {
   return dir ? dir : MHA_INT8_REFERENCE_DIR;
 }
 
-std::vector<std::string> case_names() {
-  std::ifstream manifest(reference_dir() + "/manifest.txt");
-  std::vector<std::string> names;
-  for (std::string line; std::getline(manifest, line);) {
-    if (!line.empty()) names.push_back(line);
-  }
-  return names;
-}
+std::vector<std::string> case_names() { return mha::support::read_manifest(reference_dir()); }
 
 /// One case's file, and the module it describes with the float weights loaded.
 struct Int8Case {

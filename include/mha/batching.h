@@ -1,8 +1,8 @@
 #pragma once
 
-// Continuous batching over a Transformer decoder: requests join and leave at
-// any step, each step runs the new positions of any subset of them as one
-// variable-length batch through paged caches. See docs/decoding.md.
+// Continuous batching over a Transformer decoder, or a causal (decoder-only)
+// TransformerEncoder stack: requests join and leave at any step, each step runs the new positions
+// of any subset of them as one variable-length batch through paged caches. See docs/decoding.md.
 
 #include <mha/paged_kv_cache.h>
 #include <mha/transformer.h>
@@ -34,13 +34,15 @@ struct ContinuousBatchOptions {
   TORCH_ARG(bool, batch_invariant) = false;
 };
 
-/// Serves many requests of one `mha::TransformerDecoder` at once: `add`
-/// admits a request with its encoder memory (projected into every layer's
-/// cross-attention pool at once), `step` runs the new positions of any subset
-/// of the requests as one batch (`TransformerDecoderLayerImpl::forward_paged`,
-/// then the decoder's final norm), `remove` frees a request's blocks. Each
-/// request's outputs equal `TransformerDecoderImpl::forward_cached` of that
-/// request alone within float32 rounding, whichever requests share its steps.
+/// Serves many requests of one `mha::TransformerDecoder`, or of a causal
+/// `mha::TransformerEncoder` stack (a decoder-only model), at once: `add`
+/// admits a request (with its encoder memory for a decoder, projected into
+/// every layer's cross-attention pool at once; nothing for a decoder-only
+/// stack), `step` runs the new positions of any subset of the requests as one
+/// batch (the layers' `forward_paged`, then the final norm), `remove` frees a
+/// request's blocks. Each request's outputs equal the stack's `forward_cached`
+/// of that request alone within float32 rounding, whichever requests share
+/// its steps.
 /// The caller keeps the embedding, the output projection and the sampling.
 ///
 /// Errors (`c10::Error`, no request changed): a memory the pools cannot hold
@@ -69,11 +71,13 @@ class ContinuousBatch {
 
   /// Pools for `decoder` (eval mode; its layers' dtype and device).
   ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options = {});
+  /// Pools for a causal `TransformerEncoder` stack (`num_memory_blocks` unused).
+  ContinuousBatch(TransformerEncoder causal_stack, const ContinuousBatchOptions& options = {});
 
-  /// Admits a request: `memory` (S, E), the encoder's output for it;
-  /// `memory_key_padding_mask` (S) bool, true = padding (those positions are
-  /// left out). Returns its id.
-  int64_t add(const torch::Tensor& memory, const torch::Tensor& memory_key_padding_mask = {});
+  /// Admits a request: for a decoder, `memory` (S, E), the encoder's output
+  /// for it, and `memory_key_padding_mask` (S) bool, true = padding (those
+  /// positions are left out); for a decoder-only stack, nothing. Returns its id.
+  int64_t add(const torch::Tensor& memory = {}, const torch::Tensor& memory_key_padding_mask = {});
   /// For each id of `inputs`, its (L_i, E) new positions (a prompt chunk or
   /// one token): their (L_i, E) outputs, as one variable-length batch.
   std::map<int64_t, torch::Tensor> step(const std::map<int64_t, torch::Tensor>& inputs);
@@ -93,8 +97,11 @@ class ContinuousBatch {
  private:
   int64_t add_locked(const torch::Tensor& memory);
   TransformerDecoderLayerImpl& layer(size_t i);
+  /// The first layer's self-attention (the dtype, device and width of the inputs).
+  const MultiheadAttentionImpl& first_self_attention();
 
-  TransformerDecoder decoder_;
+  TransformerDecoder decoder_{nullptr};  // or
+  TransformerEncoder causal_stack_{nullptr};
   int64_t block_size_;
   bool batch_invariant_;
   std::vector<PagedKVCache> self_, cross_;  // per layer

@@ -13,6 +13,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace mha {
 
@@ -68,6 +69,26 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
                         const torch::Tensor& mask = {},
                         const torch::Tensor& src_key_padding_mask = {},
                         std::optional<bool> is_causal = std::nullopt);
+
+  /// One `KVCache::self_attention(max_len)` per layer, for `forward_cached`
+  /// of a causal (decoder-only) stack, the way PyTorch's building blocks
+  /// make a GPT: `forward` with the causal `mask`.
+  std::vector<KVCache> make_cache(int64_t max_len = 0) const;
+
+  /// Incremental decoding of a causal stack (eval only): each layer's
+  /// `TransformerEncoderLayerImpl::forward_cached` with its cache, then the
+  /// final norm. `src` holds the new positions (a prompt, then one position per
+  /// step). Returns them within float32 rounding of `forward` on the whole
+  /// prefix with the causal mask. `cache` from `make_cache`; bad input throws
+  /// `c10::Error` before any cache changes.
+  torch::Tensor forward_cached(const torch::Tensor& src, std::vector<KVCache>& cache);
+
+  /// `forward_cached` of several sequences at once: `src` (T, E) their new
+  /// positions as rows (`cu_seqlens`), one `PagedKVCache` per layer.
+  torch::Tensor forward_paged(const torch::Tensor& src,
+                              std::vector<PagedKVCache>& cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens);
 
   /// Registers `layers` (fresh clones of the options' layer) and `norm`.
   void reset() override;

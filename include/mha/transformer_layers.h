@@ -1,5 +1,6 @@
 #pragma once
 
+#include <mha/kv_cache.h>
 #include <mha/layer_norm.h>
 #include <mha/multihead_attention.h>
 #include <mha/paged_kv_cache.h>
@@ -93,6 +94,22 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
                         const torch::Tensor& src_key_padding_mask = {},
                         bool is_causal = false);
 
+  /// Incremental decoding of a causal (decoder-only) layer, eval only: `src`
+  /// holds the new positions, shaped as for `forward`; they attend to the
+  /// positions in `cache` (a `KVCache::self_attention()`) and causally to
+  /// each other. Returns them within float32 rounding of the matching rows of
+  /// `forward` on the whole prefix with the causal `src_mask`. Bad input
+  /// throws `c10::Error` before the cache changes.
+  torch::Tensor forward_cached(const torch::Tensor& src, KVCache& cache);
+
+  /// `forward_cached` for several sequences at once: `src` (T, E) holds their
+  /// new positions as rows, sequence i's at [cu_seqlens[i], cu_seqlens[i + 1]),
+  /// through `cache` (`MultiheadAttentionImpl::forward_paged`).
+  torch::Tensor forward_paged(const torch::Tensor& src,
+                              PagedKVCache& cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens);
+
   /// Registers the submodules in Python's order and initialises them.
   void reset() override;
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
@@ -134,6 +151,9 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
                          const torch::Tensor& key_padding_mask,
                          bool is_causal);
   torch::Tensor ff_block(const torch::Tensor& x);
+  // forward_cached's and forward_paged's steps with their self-attention call.
+  torch::Tensor forward_with(const torch::Tensor& src,
+                             const std::function<torch::Tensor(const torch::Tensor&)>& self_block);
 };
 
 /// A `ModuleHolder` for `TransformerEncoderLayerImpl`.

@@ -142,6 +142,48 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
   return output;
 }
 
+std::vector<KVCache> TransformerEncoderImpl::make_cache(int64_t max_len) const {
+  std::vector<KVCache> cache;
+  for (size_t i = 0; i < layers->size(); ++i) cache.push_back(KVCache::self_attention(max_len));
+  return cache;
+}
+
+namespace {
+
+/// A stack's per-layer caches: one per layer.
+template <typename Cache>
+void check_layer_caches(const torch::nn::ModuleList& layers, const std::vector<Cache>& cache) {
+  TORCH_CHECK(layers->size() > 0, "TransformerEncoder has no layers (num_layers=0)");
+  TORCH_CHECK_VALUE(
+      cache.size() == layers->size(),
+      fmt::format("expected one cache per layer ({}), but got {}", layers->size(), cache.size()));
+}
+
+}  // namespace
+
+Tensor TransformerEncoderImpl::forward_cached(const Tensor& src, std::vector<KVCache>& cache) {
+  check_layer_caches(layers, cache);
+  // Layer 0 checks the call before it writes its cache; the others see the same shapes.
+  Tensor output = src;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    output = layers[i]->as<TransformerEncoderLayerImpl>()->forward_cached(output, cache[i]);
+  }
+  return norm.is_empty() ? output : norm.forward(output);
+}
+
+Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
+                                             std::vector<PagedKVCache>& cache,
+                                             const std::vector<int64_t>& seq_ids,
+                                             const Tensor& cu_seqlens) {
+  check_layer_caches(layers, cache);
+  Tensor output = src;  // (T, E)
+  for (size_t i = 0; i < layers->size(); ++i) {
+    output = layers[i]->as<TransformerEncoderLayerImpl>()->forward_paged(output, cache[i], seq_ids,
+                                                                         cu_seqlens);
+  }
+  return norm.is_empty() ? output : norm.forward(output);
+}
+
 std::shared_ptr<torch::nn::Module> TransformerEncoderImpl::clone(
     const std::optional<torch::Device>& device) const {
   return detail::clone_keeping_generator(*this, device);

@@ -68,6 +68,39 @@ Tensor TransformerEncoderLayerImpl::sa_block(const Tensor& x,
   return dropout1(out);
 }
 
+Tensor TransformerEncoderLayerImpl::forward_cached(const Tensor& src, KVCache& cache) {
+  torch::NoGradGuard no_grad;
+  auto self_block = [&](const Tensor& x) {  // the new positions, appended to the cache
+    return std::get<0>(self_attn->forward_cached(x, x, x, cache));
+  };
+  return forward_with(src, self_block);
+}
+
+Tensor TransformerEncoderLayerImpl::forward_paged(const Tensor& src,
+                                                  PagedKVCache& cache,
+                                                  const std::vector<int64_t>& seq_ids,
+                                                  const Tensor& cu_seqlens) {
+  torch::NoGradGuard no_grad;
+  auto self_block = [&](const Tensor& x) {  // (T, E) -> (T, E)
+    return std::get<0>(self_attn->forward_paged(x, x, x, cache, seq_ids, cu_seqlens));
+  };
+  return forward_with(src, self_block);
+}
+
+Tensor TransformerEncoderLayerImpl::forward_with(
+    const Tensor& src, const std::function<Tensor(const Tensor&)>& self_block) {
+  // Python's forward without the fast path, eval (no dropout): x shaped as src throughout
+  Tensor x = src;
+  if (options.norm_first()) {
+    x = x + self_block(norm1(x));
+    x = x + ff_block(norm2(x));
+  } else {
+    x = norm1(x + self_block(x));
+    x = norm2(x + ff_block(x));
+  }
+  return x;
+}
+
 Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
   return dropout2(detail::feed_forward(options.activation(), *linear1, *dropout, *linear2, x));
 }
