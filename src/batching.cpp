@@ -90,11 +90,7 @@ int64_t ContinuousBatch::add(const Tensor& memory, const Tensor& memory_key_padd
   if (decoder_.is_empty()) {
     TORCH_CHECK_VALUE(!memory.defined() && !memory_key_padding_mask.defined(),
                       "expected no memory: a decoder-only stack's requests have none");
-    const int64_t id = self_[0].add_sequence();
-    for (size_t i = 1; i < self_.size(); ++i) {
-      TORCH_INTERNAL_ASSERT(self_[i].add_sequence() == id, "the pools' ids go together");
-    }
-    return id;
+    return add_to_pools();
   }
   TORCH_CHECK(memory.defined() && memory.dim() == 2, "expected memory of shape (S, E), but got ",
               memory.defined() ? detail::torch_size(memory.sizes()) : "an undefined tensor");
@@ -125,12 +121,22 @@ int64_t ContinuousBatch::add_locked(const Tensor& memory) {
   const Tensor no_queries = memory.new_empty({0, memory.size(1)});
   const Tensor query_offsets = torch::zeros({2}, torch::kLong);
   const Tensor memory_offsets = torch::tensor({int64_t{0}, positions});
-  int64_t id = -1;
+  const int64_t id = add_to_pools();
   for (size_t i = 0; i < self_.size(); ++i) {
-    id = self_[i].add_sequence();
-    TORCH_INTERNAL_ASSERT(cross_[i].add_sequence() == id, "the pools' ids go together");
     layer(i).multihead_attn->forward_paged(no_queries, memory, memory, cross_[i], {id},
                                            query_offsets, memory_offsets);
+  }
+  return id;
+}
+
+int64_t ContinuousBatch::add_to_pools() {
+  const int64_t id = self_[0].add_sequence();
+  for (auto* pools : {&self_, &cross_}) {
+    for (auto& cache : *pools) {
+      if (&cache == &self_[0]) continue;
+      const int64_t same = cache.add_sequence();
+      TORCH_INTERNAL_ASSERT(same == id, "every pool gives a request the same id");
+    }
   }
   return id;
 }

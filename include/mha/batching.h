@@ -96,6 +96,8 @@ class ContinuousBatch {
 
  private:
   int64_t add_locked(const torch::Tensor& memory);
+  /// A new sequence in every pool (each gives it the same id); its id.
+  int64_t add_to_pools();
   TransformerDecoderLayerImpl& layer(size_t i);
   /// The first layer's self-attention (the dtype, device and width of the inputs).
   const MultiheadAttentionImpl& first_self_attention();
