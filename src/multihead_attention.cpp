@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <torch/nn/init.h>
 
-#include <atomic>
 #include <string>
 #include <utility>
 
@@ -14,19 +13,12 @@
 #include "attention/input_checks.h"
 #include "attention/projector.h"
 #include "attention/run_plan.h"
-#include "generator_state.h"
-#include "validated_scope.h"
+#include "common/generator_state.h"
+#include "common/validated_scope.h"
 
 namespace mha {
 
 using torch::Tensor;
-
-namespace {
-
-std::atomic<bool> fastpath_enabled{true};
-std::atomic<bool> python_kernels{false};
-
-}  // namespace
 
 MultiheadAttentionOptions::MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads)
     : embed_dim_(embed_dim), num_heads_(num_heads) {}
@@ -158,22 +150,5 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query,
                               /*check_attn_mask_shape=*/!plan.attn_mask_dropped);
   return detail::run_plan(plan, *this, call);
 }
-
-void set_fastpath_enabled(bool enabled) { fastpath_enabled.store(enabled); }
-
-bool get_fastpath_enabled() { return fastpath_enabled.load(); }
-
-FastPathGuard::FastPathGuard(bool enabled) : previous_(fastpath_enabled.exchange(enabled)) {}
-
-FastPathGuard::~FastPathGuard() { fastpath_enabled.store(previous_); }
-
-void set_python_kernels(bool enabled) { python_kernels.store(enabled); }
-
-bool python_kernels_enabled() { return python_kernels.load(); }
-
-PythonKernelsGuard::PythonKernelsGuard(bool enabled)
-    : previous_(python_kernels.exchange(enabled)) {}
-
-PythonKernelsGuard::~PythonKernelsGuard() { python_kernels.store(previous_); }
 
 }  // namespace mha

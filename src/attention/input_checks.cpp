@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "shape_format.h"
+#include "common/shape_format.h"
 
 namespace mha {
 namespace detail {

@@ -2,14 +2,42 @@
 
 #include <ATen/ATen.h>
 
-#include <limits>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
 
-#include "mha/functional.h"
+#include <limits>
 
 namespace mha {
 namespace detail {
 
 using torch::Tensor;
+
+Tensor canonical_mask(const Tensor& mask,
+                      const std::string& mask_name,
+                      std::optional<c10::ScalarType> other_type,
+                      const std::string& other_name,
+                      c10::ScalarType target_type,
+                      bool check_other) {
+  if (!mask.defined()) {
+    return mask;
+  }
+  const bool is_float = at::isFloatingType(mask.scalar_type());
+  TORCH_CHECK_TYPE(mask.scalar_type() == at::kBool || is_float,
+                   fmt::format("only bool and floating types of {} are supported, but got {}",
+                               mask_name, c10::toString(mask.scalar_type())));
+  // Once per process, as Python's default warning filter shows it once per call site.
+  if (check_other && other_type && mask.scalar_type() != *other_type) {
+    TORCH_WARN_ONCE(fmt::format(
+        "Support for mismatched {} and {} is deprecated. Use same type for both instead.",
+        mask_name, other_name));
+  }
+  if (is_float) {
+    return mask;
+  }
+  // bool (any shape) -> additive float of the query's dtype: true -> -inf
+  return at::zeros_like(mask, mask.options().dtype(target_type))
+      .masked_fill_(mask, -std::numeric_limits<double>::infinity());
+}
 
 Tensor canonical_key_padding_mask(const Tensor& key_padding_mask,
                                   const Tensor& attn_mask,
@@ -18,12 +46,12 @@ Tensor canonical_key_padding_mask(const Tensor& key_padding_mask,
   const auto attn_mask_dtype = attn_mask.defined()
                                    ? std::optional<c10::ScalarType>(attn_mask.scalar_type())
                                    : std::nullopt;  // Python's F._none_or_dtype
-  return functional::canonical_mask(key_padding_mask, names.first, attn_mask_dtype, names.second,
+  return canonical_mask(key_padding_mask, names.first, attn_mask_dtype, names.second,
                                     target_type);
 }
 
 Tensor canonical_attn_mask(const Tensor& attn_mask, c10::ScalarType target_type, const char* name) {
-  return functional::canonical_mask(attn_mask, name, std::nullopt, "", target_type,
+  return canonical_mask(attn_mask, name, std::nullopt, "", target_type,
                                     /*check_other=*/false);
 }
 
@@ -66,6 +94,11 @@ Tensor merged_bool_mask(const Tensor& attn_mask,
     merged = merged.defined() ? at::logical_or(merged, kpm) : kpm;
   }
   return merged;
+}
+
+Tensor causal_mask(int64_t queries, int64_t keys, const at::TensorOptions& options) {
+  // (L, S) bool: true where j > S - L + i
+  return at::ones({queries, keys}, options.dtype(at::kBool)).triu_(keys - queries + 1);
 }
 
 Tensor additive_mask(const Tensor& masked, const at::TensorOptions& options) {

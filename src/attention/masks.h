@@ -1,18 +1,29 @@
 #pragma once
 
-// Private: every mask transformation of the attention paths, in one place:
-// Python's canonicalisation (`_canonical_mask`) and merging
-// (`MultiheadAttention.merge_masks`), and the bool forms mha's own kernels use.
+// Private: every mask of the attention paths, in one place: Python's
+// canonicalisation (`_canonical_mask`) and merging (`MultiheadAttention.merge_masks`),
+// the bool forms mha's own kernels use, and the one causal-mask builder.
 
 #include <c10/core/ScalarType.h>
 #include <torch/types.h>
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace mha {
 namespace detail {
+
+/// Python's `F._canonical_mask`: a bool mask becomes additive (`true` -> -inf)
+/// of `target_type`, a float mask stays, other dtypes are rejected; with
+/// `check_other`, a dtype other than `other_type` warns (once per process).
+torch::Tensor canonical_mask(const torch::Tensor& mask,
+                             const std::string& mask_name,
+                             std::optional<c10::ScalarType> other_type,
+                             const std::string& other_name,
+                             c10::ScalarType target_type,
+                             bool check_other = true);
 
 /// Python's `_canonical_mask(key_padding_mask, "key_padding_mask",
 /// _none_or_dtype(attn_mask), "attn_mask", target_type)`: bool becomes
@@ -50,6 +61,13 @@ torch::Tensor merged_bool_mask(const torch::Tensor& attn_mask,
                                int64_t bsz,
                                int64_t num_heads,
                                int64_t seq_len);
+
+/// The causal mask of every path, bool (true = masked out), (queries, keys):
+/// the queries are the last `queries` of `keys` positions, so query i sees
+/// key j iff j <= keys - queries + i (aligned to the bottom right, as a cached
+/// step needs); square (queries == keys) it is Python's
+/// `generate_square_subsequent_mask` as a bool mask.
+torch::Tensor causal_mask(int64_t queries, int64_t keys, const at::TensorOptions& options);
 
 /// A bool mask (true = masked out) as an additive one of `options`: -inf where
 /// masked, 0 elsewhere; undefined stays undefined.

@@ -62,7 +62,7 @@ Projector Projector::int8(std::shared_ptr<const Int8WeightImpl> q_or_packed,
   return p;
 }
 
-Tensor Projector::Parts::linear(int64_t i, const Tensor& x) const {
+Tensor Projector::Parts::part(int64_t i, const Tensor& x) const {
   if (int8[i]) return int8[i]->forward_rows(first_row[i], rows, x, bias[i]);
   return packed_linear(x, weight[i], bias[i]);
 }
@@ -74,7 +74,7 @@ std::tuple<Tensor, Tensor> Projector::Parts::key_value(const Tensor& x) const {
                         .split(rows, /*dim=*/-1);  // (..., 2E') -> 2 x (..., E')
     return {kv[0].contiguous(), kv[1].contiguous()};
   }
-  return {linear(1, x), linear(2, x)};
+  return {key(x), value(x)};
 }
 
 Projector::Parts Projector::parts() const {
@@ -98,7 +98,23 @@ Projector::Parts Projector::parts() const {
   return p;
 }
 
-Tensor Projector::self(const Tensor& x) const {
+std::tuple<Tensor, Tensor, Tensor> Projector::project(const Tensor& query,
+                                                      const Tensor& key,
+                                                      const Tensor& value) const {
+  if (is_packed() && query.is_same(key) && key.is_same(value)) {
+    const auto qkv = fused_qkv(query).chunk(3, /*dim=*/-1);  // (..., 3E') -> 3 x (..., E')
+    return {qkv[0], qkv[1], qkv[2]};
+  }
+  const Parts p = parts();
+  if (!key.defined()) return {p.query(query), Tensor(), Tensor()};
+  if (key.is_same(value)) {
+    const auto [k, v] = p.key_value(key);
+    return {p.query(query), k, v};
+  }
+  return {p.query(query), p.key(key), p.value(value)};
+}
+
+Tensor Projector::fused_qkv(const Tensor& x) const {
   TORCH_INTERNAL_ASSERT(is_packed(), "one-GEMM self-attention projection needs packed weights");
   if (int8_packed()) return int8_[0]->forward(x, packed_bias_);  // (..., E) -> (..., 3E')
   return packed_linear(x, packed_weight_, packed_bias_);         // (..., E) -> (..., 3E')
@@ -126,15 +142,15 @@ std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
     // int8: Python's GEMMs on the same rows give the same values in any split
     // (per-row scales, per-element epilogue), so each part is its own GEMM.
     if (int8_packed() && q.is_same(k) && k.is_same(v)) {
-      const Tensor proj = split_parts(self(q), 3, part_rows_);  // (3, L, N, E')
+      const Tensor proj = split_parts(fused_qkv(q), 3, part_rows_);  // (3, L, N, E')
       return {proj[0], proj[1], proj[2]};
     }
     const Parts p = parts();
     if (k.is_same(v)) {
       const auto [k_proj, v_proj] = p.key_value(k);
-      return {p.linear(0, q), k_proj, v_proj};
+      return {p.query(q), k_proj, v_proj};
     }
-    return {p.linear(0, q), p.linear(1, k), p.linear(2, v)};
+    return {p.query(q), p.key(k), p.value(v)};
   }
   if (is_packed() && k.is_same(v)) {
     if (q.is_same(k)) {

@@ -4,8 +4,8 @@
 // of its weights: Python's packed `in_proj_weight` (3E', E), separate
 // `q_proj_weight`/`k_proj_weight`/`v_proj_weight` (kdim/vdim), and a
 // tensor-parallel shard of either (E' = this rank's heads' rows). Every
-// attention path (Python's functional steps, the fast-path kernels, the KV
-// cache, tensor parallelism) projects through it. A new form of the weights
+// attention path (Python's functional steps, the fast-path kernels, the cached
+// and paged calls, tensor parallelism) projects through it. A new form of the weights
 // (prepacked, int8) is a new constructor and its GEMMs here.
 
 #include <torch/types.h>
@@ -33,12 +33,20 @@ class Projector {
     int64_t rows = 0;                  // E', each part's
     int64_t first_row[3] = {0, 0, 0};  // of each part in its int8 weight
     torch::Tensor kv_bias;             // packed int8: the bias of k and v, (2E')
-    /// Part `i` (0 q, 1 k, 2 v) of the projection: x (..., features) -> (..., E'),
-    /// int8, or on prepacked float weights where they are faster (`packed_linear`).
-    torch::Tensor linear(int64_t i, const torch::Tensor& x) const;
-    /// Parts 1 and 2 of one input (key is value): x (..., E) -> 2 x (..., E'),
+    /// The query's projection: x (..., E) -> (..., E'), int8, or on prepacked
+    /// float weights where they are faster (`packed_linear`).
+    torch::Tensor query(const torch::Tensor& x) const { return part(0, x); }
+    /// The key's projection: x (..., kdim) -> (..., E'), as `query`.
+    torch::Tensor key(const torch::Tensor& x) const { return part(1, x); }
+    /// The value's projection: x (..., vdim) -> (..., E'), as `query`.
+    torch::Tensor value(const torch::Tensor& x) const { return part(2, x); }
+    /// Key and value of one input (key is value): x (..., E) -> 2 x (..., E'),
     /// each contiguous; one int8 GEMM when the weight is packed.
     std::tuple<torch::Tensor, torch::Tensor> key_value(const torch::Tensor& x) const;
+
+   private:
+    /// Part `i` (0 q, 1 k, 2 v): x (..., features) -> (..., E').
+    torch::Tensor part(int64_t i, const torch::Tensor& x) const;
   };
 
   /// Packed weights (3E', E) with an optional bias (3E'). `part_rows` is E'
@@ -86,10 +94,20 @@ class Projector {
   /// can project self-attention).
   bool is_packed() const { return packed_weight_.defined() || int8_packed(); }
 
+  /// The one projection entry of mha's kernels (the module's fast paths, the
+  /// cached and paged calls): q (..., E) -> (..., E'); k (..., kdim) and v
+  /// (..., vdim) -> (..., E') each, or undefined when `key` is (a static
+  /// cache that holds its memory). Self-attention (q is k is v) on packed
+  /// weights is one GEMM (`fused_qkv`, three views of its output); key is
+  /// value, `Parts::key_value`; else one GEMM per input. Prepacked or int8
+  /// GEMMs where they apply, never Python's (`python`).
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> project(const torch::Tensor& query,
+                                                                  const torch::Tensor& key,
+                                                                  const torch::Tensor& value) const;
   /// Self-attention in one GEMM: x (..., E) -> (..., 3E'), [q; k; v] along
   /// the last dimension, on prepacked weights where they are faster
   /// (`packed_linear`). Packed weights only.
-  torch::Tensor self(const torch::Tensor& x) const;
+  torch::Tensor fused_qkv(const torch::Tensor& x) const;
   /// The q, k, v parts, for separate GEMMs: Python's `chunk(3)` of packed
   /// weights and of the bias, made when asked for (self-attention needs none).
   Parts parts() const;

@@ -246,16 +246,10 @@ std::shared_ptr<Int8WeightImpl> linear_int8(const torch::nn::LinearImpl& linear)
   return is_int8_placeholder(linear.weight) ? int8_weight(linear, "weight") : nullptr;
 }
 
-Tensor linear(const torch::nn::LinearImpl& linear, const Tensor& x) {
+Tensor linear_int8_or_packed(const torch::nn::LinearImpl& linear, const Tensor& x) {
   if (const auto int8 = linear_int8(linear)) return int8->forward(x, linear.bias);
   return packed_linear(x, linear.weight, linear.bias);
 }
 
 }  // namespace detail
-
-torch::Tensor linear(const torch::nn::LinearImpl& linear, const torch::Tensor& x) {
-  if (const auto int8 = detail::linear_int8(linear)) return int8->forward(x, linear.bias);
-  return at::linear(x, linear.weight, linear.bias);  // LinearImpl::forward's F::linear
-}
-
 }  // namespace mha

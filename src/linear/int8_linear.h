@@ -137,7 +137,7 @@ std::shared_ptr<Int8WeightImpl> linear_int8(const torch::nn::LinearImpl& linear)
 
 /// mha's own calls of a `Linear`: x (..., in) -> (..., out), int8 when
 /// converted, else `packed_linear` (prepacked float32 where faster).
-torch::Tensor linear(const torch::nn::LinearImpl& linear, const torch::Tensor& x);
+torch::Tensor linear_int8_or_packed(const torch::nn::LinearImpl& linear, const torch::Tensor& x);
 
 }  // namespace detail
 }  // namespace mha

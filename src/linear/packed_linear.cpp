@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "mha/multihead_attention.h"
+#include "mha/kernel_switches.h"
 
 namespace mha {
 namespace detail {

@@ -1,4 +1,4 @@
-#include "collectives.h"
+#include "tensor_parallel/collectives.h"
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>

@@ -13,7 +13,7 @@
 #include "attention/masks.h"
 #include "attention/projector.h"
 #include "attention/run_plan.h"
-#include "collectives.h"
+#include "tensor_parallel/collectives.h"
 #include "mha/functional.h"
 #include "mha/tensor_parallel.h"
 

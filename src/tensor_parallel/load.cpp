@@ -10,8 +10,8 @@
 
 #include "mha/state_dict.h"
 #include "mha/tensor_parallel.h"
-#include "plain_module.h"
-#include "sharding.h"
+#include "tensor_parallel/plain_module.h"
+#include "tensor_parallel/sharding.h"
 #include "state_dict/slice_reader.h"
 
 namespace mha {

@@ -3,7 +3,7 @@
 // whole tensors' fans, drawn for the shard alone or, exactly, for the whole
 // tensor a block of rows at a time.
 
-#include "shard_init.h"
+#include "tensor_parallel/shard_init.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>

@@ -6,7 +6,7 @@
 
 #include <torch/nn/module.h>
 
-#include "sharding.h"
+#include "tensor_parallel/sharding.h"
 
 namespace mha {
 namespace detail {

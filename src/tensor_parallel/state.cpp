@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "collectives.h"
+#include "tensor_parallel/collectives.h"
 #include "mha/tensor_parallel.h"
-#include "plain_module.h"
-#include "sharding.h"
+#include "tensor_parallel/plain_module.h"
+#include "tensor_parallel/sharding.h"
 
 namespace mha {
 

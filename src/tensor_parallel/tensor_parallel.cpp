@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "attention/input_checks.h"
-#include "collectives.h"
-#include "generator_state.h"
-#include "shape_format.h"
-#include "shard_init.h"
-#include "sharding.h"
+#include "tensor_parallel/collectives.h"
+#include "common/generator_state.h"
+#include "common/shape_format.h"
+#include "tensor_parallel/shard_init.h"
+#include "tensor_parallel/sharding.h"
 
 namespace mha {
 

@@ -1,12 +1,12 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "generator_state.h"
+#include "common/generator_state.h"
 #include "mha/transformer.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-#include "validated_scope.h"
+#include "common/validated_scope.h"
 
 namespace mha {
 

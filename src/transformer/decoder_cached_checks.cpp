@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "attention/input_checks.h"
-#include "shape_format.h"
+#include "common/shape_format.h"
 #include "transformer/input_checks.h"
 
 namespace mha {

@@ -1,13 +1,13 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "attention/paged_call.h"
-#include "generator_state.h"
+#include "cache/paged_call_checks.h"
+#include "common/generator_state.h"
 #include "mha/transformer_layers.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-#include "validated_scope.h"
+#include "common/validated_scope.h"
 
 namespace mha {
 

@@ -7,7 +7,7 @@
 #include "attention/input_checks.h"
 #include "attention/projector.h"
 #include "mha/transformer_layers.h"
-#include "shape_format.h"
+#include "common/shape_format.h"
 
 namespace mha {
 namespace detail {

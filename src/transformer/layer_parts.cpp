@@ -62,8 +62,8 @@ torch::Tensor feed_forward(const TransformerActivation& activation,
                            const torch::Tensor& x) {
   // (..., E) -> (..., dim_feedforward) -> (..., E)
   const torch::Tensor hidden =
-      dropout.forward(apply_activation(activation, detail::linear(linear1, x)));
-  return detail::linear(linear2, hidden);
+      dropout.forward(apply_activation(activation, detail::linear_int8_or_packed(linear1, x)));
+  return detail::linear_int8_or_packed(linear2, hidden);
 }
 
 void print_layer_options(std::ostream& stream,

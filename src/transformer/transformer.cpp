@@ -6,11 +6,11 @@
 #include <typeinfo>
 #include <vector>
 
-#include "generator_state.h"
-#include "shape_format.h"
+#include "common/generator_state.h"
+#include "common/shape_format.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-#include "validated_scope.h"
+#include "common/validated_scope.h"
 
 namespace mha {
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "mha/paged_kv_cache.h"
@@ -43,6 +44,12 @@ struct PagedKVCacheState {
   /// length. Returns the pool rows of all its positions, (length,) int64, the
   /// new ones last.
   torch::Tensor grow(int64_t id, int64_t new_positions);
+  /// The cache as a call's key/value source: after `check_room`, writes `k`,
+  /// `v` (new positions, H, hd; undefined: none) as `id`'s newest positions,
+  /// then returns all its keys and values, (1, H, length, hd) gathered from the pools.
+  std::pair<torch::Tensor, torch::Tensor> append_and_read(int64_t id,
+                                                          const torch::Tensor& k,
+                                                          const torch::Tensor& v);
   /// A block from the free list, held once.
   int64_t take_block();
   /// One holder fewer; back to the free list when none is left.

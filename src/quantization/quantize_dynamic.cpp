@@ -1,6 +1,7 @@
 // mha::quantize_dynamic: finds the weights to convert, checks and quantizes
 // them all, then swaps them in (so an error changes nothing).
 
+#include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <mha/multihead_attention.h>
 #include <mha/quantization.h>
@@ -183,5 +184,10 @@ void quantize_dynamic(torch::nn::Module& module, const QuantizeOptions& options)
 }
 
 bool is_quantized(const torch::nn::Module& module) { return has_int8(module); }
+
+torch::Tensor linear(const torch::nn::LinearImpl& linear, const torch::Tensor& x) {
+  if (const auto int8 = detail::linear_int8(linear)) return int8->forward(x, linear.bias);
+  return at::linear(x, linear.weight, linear.bias);  // LinearImpl::forward's F::linear
+}
 
 }  // namespace mha

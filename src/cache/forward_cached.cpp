@@ -1,24 +1,24 @@
 // MultiheadAttentionImpl::forward_cached: incremental decoding with a KVCache.
-// New positions are projected once and written into the cache's buffers; the
-// attention reads the cached keys and values through views (no per-step cat),
-// with the causal mask aligned to the bottom right. See docs/decoding.md.
+// The attention pipeline with a KVCache as the key/value source: checks, the
+// projector's one entry, the cache (new positions written into its buffers, the
+// cached keys and values read back through views, no per-step cat), the kernel
+// over them with the causal mask aligned to the bottom right, the output
+// projection. See docs/decoding.md.
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include <cmath>
-#include <limits>
-
 #include "attention/attention_call.h"
+#include "attention/cached_attention.h"
 #include "attention/input_checks.h"
 #include "attention/masks.h"
 #include "attention/projector.h"
-#include "kv_cache_state.h"
+#include "cache/kv_cache_state.h"
 #include "linear/int8_linear.h"
 #include "mha/kv_cache.h"
 #include "mha/multihead_attention.h"
-#include "shape_format.h"
+#include "common/shape_format.h"
 
 namespace mha {
 
@@ -170,13 +170,11 @@ Tensor attention_mask(const MultiheadAttentionImpl& m,
                            : mask.reshape({s.bsz, num_heads, s.tgt_len, s.total_len});
   }
   if (!is_static && s.tgt_len > 1) {
-    const int64_t t0 = s.total_len - s.tgt_len;
-    // (L, S) bool: true where j > t0 + i
-    const auto bool_options = at::TensorOptions(at::kBool).device(param.device());
-    const Tensor causal = at::ones({s.tgt_len, s.total_len}, bool_options).triu_(t0 + 1);
-    const Tensor causal_float =
-        detail::canonical_attn_mask(causal, dtype).view({1, 1, s.tgt_len, s.total_len});
-    mask = mask.defined() ? mask + causal_float : causal_float;
+    // (L, S) bool -> (1, 1, L, S) additive: new query i sees key j iff j <= t0 + i
+    const Tensor causal = detail::additive_mask(
+        detail::causal_mask(s.tgt_len, s.total_len, param.device()), param.options());
+    const Tensor causal4 = causal.view({1, 1, s.tgt_len, s.total_len});
+    mask = mask.defined() ? mask + causal4 : causal4;
   }
   if (kpm.defined()) {
     const Tensor kpm4 = kpm.reshape({s.bsz, 1, 1, s.total_len});  // (N, 1, 1, S)
@@ -188,52 +186,11 @@ Tensor attention_mask(const MultiheadAttentionImpl& m,
   return mask;
 }
 
-/// (L, N, E) or (N, L, E) -> (N, H, L, head_dim), a view.
+/// (L, N, E') or (N, L, E') -> (N, H, L, head_dim), a view; undefined stays undefined.
 Tensor to_heads(const Tensor& x, bool batch_first, int64_t num_heads) {
+  if (!x.defined()) return x;
   const Tensor split = x.unflatten(-1, {num_heads, -1});  // (.., H, hd)
   return batch_first ? split.transpose(1, 2) : split.permute({1, 2, 0, 3});
-}
-
-/// Input projections in (N, H, L, head_dim): q always, k and v when key is defined.
-std::tuple<Tensor, Tensor, Tensor> project(const MultiheadAttentionImpl& m,
-                                           const Tensor& query,
-                                           const Tensor& key,
-                                           const Tensor& value,
-                                           bool batch_first) {
-  const int64_t num_heads = m.options.num_heads();
-  auto heads = [&](const Tensor& x) { return to_heads(x, batch_first, num_heads); };
-  const detail::Projector projector = detail::Projector::of(m);
-  if (projector.is_packed() && query.is_same(key) && key.is_same(value)) {
-    const auto qkv = projector.self(query).chunk(3, -1);  // one GEMM (L, N, 3E), three views
-    return {heads(qkv[0]), heads(qkv[1]), heads(qkv[2])};
-  }
-  const auto parts = projector.parts();
-  const Tensor q = heads(parts.linear(0, query));
-  if (!key.defined()) return {q, Tensor(), Tensor()};
-  if (key.is_same(value)) {
-    const auto [k, v] = parts.key_value(key);
-    return {q, heads(k), heads(v)};
-  }
-  return {q, heads(parts.linear(1, key)), heads(parts.linear(2, value))};
-}
-
-/// Attention of q (N, H, L, hd) over k, v (N, H, S, hd): SDPA, or, with
-/// weights, `forward`'s unfused softmax(q k^T / sqrt(hd) + mask) v.
-/// Returns (N, H, L, hd) and the weights (N, H, L, S) or undefined.
-std::tuple<Tensor, Tensor> attend(
-    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool need_weights) {
-  if (!need_weights) {
-    return {at::scaled_dot_product_attention(
-                q, k, v, mask.defined() ? std::optional<Tensor>(mask) : std::nullopt),
-            Tensor()};
-  }
-  const Tensor q_scaled = q * std::sqrt(1.0 / static_cast<double>(q.size(-1)));
-  Tensor weights = at::matmul(q_scaled, k.transpose(-2, -1));  // (N, H, L, S)
-  if (mask.defined()) {
-    weights.add_(mask);
-  }
-  weights = at::softmax(weights, /*dim=*/-1);
-  return {at::matmul(weights, v), weights};
 }
 
 /// Every check of a forward_cached call, before anything changes; returns its
@@ -294,13 +251,17 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
   const Tensor query = batch(query_in);
   const Tensor key = self_qkv ? query : batch(key_in);
   const Tensor value = self_qkv ? query : batch(value_in);
-  auto [q, k, v] = project(*this, query, key, value, s.batch_first);  // (N, H, L, hd)
-  const auto [keys, values] =                                         // (N, H, S + extra, hd)
-      detail::cache_key_values(cache, *this, k, v, s.total_len);
-  auto [out, weights] = attend(q, keys, values, mask, need_weights);
+  const auto [q_rows, k_rows, v_rows] =  // (.., E'); k, v undefined for a filled static cache
+      detail::Projector::of(*this).project(query, key, value);
+  const int64_t heads = options.num_heads();
+  const Tensor q = to_heads(q_rows, s.batch_first, heads);  // (N, H, L, hd)
+  const auto [keys, values] = detail::cache_key_values(     // (N, H, S + extra, hd)
+      cache, *this, to_heads(k_rows, s.batch_first, heads), to_heads(v_rows, s.batch_first, heads),
+      s.total_len);
+  auto [out, weights] = detail::attend_over_keys(q, keys, values, mask, need_weights);
   // (N, H, L, hd) -> (N, L, E) or (L, N, E), then the output projection
   out = s.batch_first ? out.transpose(1, 2).flatten(2) : out.permute({2, 0, 1, 3}).flatten(2);
-  out = detail::linear(*out_proj, out);  // int8, or prepacked float where faster
+  out = detail::linear_int8_or_packed(*out_proj, out);  // int8, or prepacked float where faster
   if (weights.defined() && average_attn_weights) {
     weights = weights.mean(/*dim=*/1);  // (N, L, S + extra)
   }

@@ -1,4 +1,4 @@
-#include "generator_state.h"
+#include "common/generator_state.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 

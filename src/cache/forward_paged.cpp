@@ -1,24 +1,25 @@
-// MultiheadAttentionImpl::forward_paged: the new positions of several
-// sequences, packed as rows, projected together; each sequence's keys and
-// values written into its blocks of a PagedKVCache and gathered back for its
-// own attention (the causal mask aligned to the bottom right); one output
-// projection. See docs/decoding.md.
+// MultiheadAttentionImpl::forward_paged: the attention pipeline with a
+// PagedKVCache as the key/value source. The new positions of several sequences,
+// packed as rows, go through the checks and the projector's one entry together;
+// each sequence's keys and values are written into its blocks and read back
+// for its own attention (the causal mask aligned to the bottom right); one
+// output projection. See docs/decoding.md.
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include <limits>
-
 #include "attention/attention_call.h"
+#include "attention/cached_attention.h"
 #include "attention/input_checks.h"
-#include "attention/paged_call.h"
+#include "attention/masks.h"
+#include "cache/paged_call_checks.h"
 #include "attention/projector.h"
 #include "linear/int8_linear.h"
 #include "mha/multihead_attention.h"
 #include "mha/paged_kv_cache.h"
-#include "paged_kv_cache_state.h"
-#include "shape_format.h"
+#include "cache/paged_kv_cache_state.h"
+#include "common/shape_format.h"
 
 namespace mha {
 
@@ -138,46 +139,6 @@ Offsets check_paged(const MultiheadAttentionImpl& m,
   return offsets;
 }
 
-/// The input projections: queries (T, E) -> (T, H, hd); new keys and values
-/// (rows, kdim/vdim) -> (rows, H, hd), undefined when there are none.
-std::tuple<Tensor, Tensor, Tensor> project_rows(const MultiheadAttentionImpl& m,
-                                                const detail::AttentionCall& call) {
-  const int64_t heads = m.options.num_heads();
-  auto split = [heads](const Tensor& x) { return x.unflatten(-1, {heads, -1}); };
-  const detail::Projector projector = detail::Projector::of(m);
-  if (projector.is_packed() && call.self_attention()) {
-    const auto qkv = projector.self(call.query).chunk(3, -1);  // (T, 3E) -> 3 x (T, E)
-    return {split(qkv[0]), split(qkv[1]), split(qkv[2])};
-  }
-  const auto parts = projector.parts();
-  const Tensor q = split(parts.linear(0, call.query));
-  if (!call.key.defined()) return {q, Tensor(), Tensor()};
-  if (call.key.is_same(call.value)) {
-    const auto [k, v] = parts.key_value(call.key);
-    return {q, split(k), split(v)};
-  }
-  return {q, split(parts.linear(1, call.key)), split(parts.linear(2, call.value))};
-}
-
-/// One sequence's attention: q (L, H, hd) over its pool rows (S,) -> (L, H * hd);
-/// `causal`: new query i sees key j iff j <= S - L + i.
-Tensor attend_sequence(
-    const Tensor& q, const Tensor& keys, const Tensor& values, const Tensor& rows, bool causal) {
-  const int64_t new_len = q.size(0), total = rows.size(0);
-  const Tensor k = keys.index_select(0, rows).transpose(0, 1).unsqueeze(0);    // (1, H, S, hd)
-  const Tensor v = values.index_select(0, rows).transpose(0, 1).unsqueeze(0);  // (1, H, S, hd)
-  std::optional<Tensor> mask;
-  if (causal && new_len > 1) {  // (L, S) additive
-    mask =
-        at::zeros({new_len, total}, q.options())
-            .masked_fill_(
-                at::ones({new_len, total}, q.options().dtype(at::kBool)).triu_(total - new_len + 1),
-                -std::numeric_limits<double>::infinity());
-  }
-  const Tensor out = at::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k, v, mask);
-  return out.squeeze(0).transpose(0, 1).flatten(1);  // (1, H, L, hd) -> (L, E)
-}
-
 }  // namespace
 
 void detail::check_paged_call(const MultiheadAttentionImpl& module,
@@ -209,25 +170,32 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
 
   // Everything is validated: from here on the cache changes.
   torch::NoGradGuard no_grad;
-  const auto [q, k, v] = project_rows(*this, call);  // (T, H, hd); (new keys, H, hd)
+  const auto [q_rows, k_rows, v_rows] =  // (T, E'); (new key rows, E') or undefined
+      detail::Projector::of(*this).project(query, key, value);
+  const int64_t heads = options.num_heads();
+  auto split = [heads](const Tensor& x) { return x.defined() ? x.unflatten(-1, {heads, -1}) : x; };
+  const Tensor q = split(q_rows), k = split(k_rows), v = split(v_rows);  // (rows, H, hd)
   std::vector<Tensor> outs;
   for (size_t i = 0; i < seq_ids.size(); ++i) {
     const int64_t key_begin = offsets.keys[i], new_keys = offsets.keys[i + 1] - key_begin;
-    const Tensor rows = state.grow(seq_ids[i], new_keys);  // (S,), the new positions last
-    if (new_keys > 0) {
-      const Tensor new_rows = rows.narrow(0, rows.size(0) - new_keys, new_keys);
-      state.keys.index_copy_(0, new_rows, k.narrow(0, key_begin, new_keys));
-      state.values.index_copy_(0, new_rows, v.narrow(0, key_begin, new_keys));
-    }
+    auto rows_of = [&](const Tensor& x) { return new_keys > 0 ? x.narrow(0, key_begin, new_keys) : Tensor(); };
+    const auto [keys, values] =  // (1, H, S, hd), the new positions last
+        state.append_and_read(seq_ids[i], rows_of(k), rows_of(v));
     const int64_t begin = offsets.queries[i], new_len = offsets.queries[i + 1] - begin;
-    if (new_len > 0) {
-      outs.push_back(attend_sequence(q.narrow(0, begin, new_len), state.keys, state.values, rows,
-                                     /*causal=*/!state.is_static));
-    }
+    if (new_len == 0) continue;
+    const Tensor q_seq = q.narrow(0, begin, new_len).transpose(0, 1).unsqueeze(0);  // (1, H, L, hd)
+    const int64_t total = keys.size(2);
+    // Self-attention: new query i sees key j iff j <= S - L + i; (L, S) additive.
+    const Tensor mask = !state.is_static && new_len > 1
+                            ? detail::additive_mask(detail::causal_mask(new_len, total, q.device()),
+                                                    q.options())
+                            : Tensor();
+    const Tensor out = std::get<0>(detail::attend_over_keys(q_seq, keys, values, mask, false));
+    outs.push_back(out.squeeze(0).transpose(0, 1).flatten(1));  // (1, H, L, hd) -> (L, E)
   }
   const Tensor attended =
       outs.empty() ? at::empty({0, options.embed_dim()}, query.options()) : at::cat(outs);
-  return {detail::linear(*out_proj, attended), Tensor()};  // (T, E)
+  return {detail::linear_int8_or_packed(*out_proj, attended), Tensor()};  // (T, E)
 }
 
 }  // namespace mha

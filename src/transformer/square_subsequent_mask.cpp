@@ -1,13 +1,15 @@
 #include <limits>
 
+#include "attention/masks.h"
 #include "mha/transformer.h"
 
 namespace mha {
 
 torch::Tensor generate_square_subsequent_mask(int64_t sz, const torch::TensorOptions& options) {
   // (sz, sz): -inf above the diagonal, 0 on and below it
-  return torch::triu(torch::full({sz, sz}, -std::numeric_limits<double>::infinity(), options),
-                     /*diagonal=*/1);
+  const torch::Tensor causal = detail::causal_mask(sz, sz, options.device());  // (sz, sz) bool
+  return detail::additive_mask(causal, options.requires_grad(false))
+      .requires_grad_(options.requires_grad());
 }
 
 bool detect_is_causal_mask(const torch::Tensor& mask,

@@ -11,7 +11,7 @@
 
 #include "attention/projector.h"
 #include "mha/multihead_attention.h"
-#include "paged_kv_cache_state.h"
+#include "cache/paged_kv_cache_state.h"
 
 namespace mha {
 
@@ -114,6 +114,21 @@ Tensor PagedKVCacheState::grow(int64_t id, int64_t new_positions) {
                        torch::arange(block_size, torch::kLong).unsqueeze(0))  // (blocks, size)
                           .flatten();
   return rows.narrow(0, 0, s.length);
+}
+
+std::pair<Tensor, Tensor> PagedKVCacheState::append_and_read(int64_t id,
+                                                             const Tensor& k,
+                                                             const Tensor& v) {
+  const int64_t new_positions = k.defined() ? k.size(0) : 0;
+  const Tensor rows = grow(id, new_positions);  // (S,), the new positions last
+  if (new_positions > 0) {
+    const Tensor new_rows = rows.narrow(0, rows.size(0) - new_positions, new_positions);
+    keys.index_copy_(0, new_rows, k);
+    values.index_copy_(0, new_rows, v);
+  }
+  // (S, H, hd) -> (1, H, S, hd)
+  return {keys.index_select(0, rows).transpose(0, 1).unsqueeze(0),
+          values.index_select(0, rows).transpose(0, 1).unsqueeze(0)};
 }
 
 }  // namespace detail

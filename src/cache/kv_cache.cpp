@@ -8,9 +8,9 @@
 #include <algorithm>
 
 #include "attention/projector.h"
-#include "kv_cache_state.h"
+#include "cache/kv_cache_state.h"
 #include "mha/multihead_attention.h"
-#include "shape_format.h"
+#include "common/shape_format.h"
 
 namespace mha {
 

@@ -11,8 +11,8 @@
 #include "attention/projector.h"
 #include "linear/packed_linear.h"
 #include "mha/quantization.h"
-#include "paged_kv_cache_state.h"
-#include "shape_format.h"
+#include "cache/paged_kv_cache_state.h"
+#include "common/shape_format.h"
 
 namespace mha {
 
