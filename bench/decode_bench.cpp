@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "kv_cache_state.h"
+#include "cache/kv_cache_state.h"
 
 namespace {
 

@@ -8,5 +8,5 @@ MHA_PYTHON="$MHA_VENV/bin/python"
 export MHA_ROOT MHA_VENV MHA_BUILD_DIR MHA_PYTHON
 # OMP_WAIT_POLICY: PASSIVE unless set. libgomp (in the torch wheel) reads it once, when it
 # loads; its default spins waiting threads, and on a shared machine a 2-thread call then
-# waits for a descheduled partner (README, "Serving on the CPU").
+# waits for a descheduled partner (docs/semantics.md, "Prepacked weights and threads").
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"

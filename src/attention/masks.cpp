@@ -14,10 +14,8 @@ using torch::Tensor;
 
 Tensor canonical_mask(const Tensor& mask,
                       const std::string& mask_name,
-                      std::optional<c10::ScalarType> other_type,
-                      const std::string& other_name,
                       c10::ScalarType target_type,
-                      bool check_other) {
+                      const std::optional<std::pair<c10::ScalarType, std::string>>& other) {
   if (!mask.defined()) {
     return mask;
   }
@@ -26,10 +24,10 @@ Tensor canonical_mask(const Tensor& mask,
                    fmt::format("only bool and floating types of {} are supported, but got {}",
                                mask_name, c10::toString(mask.scalar_type())));
   // Once per process, as Python's default warning filter shows it once per call site.
-  if (check_other && other_type && mask.scalar_type() != *other_type) {
+  if (other && mask.scalar_type() != other->first) {
     TORCH_WARN_ONCE(fmt::format(
         "Support for mismatched {} and {} is deprecated. Use same type for both instead.",
-        mask_name, other_name));
+        mask_name, other->second));
   }
   if (is_float) {
     return mask;
@@ -43,16 +41,15 @@ Tensor canonical_key_padding_mask(const Tensor& key_padding_mask,
                                   const Tensor& attn_mask,
                                   c10::ScalarType target_type,
                                   std::pair<const char*, const char*> names) {
-  const auto attn_mask_dtype = attn_mask.defined()
-                                   ? std::optional<c10::ScalarType>(attn_mask.scalar_type())
-                                   : std::nullopt;  // Python's F._none_or_dtype
-  return canonical_mask(key_padding_mask, names.first, attn_mask_dtype, names.second,
-                                    target_type);
+  // Python's F._none_or_dtype(attn_mask): no check without an attn_mask
+  const auto other = attn_mask.defined() ? std::make_optional(std::make_pair(
+                                               attn_mask.scalar_type(), std::string(names.second)))
+                                         : std::nullopt;
+  return canonical_mask(key_padding_mask, names.first, target_type, other);
 }
 
 Tensor canonical_attn_mask(const Tensor& attn_mask, c10::ScalarType target_type, const char* name) {
-  return canonical_mask(attn_mask, name, std::nullopt, "", target_type,
-                                    /*check_other=*/false);
+  return canonical_mask(attn_mask, name, target_type);
 }
 
 std::pair<std::optional<Tensor>, std::optional<int64_t>> merge_masks(const Tensor& attn_mask,

@@ -15,15 +15,15 @@
 namespace mha {
 namespace detail {
 
-/// Python's `F._canonical_mask`: a bool mask becomes additive (`true` -> -inf)
-/// of `target_type`, a float mask stays, other dtypes are rejected; with
-/// `check_other`, a dtype other than `other_type` warns (once per process).
-torch::Tensor canonical_mask(const torch::Tensor& mask,
-                             const std::string& mask_name,
-                             std::optional<c10::ScalarType> other_type,
-                             const std::string& other_name,
-                             c10::ScalarType target_type,
-                             bool check_other = true);
+/// Python's `F._canonical_mask`: a bool `mask` becomes additive (`true` ->
+/// -inf) of `target_type`, a float one stays, other dtypes are rejected naming
+/// `mask_name`; a dtype other than `other`'s (the other mask's dtype and name,
+/// when Python checks it) warns once per process.
+torch::Tensor canonical_mask(
+    const torch::Tensor& mask,
+    const std::string& mask_name,
+    c10::ScalarType target_type,
+    const std::optional<std::pair<c10::ScalarType, std::string>>& other = std::nullopt);
 
 /// Python's `_canonical_mask(key_padding_mask, "key_padding_mask",
 /// _none_or_dtype(attn_mask), "attn_mask", target_type)`: bool becomes

@@ -25,14 +25,11 @@ namespace detail {
 /// `kPackedMaxRows` rows (M, the product of x's leading sizes) on weights
 /// (out x in) of at least `kPackedMinWeightElements`, and below
 /// `kPackedSmallWeightMinRows` rows only on weights of at least
-/// `kPackedLargeWeightElements`. Measured at one and two threads on an
-/// AVX-512 Xeon (docs/benchmarks.md, "Prepacked weights, the decode step and
-/// threads"): 0.3-1.0x `at::linear`'s time there; 1.1-2.4x at M = 1 and 2;
-/// 1.3-1.6x for (512 x 512) and 0.8-1.6x for (1024 x 512) at M = 4 and 8; at
-/// M = 4, 0.6-0.7x on one thread but up to 1.1x on two for larger weights;
-/// from M = 128, 0.8-1.0x: too little to pay for the fused attention kernel
-/// that prepacked projections select (`choose_fast_path_kernel`), which made
-/// an encoder layer at (N, L) = (1, 128) slower than Python's op.
+/// `kPackedLargeWeightElements`. The bounds are where the packed GEMM was
+/// measured faster than `at::linear` at one and two threads, and where from
+/// 128 rows the gain stops paying for the fused attention kernel that packed
+/// projections select (`choose_fast_path_kernel`): docs/benchmarks.md,
+/// "Prepacked weights, the decode step and threads", has the measurements.
 constexpr int64_t kPackedMinRows = 8;
 constexpr int64_t kPackedMaxRows = 64;
 constexpr int64_t kPackedMinWeightElements = 512 * 512;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest smoke of one libFuzzer target: 30 seconds (MHA_FUZZ_SECONDS) from the
 # committed seed corpus, with the sanitizer options and suppressions of
-# tests/sanitizers/env.sh. The long runs of the README are the same script with
+# tests/sanitizers/env.sh. The long runs (docs/hardening.md) are the same script with
 # MHA_FUZZ_SECONDS=1800.
 # Usage: run_smoke.sh FUZZER NEW_CORPUS_DIR SEED_CORPUS_DIR [LIBFUZZER_FLAGS...]
 set -euo pipefail
