@@ -43,9 +43,9 @@ Tensor canonical_mask(const Tensor& mask,
                       c10::ScalarType target_type,
                       bool check_other) {
   const bool checked = check_other && other_type.has_value();
-  return detail::canonical_mask(mask, mask_name, target_type,
-                                checked ? std::make_optional(std::make_pair(*other_type, other_name))
-                                        : std::nullopt);
+  return detail::canonical_mask(
+      mask, mask_name, target_type,
+      checked ? std::make_optional(std::make_pair(*other_type, other_name)) : std::nullopt);
 }
 
 std::tuple<Tensor, Tensor> multi_head_attention_forward(

@@ -4,7 +4,8 @@
 // Every step is checked against recomputing `forward` on the whole prefix with
 // the explicit causal mask; exits 1 on any difference beyond float32 rounding.
 // On a machine shared with other work, run it with OMP_WAIT_POLICY=PASSIVE
-// (docs/semantics.md, "Prepacked weights and threads"): the torch wheel's OpenMP threads spin otherwise.
+// (docs/semantics.md, "Prepacked weights and threads"): the torch wheel's OpenMP threads spin
+// otherwise.
 
 #include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>

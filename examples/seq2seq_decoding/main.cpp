@@ -8,7 +8,8 @@
 // float32 ones: it prints the share that are, and the logits' difference.
 // Usage: mha_seq2seq_decoding FILE.pt [--int8]
 // On a machine shared with other work, run it with OMP_WAIT_POLICY=PASSIVE
-// (docs/semantics.md, "Prepacked weights and threads"): the torch wheel's OpenMP threads spin otherwise.
+// (docs/semantics.md, "Prepacked weights and threads"): the torch wheel's OpenMP threads spin
+// otherwise.
 
 #include <mha/quantization.h>
 #include <mha/state_dict.h>

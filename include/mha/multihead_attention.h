@@ -1,5 +1,6 @@
 #pragma once
 
+#include <mha/kernel_switches.h>
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/common.h>
@@ -12,8 +13,6 @@
 #include <ostream>
 #include <tuple>
 #include <vector>
-
-#include <mha/kernel_switches.h>
 
 namespace mha {
 

@@ -10,8 +10,11 @@ namespace detail {
 
 using torch::Tensor;
 
-std::tuple<Tensor, Tensor> attend_over_keys(
-    const Tensor& q, const Tensor& keys, const Tensor& values, const Tensor& mask, bool need_weights) {
+std::tuple<Tensor, Tensor> attend_over_keys(const Tensor& q,
+                                            const Tensor& keys,
+                                            const Tensor& values,
+                                            const Tensor& mask,
+                                            bool need_weights) {
   if (!need_weights) {
     const auto sdpa_mask = mask.defined() ? std::optional<Tensor>(mask) : std::nullopt;
     return {at::scaled_dot_product_attention(q, keys, values, sdpa_mask), Tensor()};

@@ -69,7 +69,8 @@ std::tuple<Tensor, Tensor> native_lean_masks(const MultiheadAttentionImpl& m,
 Tensor packed_qkv(const MultiheadAttentionImpl& m, const Tensor& query) {
   const int64_t num_heads = m.options.num_heads();
   const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
-  return Projector::of(m).fused_qkv(query).view({bsz, seq_len, 3, num_heads, embed_dim / num_heads});
+  return Projector::of(m).fused_qkv(query).view(
+      {bsz, seq_len, 3, num_heads, embed_dim / num_heads});
 }
 
 /// The fused kernel: query (N, L, E) -> (N, L, E). Masks as the native op

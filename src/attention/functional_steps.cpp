@@ -275,8 +275,8 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   TORCH_CHECK(embed_dim % num_heads == 0,
               fmt::format("embed_dim {} not divisible by num_heads {}", embed_dim, num_heads));
 
-  auto [q, k, v] = projector ? projector->python(query, key, value)
-                             : project_inputs(query, key, value, o);
+  auto [q, k, v] =
+      projector ? projector->python(query, key, value) : project_inputs(query, key, value, o);
   const Heads heads = fold_heads(q, k, v, masks, o);
   const double dropout_p = o.training() ? o.dropout_p() : 0.0;
   if (o.need_weights()) {

@@ -1,7 +1,6 @@
 #include "attention/masks.h"
 
 #include <ATen/ATen.h>
-
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
@@ -42,9 +41,10 @@ Tensor canonical_key_padding_mask(const Tensor& key_padding_mask,
                                   c10::ScalarType target_type,
                                   std::pair<const char*, const char*> names) {
   // Python's F._none_or_dtype(attn_mask): no check without an attn_mask
-  const auto other = attn_mask.defined() ? std::make_optional(std::make_pair(
-                                               attn_mask.scalar_type(), std::string(names.second)))
-                                         : std::nullopt;
+  const auto other =
+      attn_mask.defined()
+          ? std::make_optional(std::make_pair(attn_mask.scalar_type(), std::string(names.second)))
+          : std::nullopt;
   return canonical_mask(key_padding_mask, names.first, target_type, other);
 }
 

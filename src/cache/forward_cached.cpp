@@ -15,10 +15,10 @@
 #include "attention/masks.h"
 #include "attention/projector.h"
 #include "cache/kv_cache_state.h"
+#include "common/shape_format.h"
 #include "linear/int8_linear.h"
 #include "mha/kv_cache.h"
 #include "mha/multihead_attention.h"
-#include "common/shape_format.h"
 
 namespace mha {
 

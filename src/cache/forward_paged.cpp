@@ -13,13 +13,13 @@
 #include "attention/cached_attention.h"
 #include "attention/input_checks.h"
 #include "attention/masks.h"
-#include "cache/paged_call_checks.h"
 #include "attention/projector.h"
+#include "cache/paged_call_checks.h"
+#include "cache/paged_kv_cache_state.h"
+#include "common/shape_format.h"
 #include "linear/int8_linear.h"
 #include "mha/multihead_attention.h"
 #include "mha/paged_kv_cache.h"
-#include "cache/paged_kv_cache_state.h"
-#include "common/shape_format.h"
 
 namespace mha {
 
@@ -178,7 +178,9 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
   std::vector<Tensor> outs;
   for (size_t i = 0; i < seq_ids.size(); ++i) {
     const int64_t key_begin = offsets.keys[i], new_keys = offsets.keys[i + 1] - key_begin;
-    auto rows_of = [&](const Tensor& x) { return new_keys > 0 ? x.narrow(0, key_begin, new_keys) : Tensor(); };
+    auto rows_of = [&](const Tensor& x) {
+      return new_keys > 0 ? x.narrow(0, key_begin, new_keys) : Tensor();
+    };
     const auto [keys, values] =  // (1, H, S, hd), the new positions last
         state.append_and_read(seq_ids[i], rows_of(k), rows_of(v));
     const int64_t begin = offsets.queries[i], new_len = offsets.queries[i + 1] - begin;
@@ -186,10 +188,10 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
     const Tensor q_seq = q.narrow(0, begin, new_len).transpose(0, 1).unsqueeze(0);  // (1, H, L, hd)
     const int64_t total = keys.size(2);
     // Self-attention: new query i sees key j iff j <= S - L + i; (L, S) additive.
-    const Tensor mask = !state.is_static && new_len > 1
-                            ? detail::additive_mask(detail::causal_mask(new_len, total, q.device()),
-                                                    q.options())
-                            : Tensor();
+    const Tensor mask =
+        !state.is_static && new_len > 1
+            ? detail::additive_mask(detail::causal_mask(new_len, total, q.device()), q.options())
+            : Tensor();
     const Tensor out = std::get<0>(detail::attend_over_keys(q_seq, keys, values, mask, false));
     outs.push_back(out.squeeze(0).transpose(0, 1).flatten(1));  // (1, H, L, hd) -> (L, E)
   }

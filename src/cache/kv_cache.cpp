@@ -9,8 +9,8 @@
 
 #include "attention/projector.h"
 #include "cache/kv_cache_state.h"
-#include "mha/multihead_attention.h"
 #include "common/shape_format.h"
+#include "mha/multihead_attention.h"
 
 namespace mha {
 

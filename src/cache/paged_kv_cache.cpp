@@ -10,8 +10,8 @@
 #include <set>
 
 #include "attention/projector.h"
-#include "mha/multihead_attention.h"
 #include "cache/paged_kv_cache_state.h"
+#include "mha/multihead_attention.h"
 
 namespace mha {
 

@@ -1,7 +1,5 @@
 // mha::ContinuousBatch: a decoder's requests over per-layer paged caches.
 
-#include "mha/batching.h"
-
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -9,10 +7,11 @@
 #include <optional>
 
 #include "attention/projector.h"
-#include "linear/packed_linear.h"
-#include "mha/quantization.h"
 #include "cache/paged_kv_cache_state.h"
 #include "common/shape_format.h"
+#include "linear/packed_linear.h"
+#include "mha/batching.h"
+#include "mha/quantization.h"
 
 namespace mha {
 

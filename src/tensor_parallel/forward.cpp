@@ -13,9 +13,9 @@
 #include "attention/masks.h"
 #include "attention/projector.h"
 #include "attention/run_plan.h"
-#include "tensor_parallel/collectives.h"
 #include "mha/functional.h"
 #include "mha/tensor_parallel.h"
+#include "tensor_parallel/collectives.h"
 
 namespace mha {
 

@@ -10,9 +10,9 @@
 
 #include "mha/state_dict.h"
 #include "mha/tensor_parallel.h"
+#include "state_dict/slice_reader.h"
 #include "tensor_parallel/plain_module.h"
 #include "tensor_parallel/sharding.h"
-#include "state_dict/slice_reader.h"
 
 namespace mha {
 

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "tensor_parallel/collectives.h"
 #include "mha/tensor_parallel.h"
+#include "tensor_parallel/collectives.h"
 #include "tensor_parallel/plain_module.h"
 #include "tensor_parallel/sharding.h"
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "attention/input_checks.h"
-#include "tensor_parallel/collectives.h"
 #include "common/generator_state.h"
 #include "common/shape_format.h"
+#include "tensor_parallel/collectives.h"
 #include "tensor_parallel/shard_init.h"
 #include "tensor_parallel/sharding.h"
 

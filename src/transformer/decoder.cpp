@@ -2,11 +2,11 @@
 #include <torch/utils.h>
 
 #include "common/generator_state.h"
+#include "common/validated_scope.h"
 #include "mha/transformer.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-#include "common/validated_scope.h"
 
 namespace mha {
 

@@ -3,11 +3,11 @@
 
 #include "cache/paged_call_checks.h"
 #include "common/generator_state.h"
+#include "common/validated_scope.h"
 #include "mha/transformer_layers.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-#include "common/validated_scope.h"
 
 namespace mha {
 

@@ -4,11 +4,11 @@
 
 #include "attention/masks.h"
 #include "common/generator_state.h"
+#include "common/validated_scope.h"
 #include "mha/transformer.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-#include "common/validated_scope.h"
 
 namespace mha {
 

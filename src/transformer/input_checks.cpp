@@ -6,8 +6,8 @@
 
 #include "attention/input_checks.h"
 #include "attention/projector.h"
-#include "mha/transformer_layers.h"
 #include "common/shape_format.h"
+#include "mha/transformer_layers.h"
 
 namespace mha {
 namespace detail {

@@ -8,9 +8,9 @@
 
 #include "common/generator_state.h"
 #include "common/shape_format.h"
+#include "common/validated_scope.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
-#include "common/validated_scope.h"
 
 namespace mha {
 
