@@ -93,8 +93,16 @@ void check_paged_inputs(const MultiheadAttentionImpl& m,
       !call.key.defined() || (call.key.size(0) == key_rows && call.value.size(0) == key_rows),
       fmt::format("expected key and value of {} rows, but got {} and {}", key_rows,
                   call.key.size(0), call.value.size(0)));
-  detail::check_dtypes_and_devices(detail::Projector::first_weight(m), call);
+  const Tensor& param = detail::Projector::first_weight(m);
+  detail::check_dtypes_and_devices(param, call);
   detail::check_feature_sizes(m.options, call.query, call.key, call.value);
+  TORCH_CHECK_TYPE(
+      cache.keys.scalar_type() == param.scalar_type() && cache.keys.device() == param.device(),
+      fmt::format("expected the cache's pool of dtype {} on {} to match the module's {} on {}; "
+                  "the module was converted or moved after the cache was made (make a new "
+                  "PagedKVCache)",
+                  c10::toString(cache.keys.scalar_type()), cache.keys.device().str(),
+                  c10::toString(param.scalar_type()), param.device().str()));
 }
 
 /// A static cache's memories: given once per sequence, before its queries.

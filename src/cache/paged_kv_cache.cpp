@@ -57,22 +57,27 @@ const PagedKVCacheState::Sequence& PagedKVCacheState::sequence(int64_t id) const
   return it->second;
 }
 
-int64_t PagedKVCacheState::blocks_needed(const Sequence& s, int64_t new_positions) const {
-  if (new_positions == 0) return 0;
-  const int64_t held = static_cast<int64_t>(s.blocks.size());
-  const int64_t added = blocks_for(s.length + new_positions, block_size) - held;
-  const bool writes_shared_tail = s.length % block_size != 0 && refcount[s.blocks.back()] > 1;
-  return added + (writes_shared_tail ? 1 : 0);
-}
-
 void PagedKVCacheState::check_room(const std::vector<int64_t>& ids,
                                    const std::vector<int64_t>& new_positions) const {
   std::set<int64_t> seen;
+  std::map<int64_t, int64_t>
+      tail_holders;  // a shared tail block -> its holders as grow() sees them
   int64_t needed = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     TORCH_CHECK_VALUE(seen.insert(ids[i]).second,
                       fmt::format("expected distinct sequence ids, but {} is repeated", ids[i]));
-    needed += blocks_needed(sequence(ids[i]), new_positions[i]);
+    const Sequence& s = sequence(ids[i]);
+    if (new_positions[i] == 0) continue;
+    needed +=
+        blocks_for(s.length + new_positions[i], block_size) - static_cast<int64_t>(s.blocks.size());
+    if (s.length % block_size != 0) {  // writes into its tail block: a copy while it is shared
+      int64_t& holders =
+          tail_holders.emplace(s.blocks.back(), refcount[s.blocks.back()]).first->second;
+      if (holders > 1) {
+        ++needed;
+        --holders;
+      }
+    }
   }
   TORCH_CHECK(needed <= static_cast<int64_t>(free.size()),
               fmt::format("out of blocks: the call needs {} new blocks of {} positions, and {} of "

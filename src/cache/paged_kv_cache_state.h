@@ -34,10 +34,10 @@ struct PagedKVCacheState {
   int64_t num_blocks() const { return static_cast<int64_t>(refcount.size()); }
   /// The sequence `id`; throws naming `id` and the known ones when there is none.
   const Sequence& sequence(int64_t id) const;
-  /// Blocks that `new_positions` more positions of `s` take from the free
-  /// list: new blocks, and a copy of a shared last block they write into.
-  int64_t blocks_needed(const Sequence& s, int64_t new_positions) const;
-  /// Throws unless the ids are known and distinct and the free blocks suffice.
+  /// Throws unless the ids are known and distinct and the free blocks suffice
+  /// for `grow` of each id in order: new blocks, and a copy of a shared,
+  /// partly filled last block for each writer but its last holder (that one
+  /// writes in place once the others have copied it).
   void check_room(const std::vector<int64_t>& ids, const std::vector<int64_t>& new_positions) const;
   /// Makes room for `new_positions` more positions of `id` (after
   /// `check_room`): copies a shared last block, takes new ones, advances the

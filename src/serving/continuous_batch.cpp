@@ -154,6 +154,13 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
     offsets.push_back(offsets.back() + x.size(0));
   }
   if (ids.empty()) return {};
+  const torch::nn::Module& stack =
+      decoder_.is_empty() ? static_cast<const torch::nn::Module&>(*causal_stack_) : *decoder_;
+  TORCH_CHECK(!(batch_invariant_ && is_quantized(stack)),
+              "ContinuousBatch::step: the batch was made with "
+              "ContinuousBatchOptions::batch_invariant(true), but its stack has int8 weights now "
+              "(mha::quantize_dynamic after the batch was made): int8 activations are quantized "
+              "per call, over all of a step's rows; make the batch without batch_invariant");
   // The blocks of every layer's step: checked once, on layer 0's pool.
   detail::paged_kv_cache_state(self_[0]).check_room(ids, lengths);
   torch::NoGradGuard no_grad;
@@ -201,8 +208,9 @@ int64_t ContinuousBatch::num_free_blocks() const {
 int64_t ContinuousBatch::memory_bytes() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   int64_t bytes = 0;
-  for (size_t i = 0; i < self_.size(); ++i)
-    bytes += self_[i].memory_bytes() + cross_[i].memory_bytes();
+  for (const auto* pools : {&self_, &cross_}) {  // a decoder-only stack has no cross_ pools
+    for (const auto& cache : *pools) bytes += cache.memory_bytes();
+  }
   return bytes;
 }
 

@@ -1,0 +1,172 @@
+// Serving state that holds: each test is a way a server's state went wrong
+// before, at the sizes people serve (E = 512: the packed GEMMs run): copy on
+// write counted once per shared block, a pool checked against the module's
+// dtype, a decoder-only batch's byte count, a stack's paged step that changes
+// no layer when any layer cannot take it, invariance refused once the weights
+// turn int8, and kernel-switch guards that act on their own thread only.
+
+#include <gtest/gtest.h>
+#include <mha/batching.h>
+#include <mha/mha.h>
+#include <torch/torch.h>
+
+#include <thread>
+#include <vector>
+
+#include "support.h"
+
+namespace {
+
+using mha::test::tensors_close;
+using torch::Tensor;
+
+constexpr int64_t kE = 512, kHeads = 8;
+
+mha::MultiheadAttention make_attention() {
+  torch::manual_seed(0);
+  mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(kE, kHeads).batch_first(true));
+  attn->eval();
+  return attn;
+}
+
+mha::TransformerEncoder make_causal_stack(int64_t layers) {
+  torch::manual_seed(0);
+  mha::TransformerEncoder stack(
+      mha::TransformerEncoderOptions(
+          mha::TransformerEncoderLayer(
+              mha::TransformerEncoderLayerOptions(kE, kHeads).dim_feedforward(2048).dropout(0.0)),
+          layers)
+          .enable_nested_tensor(false));
+  stack->eval();
+  return stack;
+}
+
+Tensor offsets(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> cu{0};
+  for (const int64_t l : lengths) cu.push_back(cu.back() + l);
+  return torch::tensor(cu, torch::kLong);
+}
+
+/// forward_cached of one sequence alone: (L, E) -> (L, E).
+Tensor alone(mha::MultiheadAttention& attn, mha::KVCache& cache, const Tensor& x) {
+  const Tensor batched = x.unsqueeze(0);
+  return std::get<0>(attn->forward_cached(batched, batched, batched, cache)).squeeze(0);
+}
+
+TEST(ServingState, AForkedTailIsCopiedOnceNotOncePerWriter) {
+  auto attn = make_attention();
+  mha::PagedKVCache cache(*attn, mha::PagedKVCacheOptions(3, 4));
+  torch::NoGradGuard no_grad;
+  auto a_alone = mha::KVCache::self_attention(), b_alone = mha::KVCache::self_attention();
+  const int64_t a = cache.add_sequence();
+  const Tensor prompt = torch::randn({6, kE});
+  attn->forward_paged(prompt, prompt, prompt, cache, {a}, offsets({6}));
+  alone(attn, a_alone, prompt);
+  alone(attn, b_alone, prompt);
+  const int64_t b = cache.fork(a);
+  ASSERT_EQ(cache.num_free_blocks(), 1);
+  // a copies the shared tail block; b, then its only holder, writes in place.
+  const Tensor x = torch::randn({2, kE});
+  const Tensor out = std::get<0>(attn->forward_paged(x, x, x, cache, {a, b}, offsets({1, 1})));
+  EXPECT_EQ(cache.num_free_blocks(), 0);
+  EXPECT_TRUE(tensors_close(out[0], alone(attn, a_alone, x.narrow(0, 0, 1))[0], 1e-5, 1e-5));
+  EXPECT_TRUE(tensors_close(out[1], alone(attn, b_alone, x.narrow(0, 1, 1))[0], 1e-5, 1e-5));
+}
+
+TEST(ServingState, APoolOfAnotherDtypeIsAnErrorThatChangesNoSequence) {
+  auto attn = make_attention();
+  mha::PagedKVCache cache(*attn, mha::PagedKVCacheOptions(4, 4));
+  const int64_t a = cache.add_sequence();
+  attn->to(torch::kDouble);
+  torch::NoGradGuard no_grad;
+  const Tensor x = torch::randn({2, kE}, torch::kDouble);
+  MHA_ASSERT_THROWS_WITH(attn->forward_paged(x, x, x, cache, {a}, offsets({2})),
+                         "expected the cache's pool of dtype Float on cpu to match the module's "
+                         "Double on cpu");
+  EXPECT_EQ(cache.length(a), 0);
+  EXPECT_EQ(cache.num_free_blocks(), 4);
+}
+
+TEST(ServingState, ADecoderOnlyBatchCountsItsSelfAttentionPools) {
+  auto stack = make_causal_stack(2);
+  mha::ContinuousBatch batch(stack, mha::ContinuousBatchOptions().block_size(4).num_blocks(8));
+  // 2 layers x (keys + values) x 8 blocks x 4 positions x E float32
+  EXPECT_EQ(batch.memory_bytes(), 2 * 2 * 8 * 4 * kE * 4);
+  EXPECT_EQ(batch.used_bytes(), 0);
+}
+
+TEST(ServingState, AStackStepThatALaterLayerCannotTakeChangesNoLayer) {
+  auto stack = make_causal_stack(2);
+  std::vector<mha::PagedKVCache> caches;
+  caches.emplace_back(*stack->layers[0]->as<mha::TransformerEncoderLayerImpl>()->self_attn,
+                      mha::PagedKVCacheOptions(4, 4));
+  caches.emplace_back(*stack->layers[1]->as<mha::TransformerEncoderLayerImpl>()->self_attn,
+                      mha::PagedKVCacheOptions(1, 4));
+  const int64_t id = caches[0].add_sequence();
+  ASSERT_EQ(caches[1].add_sequence(), id);
+  torch::NoGradGuard no_grad;
+  const Tensor x = torch::randn({6, kE});  // 2 blocks: layer 1 has 1
+  MHA_ASSERT_THROWS_WITH(stack->forward_paged(x, caches, {id}, offsets({6})),
+                         "out of blocks: the call needs 2 new blocks of 4 positions, and 1 of 1");
+  EXPECT_EQ(caches[0].length(id), 0);
+  EXPECT_EQ(caches[0].num_free_blocks(), 4);
+  EXPECT_EQ(caches[1].length(id), 0);
+}
+
+TEST(ServingState, InvarianceIsRefusedOnceTheWeightsTurnInt8) {
+  auto stack = make_causal_stack(1);
+  mha::ContinuousBatch batch(stack, mha::ContinuousBatchOptions().batch_invariant(true));
+  const int64_t id = batch.add();
+  torch::NoGradGuard no_grad;
+  batch.step({{id, torch::randn({2, kE})}});
+  mha::quantize_dynamic(stack);
+  MHA_ASSERT_THROWS_WITH(batch.step({{id, torch::randn({1, kE})}}),
+                         "ContinuousBatch::step: the batch was made with "
+                         "ContinuousBatchOptions::batch_invariant(true)");
+  EXPECT_EQ(batch.length(id), 2);
+}
+
+TEST(ServingState, KernelGuardsActOnTheirOwnThreadOnly) {
+  ASSERT_FALSE(mha::python_kernels_enabled());
+  bool seen_by_other = true, fast_path_seen_by_other = false;
+  {
+    const mha::PythonKernelsGuard exact;
+    const mha::FastPathGuard no_fast_path(false);
+    EXPECT_TRUE(mha::python_kernels_enabled());
+    EXPECT_FALSE(mha::get_fastpath_enabled());
+    std::thread other([&] {
+      seen_by_other = mha::python_kernels_enabled();
+      fast_path_seen_by_other = mha::get_fastpath_enabled();
+    });
+    other.join();
+  }
+  EXPECT_FALSE(seen_by_other);
+  EXPECT_TRUE(fast_path_seen_by_other);
+  EXPECT_FALSE(mha::python_kernels_enabled());
+  EXPECT_TRUE(mha::get_fastpath_enabled());
+  // Two threads with guards of their own: one ending leaves the other's in force.
+  std::atomic<int> stage{0};
+  bool b_still_exact = false;
+  std::thread a([&] {
+    const mha::PythonKernelsGuard exact;
+    stage = 1;
+    while (stage != 2) std::this_thread::yield();
+  });
+  std::thread b([&] {
+    while (stage != 1) std::this_thread::yield();
+    const mha::PythonKernelsGuard exact;
+    stage = 2;
+    a.join();
+    b_still_exact = mha::python_kernels_enabled();
+  });
+  b.join();
+  EXPECT_TRUE(b_still_exact);
+  // The process-wide switch still reaches every thread without a guard.
+  mha::set_python_kernels(true);
+  std::thread reader([&] { seen_by_other = mha::python_kernels_enabled(); });
+  reader.join();
+  mha::set_python_kernels(false);
+  EXPECT_TRUE(seen_by_other);
+}
+
+}  // namespace
