@@ -30,6 +30,7 @@ BUILDS_ON = {
     "tensor_parallel": ["common", "linear", "attention", "functional", "module", "state_dict"],
     "quantization": ["common", "linear", "attention", "module", "transformer", "tensor_parallel"],
     "serving": ["common", "linear", "attention", "cache", "module", "transformer", "quantization"],
+    "hugging_face": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer"],
 }
 
 # The stage that implements each public header.
@@ -48,6 +49,7 @@ HOMES = {
     "tensor_parallel.h": "tensor_parallel",
     "quantization.h": "quantization",
     "batching.h": "serving",
+    "hugging_face.h": "hugging_face",
     "mha.h": "serving",
 }
 

@@ -12,7 +12,10 @@ TORCH_VERSION=2.13.0
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
               libgloo-dev
               ${MHA_EXTRA_APT_PACKAGES:-})
-PIP_PACKAGES=("torch==$TORCH_VERSION" numpy safetensors matplotlib)
+# transformers: the Hugging Face checkpoints' tests write small random models
+# with it (scripts/export_hf_reference.py); pip keeps torch at $TORCH_VERSION.
+TRANSFORMERS_VERSION=5.23.0
+PIP_PACKAGES=("torch==$TORCH_VERSION" numpy safetensors matplotlib "transformers==$TRANSFORMERS_VERSION")
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -25,7 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if ! "$MHA_PYTHON" -c "import torch, numpy, safetensors, matplotlib; assert torch.__version__.split('+')[0] == '$TORCH_VERSION'" 2>/dev/null; then
+if ! "$MHA_PYTHON" -c "import torch, numpy, safetensors, matplotlib, transformers; assert torch.__version__.split('+')[0] == '$TORCH_VERSION'; assert transformers.__version__ == '$TRANSFORMERS_VERSION'" 2>/dev/null; then
   echo "setup: preparing the venv $MHA_VENV with ${PIP_PACKAGES[*]}"
   [ -x "$MHA_PYTHON" ] || python3 -m venv "$MHA_VENV"
   "$MHA_PYTHON" -m pip install -q "${PIP_PACKAGES[@]}"
