@@ -145,10 +145,13 @@ def main():
                decoder_ffn_dim=40, max_position_embeddings=32)
     seq2seq(out, "bart", T.BartConfig(**s2s), T.BartModel)
     seq2seq(out, "mbart", T.MBartConfig(scale_embedding=True, decoder_start_token_id=2, **s2s), T.MBartModel)
+    # init_std 0.5: rows that decode differently; eos 38: a token this model
+    # picks at once, so min_new_tokens, the end of one row (then padding) and
+    # the forced end of the other are all exercised.
     seq2seq(out, "marian",
-            T.MarianConfig(activation_function="swish", scale_embedding=True, pad_token_id=98,
-                           decoder_start_token_id=98, eos_token_id=0, forced_eos_token_id=0,
-                           **s2s),
+            T.MarianConfig(activation_function="swish", scale_embedding=True, init_std=0.5,
+                           pad_token_id=98, decoder_start_token_id=98, eos_token_id=38,
+                           forced_eos_token_id=38, **s2s),
             T.MarianMTModel, generate=True)
     print(f"wrote 9 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
 

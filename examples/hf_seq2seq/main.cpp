@@ -1,0 +1,152 @@
+// Greedy decoding of a Marian/BART-style Hugging Face model directory (marian,
+// bart, mbart), read as published by mha::load_hf_seq2seq: the token and
+// position embeddings in LibTorch (models/{marian,bart}/modeling_*.py), the
+// encoder once, then one decoder position per step through a
+// mha::TransformerDecoderCache, with the rules transformers' generate
+// (do_sample=False, num_beams=1) takes from generation_config.json (else
+// config.json): decoder_start_token_id, eos_token_id, forced_eos_token_id,
+// min_new_tokens, max_new_tokens (or max_length), pad_token_id after the end,
+// and single-token bad_words_ids. Prints the tokens; given transformers'
+// (scripts/export_hf_reference.py writes mha_reference.pt), exits 1 unless
+// they are the same.
+// Usage: mha_hf_seq2seq MODEL_DIR [REFERENCE.pt]
+
+#include <mha/hugging_face.h>
+#include <mha/state_dict.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+/// generate's rules, from generation_config.json where it has them.
+struct GenerationRules {
+  int64_t decoder_start = 0;
+  std::vector<int64_t> eos;
+  int64_t forced_eos = -1;  // -1: none
+  int64_t pad = 0;
+  int64_t min_new_tokens = 0;
+  int64_t max_new_tokens = 20;
+  std::vector<int64_t> bad_tokens;
+};
+
+GenerationRules rules(const mha::HfCheckpoint& checkpoint) {
+  const mha::HfConfig& c = checkpoint.config;
+  const mha::HfConfig& g = checkpoint.generation_config ? *checkpoint.generation_config : c;
+  auto integer = [&](const std::string& field, int64_t fallback) {
+    return g.integer(field, c.integer(field, fallback));
+  };
+  GenerationRules r;
+  r.decoder_start = integer("decoder_start_token_id", c.integer("bos_token_id", 0));
+  r.eos = g.has("eos_token_id") ? g.integers("eos_token_id") : c.integers("eos_token_id");
+  r.forced_eos = integer("forced_eos_token_id", -1);
+  r.pad = integer("pad_token_id", 0);
+  r.min_new_tokens = g.has("min_new_tokens") ? g.integer("min_new_tokens")
+                                             : std::max<int64_t>(integer("min_length", 0) - 1, 0);
+  // For an encoder-decoder model, max_length counts the decoder start token.
+  r.max_new_tokens =
+      g.has("max_new_tokens") ? g.integer("max_new_tokens") : integer("max_length", 20) - 1;
+  if (g.has("bad_words_ids")) {
+    // Only single-token bad words here; longer ones need the previous tokens.
+    for (int64_t id : g.integers("bad_words_ids")) r.bad_tokens.push_back(id);
+  }
+  return r;
+}
+
+/// Token and position embeddings of `ids` at positions [start, start + L),
+/// and the embedding LayerNorm where the model has one (bart, mbart).
+torch::Tensor embed(const mha::HfSeq2Seq& model,
+                    const mha::HfConfig& config,
+                    const std::string& stack,  // "encoder" or "decoder"
+                    const torch::Tensor& ids,  // (N, L)
+                    int64_t start) {
+  const auto& t = model.tensors;
+  const int64_t width = config.integer("d_model");
+  const double scale = config.boolean("scale_embedding", false) ? std::sqrt(width) : 1.0;
+  auto x = torch::embedding(t.at(stack + ".embed_tokens.weight"), ids) * scale;  // (N, L, E)
+  // Marian's sinusoids start at 0; BART's learned positions at offset 2.
+  const int64_t offset = model.model_type == "marian" ? 0 : 2;
+  auto positions = torch::arange(start + offset, start + offset + ids.size(1));
+  x = x + torch::embedding(t.at(stack + ".embed_positions.weight"), positions);
+  const auto norm = t.find(stack + ".layernorm_embedding.weight");
+  if (norm != t.end()) {
+    x = torch::layer_norm(x, {width}, norm->second, t.at(stack + ".layernorm_embedding.bias"));
+  }
+  return x;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2 && argc != 3) {
+    std::cerr << "usage: " << argv[0] << " MODEL_DIR [REFERENCE.pt]\n";
+    return 2;
+  }
+  torch::NoGradGuard no_grad;
+  const mha::HfCheckpoint checkpoint = mha::read_hf_checkpoint(argv[1]);
+  mha::HfSeq2Seq model = mha::load_hf_seq2seq(checkpoint);
+  const GenerationRules r = rules(checkpoint);
+  // A model without its LM head (BartModel) decodes with the tied embeddings.
+  const auto head = model.tensors.find("lm_head.weight");
+  const torch::Tensor& lm_head =
+      head != model.tensors.end() ? head->second : model.tensors.at("shared.weight");  // (V, E)
+  const auto bias = model.tensors.find("final_logits_bias");                           // (1, V)
+
+  std::map<std::string, torch::Tensor> reference;
+  const int64_t pad = r.pad;
+  torch::Tensor input_ids =
+      torch::tensor(std::vector<int64_t>{14, 14, 15, 31, 22, 28, 14, 50, 26, pad, pad, pad})
+          .view({2, 6});  // (N, S)
+  torch::Tensor attention_mask = input_ids.ne(r.pad).to(torch::kLong);
+  if (argc == 3) {
+    reference = mha::read_state_dict(argv[2]);
+    input_ids = reference.at("input_ids");
+    attention_mask = reference.at("attention_mask");
+  }
+  const int64_t batch = input_ids.size(0);
+  const torch::Tensor src_padding = attention_mask.eq(0);  // (N, S), true = padding
+
+  // (N, S, E)
+  const torch::Tensor memory = model.encoder->forward(
+      embed(model, checkpoint.config, "encoder", input_ids, 0), torch::Tensor(), src_padding);
+  auto cache = model.decoder->make_cache();
+  torch::Tensor tokens = torch::full({batch, 1}, r.decoder_start, torch::kLong);  // (N, 1)
+  torch::Tensor finished = torch::zeros({batch}, torch::kBool);
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t step = 0; step < r.max_new_tokens && !finished.all().item<bool>(); ++step) {
+    const auto last = tokens.narrow(1, step, 1);  // (N, 1)
+    const auto x = embed(model, checkpoint.config, "decoder", last, step);
+    const auto h = model.decoder->forward_cached(x, step == 0 ? memory : torch::Tensor(), cache,
+                                                 torch::Tensor(), src_padding);  // (N, 1, E)
+    auto logits = torch::matmul(h.squeeze(1), lm_head.t());                      // (N, V)
+    if (bias != model.tensors.end()) logits = logits + bias->second;
+    for (int64_t id : r.bad_tokens) logits.select(1, id).fill_(minus_inf);
+    if (step < r.min_new_tokens) {
+      for (int64_t id : r.eos) logits.select(1, id).fill_(minus_inf);
+    }
+    if (r.forced_eos >= 0 && step == r.max_new_tokens - 1) {
+      logits.fill_(minus_inf);
+      logits.select(1, r.forced_eos).fill_(0.0);
+    }
+    auto next = logits.argmax(/*dim=*/1);  // (N)
+    next = torch::where(finished, torch::full_like(next, r.pad), next);
+    for (int64_t id : r.eos) finished = finished | next.eq(id);
+    tokens = torch::cat({tokens, next.unsqueeze(1)}, /*dim=*/1);
+  }
+  std::cout << checkpoint.model_type << " greedy tokens (decoder start first):\n" << tokens << "\n";
+  if (reference.empty()) {
+    return 0;
+  }
+  // transformers' tokens, with the padding after the end written as -1.
+  auto expected = reference.at("generated");
+  auto ours = tokens.masked_fill(tokens.eq(r.pad), -1);
+  ours.select(1, 0).fill_(r.decoder_start);
+  const bool same = ours.sizes() == expected.sizes() && torch::equal(ours, expected);
+  std::cout << "tokens equal to transformers' generate: " << (same ? "yes" : "no") << "\n";
+  if (!same) std::cout << "transformers' tokens:\n" << expected << "\n";
+  return same ? 0 : 1;
+}
