@@ -297,6 +297,17 @@ TEST_F(StateDictHintsTest, WithoutAPrefixTheBlockSuggestedFitsTheModule) {
                   "load it with LoadOptions().key_map(mha::KeyMap::vit())");
 }
 
+TEST_F(StateDictHintsTest, AGuessedPrefixLeadsToABlockOfTheModulesWidth) {
+  // CoCa: the nearest name is the pooler (embed_dim 8, kdim 16); a 16-wide
+  // module is pointed to a 16-wide block instead.
+  const std::string path = library_file("coca_vit_b_32.safetensors");
+  MultiheadAttention visual(16, 4);
+  const std::string message = failed_load(*visual, [&] {
+    load_state_dict(visual, path, LoadOptions().prefix("visual.attn_pool.self_attn."));
+  });
+  expect_contains(message, "did you mean 'visual.transformer.resblocks.0.attn.'?");
+}
+
 TEST_F(StateDictHintsTest, PrefixOfTheLayerPointsToItsAttention) {
   MultiheadAttention attn(16, 4);
   const std::string message = failed_load(*attn, [&] {

@@ -59,6 +59,12 @@ struct AttentionBlock {
   /// `dropout` and `add_zero_attn` are left at their defaults, as a
   /// state_dict does not record them either.
   MultiheadAttentionOptions options(int64_t num_heads) const;
+
+  /// The C++ that builds a module for this block and loads it from `file`:
+  /// its options (`kdim`/`vdim` for separate q/k/v, `batch_first(true)` and
+  /// `KeyMap::vit()` for timm's qkv/proj names), `num_heads` left to the
+  /// model's configuration, and its prefix.
+  std::string load_code(const std::string& file) const;
 };
 
 /// The attention blocks among `state_dict`'s keys, ordered by prefix with

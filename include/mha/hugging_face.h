@@ -172,6 +172,28 @@ std::vector<std::string> hf_encoder_model_types();
 /// (pre-norm, with final encoder and decoder norms).
 std::vector<std::string> hf_seq2seq_model_types();
 
+/// One attention module of a Hugging Face checkpoint, as `load_hf_encoder`
+/// or `load_hf_seq2seq` loads it.
+struct HfAttentionBlock {
+  /// The common prefix of its keys in the file (e.g. "encoder.layer.0.attention.").
+  std::string prefix;
+  /// The module it becomes (e.g. "layers.0.self_attn", "decoder.layers.1.multihead_attn").
+  std::string module;
+  /// Its options, from the config (with the layers' batch_first).
+  MultiheadAttentionOptions options{1, 1};
+  /// The dtype its query weight is stored in.
+  torch::Dtype dtype = torch::kFloat32;
+};
+
+/// The attention modules of a supported checkpoint, encoder's then decoder's,
+/// self-attention before cross-attention in each layer; throws `c10::Error`
+/// for an unsupported model_type as the loaders do.
+std::vector<HfAttentionBlock> hf_attention_blocks(const HfCheckpoint& checkpoint);
+
+/// The C++ call that loads `checkpoint` ("mha::load_hf_encoder(...)" or
+/// "mha::load_hf_seq2seq(...)"), or "" for an unsupported model_type.
+std::string hf_load_code(const HfCheckpoint& checkpoint);
+
 /// An encoder read from a Hugging Face checkpoint.
 struct HfEncoder {
   /// The config's `model_type`.

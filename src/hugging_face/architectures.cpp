@@ -186,6 +186,15 @@ HfArchitecture hf_architecture(const HfCheckpoint& checkpoint, bool seq2seq) {
   return out;
 }
 
+std::string file_prefix(const HfCheckpoint& checkpoint, const HfArchitecture& arch) {
+  for (const auto& item : checkpoint.tensors) {
+    if (item.first.rfind(arch.base_prefix, 0) == 0) {
+      return arch.base_prefix;
+    }
+  }
+  return "";
+}
+
 void add_stack_rules(CheckpointMap& map, const HfStack& stack, const std::string& to_prefix) {
   const HfLayerNames& n = stack.names;
   for (int64_t i = 0; i < stack.num_layers; ++i) {

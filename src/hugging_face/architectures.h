@@ -52,6 +52,10 @@ struct HfArchitecture {
 /// model; throws `c10::Error` naming an unsupported model_type and the supported ones.
 HfArchitecture hf_architecture(const HfCheckpoint& checkpoint, bool seq2seq);
 
+/// `arch.base_prefix` when the checkpoint's keys carry it (a model with a
+/// head, e.g. BertForMaskedLM's "bert.encoder..."), else "".
+std::string file_prefix(const HfCheckpoint& checkpoint, const HfArchitecture& arch);
+
 /// The rules of `stack`'s layers (and final norm) into a TransformerEncoder or
 /// TransformerDecoder whose names start with `to_prefix` ("" or "encoder.").
 void add_stack_rules(CheckpointMap& map, const HfStack& stack, const std::string& to_prefix);

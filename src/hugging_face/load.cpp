@@ -14,17 +14,14 @@
 namespace mha {
 namespace {
 
-/// The checkpoint's tensors with the base model's prefix removed (keys of a
-/// model with a head, e.g. BertForMaskedLM's "bert.encoder..."); others kept.
+/// The checkpoint's tensors with the base model's prefix removed where the
+/// keys carry it; others (a head's) kept.
 std::map<std::string, torch::Tensor> without_base_prefix(const HfCheckpoint& checkpoint,
-                                                         const std::string& prefix) {
-  bool prefixed = false;
-  for (const auto& [key, tensor] : checkpoint.tensors) {
-    prefixed = prefixed || key.rfind(prefix, 0) == 0;
-  }
+                                                         const detail::HfArchitecture& arch) {
+  const std::string prefix = detail::file_prefix(checkpoint, arch);
   std::map<std::string, torch::Tensor> out;
   for (const auto& [key, tensor] : checkpoint.tensors) {
-    const bool strip = prefixed && key.rfind(prefix, 0) == 0;
+    const bool strip = !prefix.empty() && key.rfind(prefix, 0) == 0;
     out.emplace(strip ? key.substr(prefix.size()) : key, tensor);
   }
   return out;
@@ -119,7 +116,7 @@ void add_seq2seq_defaults(const HfCheckpoint& checkpoint,
 
 HfEncoder load_hf_encoder(const HfCheckpoint& checkpoint) {
   const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, /*seq2seq=*/false);
-  const auto tensors = without_base_prefix(checkpoint, arch.base_prefix);
+  const auto tensors = without_base_prefix(checkpoint, arch);
   CheckpointMap map;
   detail::add_stack_rules(map, arch.encoder, "");
   HfEncoder out;
@@ -134,7 +131,7 @@ HfEncoder load_hf_encoder(const HfCheckpoint& checkpoint) {
 
 HfSeq2Seq load_hf_seq2seq(const HfCheckpoint& checkpoint) {
   const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, /*seq2seq=*/true);
-  const auto tensors = without_base_prefix(checkpoint, arch.base_prefix);
+  const auto tensors = without_base_prefix(checkpoint, arch);
   CheckpointMap map;
   detail::add_stack_rules(map, arch.encoder, "encoder.");
   detail::add_stack_rules(map, *arch.decoder, "decoder.");

@@ -195,6 +195,15 @@ std::string options_code(const AttentionBlock& block) {
 
 }  // namespace detail
 
+std::string AttentionBlock::load_code(const std::string& file) const {
+  const bool timm = naming == AttentionNaming::kQkvProj;
+  return fmt::format(
+      "mha::MultiheadAttention attn({}{});\n"
+      "mha::load_state_dict(attn, \"{}\", mha::LoadOptions().prefix(\"{}\"){});",
+      detail::options_code(*this), timm ? ".batch_first(true)" : "", file, prefix,
+      timm ? ".key_map(mha::KeyMap::vit())" : "");
+}
+
 std::string summarize_attention_blocks(const std::vector<AttentionBlock>& blocks) {
   if (blocks.empty()) {
     return "no attention blocks";

@@ -109,17 +109,15 @@ size_t mismatches(const std::string& outer,
   });
 }
 
-/// The candidate nearest to `prefix`, then with the fewest blocks of other
-/// options than the module's; without a prefix to go by, the fewest such
-/// blocks first. The first of those as good.
+/// The candidate with the fewest blocks of other options than the module's
+/// (a block of the module's width before a nearer name of another width),
+/// then the nearest to `prefix`. The first of those as good.
 const std::string& nearest(const std::string& prefix,
                            const std::vector<AttentionBlock>& file,
                            const std::vector<AttentionBlock>& own,
                            const std::vector<std::string>& candidates) {
   auto score = [&](const std::string& candidate) {
-    const size_t distance = edit_distance(prefix, candidate);
-    const size_t misfits = mismatches(candidate, file, own);
-    return prefix.empty() ? std::make_pair(misfits, distance) : std::make_pair(distance, misfits);
+    return std::make_pair(mismatches(candidate, file, own), edit_distance(prefix, candidate));
   };
   return *std::min_element(
       candidates.begin(), candidates.end(),

@@ -4,18 +4,21 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mha/attention_blocks.h>
+#include <mha/hugging_face.h>
 
 #include <algorithm>
-#include <array>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "dtype_names.h"
 
 namespace mha {
 namespace parity_tool {
 namespace {
 
-using Row = std::array<std::string, 8>;
+using Row = std::vector<std::string>;
 
 const char* python_bool(bool value) { return value ? "True" : "False"; }
 
@@ -27,31 +30,81 @@ Row row_of(const AttentionBlock& block) {
           std::to_string(block.vdim),
           python_bool(block.bias),
           python_bool(block.add_bias_kv),
-          python_bool(block.packed)};
+          python_bool(block.packed),
+          support::dtype_name(block.dtype)};
 }
 
 /// The rows with each column padded to its widest cell.
 void print_table(const std::vector<Row>& rows) {
-  Row widths;
-  for (size_t c = 0; c < widths.size(); ++c) {
-    size_t width = 0;
-    for (const auto& row : rows) {
-      width = std::max(width, row[c].size());
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      widths[c] = std::max(widths[c], row[c].size());
     }
-    widths[c] = std::string(width, ' ');
   }
   for (const auto& row : rows) {
     std::string line;
     for (size_t c = 0; c < row.size(); ++c) {
-      line += row[c] + (c + 1 < row.size() ? widths[c].substr(row[c].size()) + "  " : "");
+      line += c + 1 < row.size() ? fmt::format("{:<{}}  ", row[c], widths[c]) : row[c];
     }
     fmt::print("  {}\n", line);
   }
 }
 
+/// The C++ of one block of each kind (naming and options), indented.
+void print_load_code(const std::vector<AttentionBlock>& blocks, const std::string& path) {
+  std::set<std::string> shown;
+  for (const auto& block : blocks) {
+    const std::string code = block.load_code(path);
+    const std::string kind = code.substr(0, code.find(';'));
+    if (shown.insert(kind).second) {
+      fmt::print("  {}\n", fmt::join(std::vector<std::string>{code.substr(0, code.find('\n')),
+                                                              code.substr(code.find('\n') + 1)},
+                                     "\n  "));
+    }
+  }
+}
+
+void list_hf_checkpoint(const std::string& dir) {
+  const HfCheckpoint checkpoint = read_hf_checkpoint(dir);
+  std::set<std::string> dtypes;
+  for (const auto& item : checkpoint.tensors) {
+    const auto dtype = item.second.scalar_type();
+    dtypes.insert(c10::isFloatingType(dtype) ? support::dtype_name(dtype) : c10::toString(dtype));
+  }
+  fmt::print("mha-parity: {}: Hugging Face model_type '{}' ({}: {} tensors, {})\n", dir,
+             checkpoint.model_type, fmt::join(checkpoint.weight_files, ", "),
+             checkpoint.tensors.size(), fmt::join(dtypes, ", "));
+  const std::string code = hf_load_code(checkpoint);
+  if (code.empty()) {
+    fmt::print(
+        "model_type '{}' is not supported; supported: {} (mha::load_hf_encoder), {} "
+        "(mha::load_hf_seq2seq)\n",
+        checkpoint.model_type, fmt::join(hf_encoder_model_types(), ", "),
+        fmt::join(hf_seq2seq_model_types(), ", "));
+    const auto blocks = find_attention_blocks(checkpoint.tensors);
+    fmt::print("by their names, the tensors hold {}\n", summarize_attention_blocks(blocks));
+    return;
+  }
+  std::vector<Row> rows{{"prefix", "module", "embed_dim", "num_heads", "dtype"}};
+  for (const auto& block : hf_attention_blocks(checkpoint)) {
+    rows.push_back({block.prefix, block.module, std::to_string(block.options.embed_dim()),
+                    std::to_string(block.options.num_heads()), support::dtype_name(block.dtype)});
+  }
+  print_table(rows);
+  fmt::print(
+      "Options from config.json; separate q/k/v become in_proj_weight. Load it in C++:\n"
+      "  {}\n",
+      code);
+}
+
 }  // namespace
 
 void list_attention_blocks(const std::string& path) {
+  if (is_hf_checkpoint(path)) {
+    list_hf_checkpoint(path);
+    return;
+  }
   const auto state_dict = read_state_dict(path);
   const auto blocks = find_attention_blocks(state_dict);
   TORCH_CHECK(!blocks.empty(),
@@ -61,13 +114,13 @@ void list_attention_blocks(const std::string& path) {
   fmt::print("mha-parity: {} ({} keys): {}\n", path, state_dict.size(),
              summarize_attention_blocks(blocks));
   std::vector<Row> rows{
-      {"prefix", "naming", "embed_dim", "kdim", "vdim", "bias", "add_bias_kv", "packed"}};
+      {"prefix", "naming", "embed_dim", "kdim", "vdim", "bias", "add_bias_kv", "packed", "dtype"}};
   std::transform(blocks.begin(), blocks.end(), std::back_inserter(rows), row_of);
   print_table(rows);
   fmt::print(
       "num_heads is not stored in a state_dict: take it from the model's configuration.\n"
-      "Load a block with --prefix PREFIX --num-heads H (and --vit for qkv/proj), or in C++:\n"
-      "  mha::load_state_dict(attn, FILE, mha::LoadOptions().prefix(\"PREFIX\"));\n");
+      "Load a block with --prefix PREFIX --num-heads H (and --vit for qkv/proj), or in C++:\n");
+  print_load_code(blocks, path);
 }
 
 }  // namespace parity_tool

@@ -44,7 +44,7 @@ constexpr int kBadInput = 2;
 constexpr const char* kUsage = R"(usage:
   mha-parity BUNDLE [--rtol R] [--atol A] [--time-s S]
   mha-parity --weights FILE --inputs FILE --num-heads H [options]
-  mha-parity --list FILE
+  mha-parity --list FILE|DIR
 
 Runs mha::MultiheadAttention (C++) on what Python's torch.nn.MultiheadAttention
 was given and prints, per output, the shape, max abs and max rel error and the
@@ -54,8 +54,11 @@ BUNDLE: a file written by `scripts/export_reference.py --bundle FILE` (options,
 weights, inputs, masks, Python's outputs and median forward time).
 
 --list FILE: prints the attention blocks of a weights file, one row per block
-(prefix, naming, embed_dim, kdim, vdim, bias, add_bias_kv, packed), to choose
---prefix; num_heads is not stored in a state_dict.
+(prefix, naming, embed_dim, kdim, vdim, bias, add_bias_kv, packed, dtype), to
+choose --prefix, and the C++ that loads them; num_heads is not stored in a
+state_dict. --list DIR, a Hugging Face model directory (config.json and
+model.safetensors, its shards or pytorch_model.bin): its model_type, its
+attention blocks with the options from config.json, and the C++ that loads it.
 
 Separate files:
   --weights FILE     state_dict: torch.save (OrderedDict or dict), safetensors or
