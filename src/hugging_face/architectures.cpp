@@ -9,6 +9,8 @@
 #include <fmt/ranges.h>
 #include <torch/nn/functional/activation.h>
 
+#include <array>
+
 namespace mha {
 namespace detail {
 namespace {
@@ -74,60 +76,53 @@ HfStack stack(const HfConfig& config,
   return out;
 }
 
-HfLayerNames bert_names() {
+/// A layer's names: q, k and v under `attention`, then the others.
+HfLayerNames layer_names(const std::string& attention,
+                         const std::array<const char*, 3>& qkv,
+                         std::string out,
+                         std::string fc1,
+                         std::string fc2,
+                         std::string norm1,
+                         std::string norm2) {
   HfLayerNames n;
-  n.q = "attention.self.query";
-  n.k = "attention.self.key";
-  n.v = "attention.self.value";
-  n.out = "attention.output.dense";
-  n.fc1 = "intermediate.dense";
-  n.fc2 = "output.dense";
-  n.norm1 = "attention.output.LayerNorm";
-  n.norm2 = "output.LayerNorm";
+  n.q = attention + qkv[0];
+  n.k = attention + qkv[1];
+  n.v = attention + qkv[2];
+  n.out = std::move(out);
+  n.fc1 = std::move(fc1);
+  n.fc2 = std::move(fc2);
+  n.norm1 = std::move(norm1);
+  n.norm2 = std::move(norm2);
   return n;
+}
+
+HfLayerNames bert_names() {
+  return layer_names("attention.self.", {"query", "key", "value"}, "attention.output.dense",
+                     "intermediate.dense", "output.dense", "attention.output.LayerNorm",
+                     "output.LayerNorm");
 }
 
 HfLayerNames vit_names() {
-  HfLayerNames n = bert_names();
-  n.q = "attention.attention.query";
-  n.k = "attention.attention.key";
-  n.v = "attention.attention.value";
-  n.norm1 = "layernorm_before";
-  n.norm2 = "layernorm_after";
-  return n;
+  return layer_names("attention.attention.", {"query", "key", "value"}, "attention.output.dense",
+                     "intermediate.dense", "output.dense", "layernorm_before", "layernorm_after");
 }
 
 HfLayerNames distilbert_names() {
-  HfLayerNames n;
-  n.q = "attention.q_lin";
-  n.k = "attention.k_lin";
-  n.v = "attention.v_lin";
-  n.out = "attention.out_lin";
-  n.fc1 = "ffn.lin1";
-  n.fc2 = "ffn.lin2";
-  n.norm1 = "sa_layer_norm";
-  n.norm2 = "output_layer_norm";
-  return n;
+  return layer_names("attention.", {"q_lin", "k_lin", "v_lin"}, "attention.out_lin", "ffn.lin1",
+                     "ffn.lin2", "sa_layer_norm", "output_layer_norm");
 }
 
+/// bart, mbart and marian: the decoder's norm2 follows the cross-attention.
 HfLayerNames bart_names(bool decoder) {
-  HfLayerNames n;
-  n.q = "self_attn.q_proj";
-  n.k = "self_attn.k_proj";
-  n.v = "self_attn.v_proj";
-  n.out = "self_attn.out_proj";
-  n.fc1 = "fc1";
-  n.fc2 = "fc2";
-  n.norm1 = "self_attn_layer_norm";
+  HfLayerNames n =
+      layer_names("self_attn.", {"q_proj", "k_proj", "v_proj"}, "self_attn.out_proj", "fc1", "fc2",
+                  "self_attn_layer_norm", decoder ? "encoder_attn_layer_norm" : "final_layer_norm");
   if (decoder) {
     n.cross_q = "encoder_attn.q_proj";
     n.cross_k = "encoder_attn.k_proj";
     n.cross_v = "encoder_attn.v_proj";
     n.cross_out = "encoder_attn.out_proj";
-    n.norm2 = "encoder_attn_layer_norm";
     n.norm3 = "final_layer_norm";
-  } else {
-    n.norm2 = "final_layer_norm";
   }
   return n;
 }
