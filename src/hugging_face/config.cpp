@@ -2,7 +2,6 @@
 // on demand, so that nlohmann_json stays out of the public header.
 
 #include <c10/util/Exception.h>
-#include <fmt/format.h>
 #include <mha/hugging_face.h>
 
 #include <fstream>
