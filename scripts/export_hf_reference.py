@@ -108,6 +108,7 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
     if generate:
         model.generation_config.min_new_tokens = 2
         model.generation_config.max_new_tokens = 9
+        model.generation_config.bad_words_ids = [[config.pad_token_id]]  # as Marian's configs
         model.generation_config.save_pretrained(directory)
         generated = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
                                    num_beams=1)

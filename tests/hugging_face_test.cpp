@@ -224,11 +224,14 @@ TEST(HfCheckpointErrors, DirectoryWithoutWeights) {
 
 TEST(HfConfig, FieldsAndErrors) {
   auto config = mha::HfConfig::parse(
-      R"({"d_model": 32, "eps": 1e-5, "act": "gelu", "eos_token_id": [1, 2], "bos": null})",
+      R"({"d_model": 32, "eps": 1e-5, "act": "gelu", "eos_token_id": [1, 2], "bos": null,
+          "bad_words_ids": [[7], [8, 9]]})",
       "config.json");
   EXPECT_EQ(config.integer("d_model"), 32);
   EXPECT_DOUBLE_EQ(config.number("eps"), 1e-5);
   EXPECT_EQ(config.integers("eos_token_id"), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(config.integer_lists("bad_words_ids"),
+            (std::vector<std::vector<int64_t>>{{7}, {8, 9}}));
   EXPECT_FALSE(config.has("bos"));
   EXPECT_EQ(config.integer("bos", 7), 7);
   MHA_ASSERT_THROWS_WITH(config.integer("heads"), "config.json: field 'heads' is missing");

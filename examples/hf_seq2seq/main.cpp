@@ -50,9 +50,10 @@ GenerationRules rules(const mha::HfCheckpoint& checkpoint) {
   // For an encoder-decoder model, max_length counts the decoder start token.
   r.max_new_tokens =
       g.has("max_new_tokens") ? g.integer("max_new_tokens") : integer("max_length", 20) - 1;
-  if (g.has("bad_words_ids")) {
-    // Only single-token bad words here; longer ones need the previous tokens.
-    for (int64_t id : g.integers("bad_words_ids")) r.bad_tokens.push_back(id);
+  // Marian's configs ban the pad token this way. Only single-token bad words
+  // here; longer ones depend on the tokens before them.
+  for (const auto& words : (g.has("bad_words_ids") ? g : c).integer_lists("bad_words_ids")) {
+    if (words.size() == 1) r.bad_tokens.push_back(words.front());
   }
   return r;
 }

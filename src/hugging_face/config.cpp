@@ -121,4 +121,32 @@ std::vector<int64_t> HfConfig::integers(const std::string& field) const {
   return out;
 }
 
+std::vector<std::vector<int64_t>> HfConfig::integer_lists(const std::string& field) const {
+  if (!has(field)) {
+    return {};
+  }
+  json value = field_value(fields_, source_, field);
+  std::vector<std::vector<int64_t>> out;
+  auto fail = [&] {
+    TORCH_CHECK(false, source_, ": expected field '", field,
+                "' to be a list of lists of integers, but got ", value.dump());
+  };
+  if (!value.is_array()) {
+    fail();
+  }
+  for (const auto& list : value) {
+    if (!list.is_array()) {
+      fail();
+    }
+    out.emplace_back();
+    for (const auto& item : list) {
+      if (!item.is_number_integer()) {
+        fail();
+      }
+      out.back().push_back(item.get<int64_t>());
+    }
+  }
+  return out;
+}
+
 }  // namespace mha
