@@ -15,6 +15,7 @@
 #include "attention/run_plan.h"
 #include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_linear.h"
 
 namespace mha {
 
@@ -110,6 +111,10 @@ void MultiheadAttentionImpl::reset_parameters() {
   if (bias_v.defined()) {
     torch::nn::init::xavier_normal_(bias_v);
   }
+}
+
+void MultiheadAttentionImpl::load(torch::serialize::InputArchive& archive) {
+  detail::load_checking_int8(*this, archive);
 }
 
 std::shared_ptr<torch::nn::Module> MultiheadAttentionImpl::clone(

@@ -3,6 +3,7 @@
 
 #include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_linear.h"
 #include "mha/transformer.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
@@ -102,6 +103,10 @@ Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
     output = norm.forward(output);
   }
   return output;
+}
+
+void TransformerDecoderImpl::load(torch::serialize::InputArchive& archive) {
+  detail::load_checking_int8(*this, archive);
 }
 
 std::shared_ptr<torch::nn::Module> TransformerDecoderImpl::clone(

@@ -4,6 +4,7 @@
 #include "cache/paged_call_checks.h"
 #include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
@@ -160,6 +161,10 @@ Tensor TransformerDecoderLayerImpl::mha_block_cached(const Tensor& x,
                                                      const Tensor& key_padding_mask) {
   // x (L, N, E), memory (S, N, E) or undefined (cached) -> (L, N, E) (batch first likewise)
   return std::get<0>(multihead_attn->forward_cached(x, memory, memory, cache, key_padding_mask));
+}
+
+void TransformerDecoderLayerImpl::load(torch::serialize::InputArchive& archive) {
+  detail::load_checking_int8(*this, archive);
 }
 
 std::shared_ptr<torch::nn::Module> TransformerDecoderLayerImpl::clone(

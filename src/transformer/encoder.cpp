@@ -6,6 +6,7 @@
 #include "cache/paged_call_checks.h"
 #include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_linear.h"
 #include "mha/transformer.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
@@ -189,6 +190,10 @@ Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
                                                                          cu_seqlens);
   }
   return norm.is_empty() ? output : norm.forward(output);
+}
+
+void TransformerEncoderImpl::load(torch::serialize::InputArchive& archive) {
+  detail::load_checking_int8(*this, archive);
 }
 
 std::shared_ptr<torch::nn::Module> TransformerEncoderImpl::clone(

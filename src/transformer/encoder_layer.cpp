@@ -1,6 +1,7 @@
 #include "attention/masks.h"
 #include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
@@ -103,6 +104,10 @@ Tensor TransformerEncoderLayerImpl::forward_with(
 
 Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
   return dropout2(detail::feed_forward(options.activation(), *linear1, *dropout, *linear2, x));
+}
+
+void TransformerEncoderLayerImpl::load(torch::serialize::InputArchive& archive) {
+  detail::load_checking_int8(*this, archive);
 }
 
 std::shared_ptr<torch::nn::Module> TransformerEncoderLayerImpl::clone(

@@ -9,6 +9,7 @@
 #include "common/generator_state.h"
 #include "common/shape_format.h"
 #include "common/validated_scope.h"
+#include "linear/int8_linear.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
 
@@ -177,6 +178,10 @@ Tensor TransformerImpl::decode_cached(const Tensor& tgt,
 Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz,
                                                         const torch::TensorOptions& options) {
   return mha::generate_square_subsequent_mask(sz, options);
+}
+
+void TransformerImpl::load(torch::serialize::InputArchive& archive) {
+  detail::load_checking_int8(*this, archive);
 }
 
 std::shared_ptr<torch::nn::Module> TransformerImpl::clone(
