@@ -13,8 +13,8 @@
 #include "attention/input_checks.h"
 #include "attention/projector.h"
 #include "attention/run_plan.h"
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
 #include "linear/int8_linear.h"
 
 namespace mha {
@@ -119,7 +119,7 @@ void MultiheadAttentionImpl::load(torch::serialize::InputArchive& archive) {
 
 std::shared_ptr<torch::nn::Module> MultiheadAttentionImpl::clone(
     const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
+  return detail::clone_module(*this, device);
 }
 
 void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {

@@ -214,6 +214,35 @@ TEST(ServingState, Int8WeightsSurviveTorchSaveAndLoad) {
   EXPECT_TRUE(mha::test::bitwise_equal(loaded_layer->forward(x), saved_layer->forward(x)));
 }
 
+TEST(ServingState, AQuantizedModuleClonesBitForBit) {
+  auto attn = make_quantized_attention(1);
+  const Tensor expected = attention_output(attn);
+  auto copy = std::dynamic_pointer_cast<mha::MultiheadAttentionImpl>(attn->clone());
+  ASSERT_NE(copy, nullptr);
+  mha::MultiheadAttention cloned(copy);
+  EXPECT_TRUE(mha::test::bitwise_equal(attention_output(cloned), expected));
+  EXPECT_TRUE(mha::is_quantized(*cloned));
+  // Independent: loading other int8 weights into the clone leaves the original alone.
+  std::stringstream other;
+  torch::save(make_quantized_attention(2), other);
+  torch::load(cloned, other);
+  EXPECT_FALSE(attention_output(cloned).equal(expected));
+  EXPECT_TRUE(mha::test::bitwise_equal(attention_output(attn), expected));
+
+  // A stack, its layers' linears converted too.
+  torch::manual_seed(5);
+  mha::TransformerEncoder stack(mha::TransformerEncoderOptions(
+      mha::TransformerEncoderLayer(
+          mha::TransformerEncoderLayerOptions(kE, kHeads).dim_feedforward(2048).batch_first(true)),
+      2));
+  stack->eval();
+  mha::quantize_dynamic(stack);
+  auto stack_copy = std::dynamic_pointer_cast<mha::TransformerEncoderImpl>(stack->clone());
+  const Tensor x = torch::randn({1, 16, kE});
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(mha::test::bitwise_equal(stack_copy->forward(x), stack->forward(x)));
+}
+
 TEST(ServingState, AnInt8ArchiveIntoAFloatModuleIsAnErrorThatChangesNothing) {
   auto quantized = make_quantized_attention(1);
   torch::manual_seed(2);

@@ -81,7 +81,8 @@ struct PoolModel {
       s.blocks.back() = own;
     }
     s.length += positions;
-    while (static_cast<int64_t>(s.blocks.size()) * kBlockSize < s.length) s.blocks.push_back(take());
+    while (static_cast<int64_t>(s.blocks.size()) * kBlockSize < s.length)
+      s.blocks.push_back(take());
   }
 };
 
@@ -129,11 +130,11 @@ TEST(ServingStateful, PagedCacheFollowsItsModelThroughRandomCalls) {
       const Tensor x = torch::randn({2, kE});
       const int64_t id = live[pick(live.size())];
       EXPECT_THROW(attn->forward_paged(x, x, x, cache, {id, id}, offsets({1, 1})), c10::Error);
-      EXPECT_THROW(attn->forward_paged(x, x, x, cache, {id, 1000000}, offsets({1, 1})),
-                   c10::Error);
+      EXPECT_THROW(attn->forward_paged(x, x, x, cache, {id, 1000000}, offsets({1, 1})), c10::Error);
     } else {  // a step of some sequences, 1-5 new rows each
       std::shuffle(live.begin(), live.end(), rng);
-      std::vector<int64_t> ids(live.begin(), live.begin() + 1 + pick(std::min<size_t>(4, live.size())));
+      std::vector<int64_t> ids(live.begin(),
+                               live.begin() + 1 + pick(std::min<size_t>(4, live.size())));
       std::vector<int64_t> lengths;
       for (size_t i = 0; i < ids.size(); ++i) lengths.push_back(1 + static_cast<int64_t>(pick(5)));
       const Tensor x = torch::randn({offsets(lengths)[-1].item<int64_t>(), kE});

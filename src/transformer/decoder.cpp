@@ -1,8 +1,8 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer.h"
 #include "transformer/decoder_cached_checks.h"
@@ -111,7 +111,7 @@ void TransformerDecoderImpl::load(torch::serialize::InputArchive& archive) {
 
 std::shared_ptr<torch::nn::Module> TransformerDecoderImpl::clone(
     const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
+  return detail::clone_module(*this, device);
 }
 
 void TransformerDecoderImpl::pretty_print(std::ostream& stream) const {

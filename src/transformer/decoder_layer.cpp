@@ -2,8 +2,8 @@
 #include <torch/utils.h>
 
 #include "cache/paged_call_checks.h"
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
 #include "transformer/decoder_cached_checks.h"
@@ -169,7 +169,7 @@ void TransformerDecoderLayerImpl::load(torch::serialize::InputArchive& archive) 
 
 std::shared_ptr<torch::nn::Module> TransformerDecoderLayerImpl::clone(
     const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
+  return detail::clone_module(*this, device);
 }
 
 void TransformerDecoderLayerImpl::pretty_print(std::ostream& stream) const {

@@ -4,8 +4,8 @@
 
 #include "attention/masks.h"
 #include "cache/paged_call_checks.h"
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer.h"
 #include "transformer/encoder_layer_fast_path.h"
@@ -198,7 +198,7 @@ void TransformerEncoderImpl::load(torch::serialize::InputArchive& archive) {
 
 std::shared_ptr<torch::nn::Module> TransformerEncoderImpl::clone(
     const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
+  return detail::clone_module(*this, device);
 }
 
 void TransformerEncoderImpl::pretty_print(std::ostream& stream) const {

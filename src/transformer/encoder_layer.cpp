@@ -1,6 +1,6 @@
 #include "attention/masks.h"
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
 #include "transformer/encoder_layer_fast_path.h"
@@ -112,7 +112,7 @@ void TransformerEncoderLayerImpl::load(torch::serialize::InputArchive& archive) 
 
 std::shared_ptr<torch::nn::Module> TransformerEncoderLayerImpl::clone(
     const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
+  return detail::clone_module(*this, device);
 }
 
 void TransformerEncoderLayerImpl::pretty_print(std::ostream& stream) const {

@@ -6,9 +6,9 @@
 #include <typeinfo>
 #include <vector>
 
-#include "common/generator_state.h"
 #include "common/shape_format.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
 #include "linear/int8_linear.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
@@ -186,7 +186,7 @@ void TransformerImpl::load(torch::serialize::InputArchive& archive) {
 
 std::shared_ptr<torch::nn::Module> TransformerImpl::clone(
     const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
+  return detail::clone_module(*this, device);
 }
 
 void TransformerImpl::pretty_print(std::ostream& stream) const {
