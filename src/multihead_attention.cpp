@@ -113,14 +113,7 @@ void MultiheadAttentionImpl::reset_parameters() {
   }
 }
 
-void MultiheadAttentionImpl::load(torch::serialize::InputArchive& archive) {
-  detail::load_checking_int8(*this, archive);
-}
-
-std::shared_ptr<torch::nn::Module> MultiheadAttentionImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_module(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(MultiheadAttentionImpl)
 
 void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
   std::string text = fmt::format("mha::MultiheadAttention(embed_dim={}, num_heads={}",

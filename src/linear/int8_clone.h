@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "common/generator_state.h"
+#include "linear/int8_linear.h"
 
 namespace mha {
 namespace detail {
@@ -43,3 +44,14 @@ std::shared_ptr<torch::nn::Module> clone_module(const Impl& module,
 
 }  // namespace detail
 }  // namespace mha
+
+/// Defines `Impl::load` (`load_checking_int8`) and `Impl::clone` (`clone_module`)
+/// of an mha module class (in namespace mha), the same for every one of them.
+#define MHA_DEFINE_LOAD_AND_CLONE(Impl)                                                      \
+  void Impl::load(torch::serialize::InputArchive& archive) {                                 \
+    detail::load_checking_int8(*this, archive);                                              \
+  }                                                                                          \
+  std::shared_ptr<torch::nn::Module> Impl::clone(const std::optional<torch::Device>& device) \
+      const {                                                                                \
+    return detail::clone_module(*this, device);                                              \
+  }

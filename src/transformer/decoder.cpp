@@ -105,14 +105,7 @@ Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
   return output;
 }
 
-void TransformerDecoderImpl::load(torch::serialize::InputArchive& archive) {
-  detail::load_checking_int8(*this, archive);
-}
-
-std::shared_ptr<torch::nn::Module> TransformerDecoderImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_module(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerDecoderImpl)
 
 void TransformerDecoderImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::TransformerDecoder(num_layers=" << options.num_layers() << ")";

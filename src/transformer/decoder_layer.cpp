@@ -163,14 +163,7 @@ Tensor TransformerDecoderLayerImpl::mha_block_cached(const Tensor& x,
   return std::get<0>(multihead_attn->forward_cached(x, memory, memory, cache, key_padding_mask));
 }
 
-void TransformerDecoderLayerImpl::load(torch::serialize::InputArchive& archive) {
-  detail::load_checking_int8(*this, archive);
-}
-
-std::shared_ptr<torch::nn::Module> TransformerDecoderLayerImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_module(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerDecoderLayerImpl)
 
 void TransformerDecoderLayerImpl::pretty_print(std::ostream& stream) const {
   detail::print_layer_options(stream, "mha::TransformerDecoderLayer", options);

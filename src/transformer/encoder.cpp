@@ -192,14 +192,7 @@ Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
   return norm.is_empty() ? output : norm.forward(output);
 }
 
-void TransformerEncoderImpl::load(torch::serialize::InputArchive& archive) {
-  detail::load_checking_int8(*this, archive);
-}
-
-std::shared_ptr<torch::nn::Module> TransformerEncoderImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_module(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerEncoderImpl)
 
 void TransformerEncoderImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::TransformerEncoder(num_layers=" << options.num_layers() << ")";

@@ -106,14 +106,7 @@ Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
   return dropout2(detail::feed_forward(options.activation(), *linear1, *dropout, *linear2, x));
 }
 
-void TransformerEncoderLayerImpl::load(torch::serialize::InputArchive& archive) {
-  detail::load_checking_int8(*this, archive);
-}
-
-std::shared_ptr<torch::nn::Module> TransformerEncoderLayerImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_module(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerEncoderLayerImpl)
 
 void TransformerEncoderLayerImpl::pretty_print(std::ostream& stream) const {
   detail::print_layer_options(stream, "mha::TransformerEncoderLayer", options);

@@ -180,14 +180,7 @@ Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz,
   return mha::generate_square_subsequent_mask(sz, options);
 }
 
-void TransformerImpl::load(torch::serialize::InputArchive& archive) {
-  detail::load_checking_int8(*this, archive);
-}
-
-std::shared_ptr<torch::nn::Module> TransformerImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_module(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerImpl)
 
 void TransformerImpl::pretty_print(std::ostream& stream) const {
   stream << fmt::format(
