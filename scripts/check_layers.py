@@ -6,8 +6,8 @@ files at src/'s root, `module` (multihead_attention.cpp) and `functional`
 (functional.cpp). A public header include/mha/X.h belongs to the stage that
 implements it (HOMES). A file may include headers of its own stage and of the
 stages its stage builds on (BUILDS_ON); every other include is an error unless
-EXCEPTIONS names it with its reason. docs/architecture.md lists the exceptions
-as `--markdown` prints them, and the check fails when it does not.
+EXCEPTIONS names it with its reason. docs/architecture.md shows the table and
+the exceptions as `--markdown` prints them, and the check fails when it does not.
 
 Usage: check_layers.py [--markdown] [ROOT]
 """
@@ -112,9 +112,22 @@ def check(root: pathlib.Path):
     return errors
 
 
+LABELS = {"functional": "`functional.cpp` (the functional API)",
+          "module": "`multihead_attention.cpp` (the module)"}
+
+
+def label(stage: str) -> str:
+    return LABELS.get(stage, f"`{stage}/`")
+
+
 def markdown() -> str:
-    return "\n".join(f"- `{stage}` -> `{include}`: {why}."
-                     for (stage, include), why in EXCEPTIONS.items())
+    """The layering table and the exceptions, as docs/architecture.md shows them."""
+    rows = ["| stage | may include |", "|---|---|"]
+    rows += [f"| {label(stage)} | {', '.join(label(b) for b in below) or 'nothing of mha'} |"
+             for stage, below in BUILDS_ON.items()]
+    exceptions = [f"- `{stage}` -> `{include}`: {why}."
+                  for (stage, include), why in EXCEPTIONS.items()]
+    return "\n".join(rows) + "\n\nExceptions, each with its reason:\n\n" + "\n".join(exceptions)
 
 
 def main(argv):
@@ -126,8 +139,8 @@ def main(argv):
     errors = check(root)
     architecture = (root / "docs" / "architecture.md")
     if not architecture.exists() or markdown() not in architecture.read_text(encoding="utf-8"):
-        errors.append("docs/architecture.md does not list the exceptions as "
-                      "`scripts/check_layers.py --markdown` prints them")
+        errors.append("docs/architecture.md does not show the layering table and its exceptions "
+                      "as `scripts/check_layers.py --markdown` prints them")
     for e in errors:
         print(e)
     print(f"layering: {len(errors)} problems")

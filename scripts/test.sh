@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds mha (installing what is missing) and runs the whole test suite.
-# Usage: scripts/test.sh [--sanitize | --fuzz] [ctest arguments]
+# Usage: scripts/test.sh [--sanitize | --tsan | --fuzz] [ctest arguments]
 #   --sanitize: the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   (preset asan) in its own build tree, build-asan; suppressions for reports
 #   inside LibTorch (not instrumented) are in tests/sanitizers/.
+#   --tsan: the concurrency tests built with ThreadSanitizer (preset tsan) in
+#   build-tsan, run with tests/sanitizers/env.sh; not in CI (it builds the
+#   library and the concurrency tests again: minutes on a small machine).
 #   --fuzz: the libFuzzer targets (preset fuzz: clang-19, ASan+UBSan) in
 #   build-fuzz, each run for 30 s (MHA_FUZZ_SECONDS) from its seed corpus in
 #   tests/fuzz/corpus.
@@ -26,6 +29,13 @@ if [ "${1:-}" = "--sanitize" ]; then
   # only compiles: neither is about memory. The preset builds without tensor
   # parallelism (docs/tensor_parallel.md, "Sanitizers").
   set -- -E '^(package_|doc_snippets_compile$)' "$@"
+elif [ "${1:-}" = "--tsan" ]; then
+  shift
+  export MHA_PRESET=tsan
+  export MHA_BUILD_DIR="${MHA_TSAN_BUILD_DIR:-$MHA_ROOT/build-tsan}"
+  export MHA_BUILD_TARGETS="mha_concurrency_tests"
+  source "$MHA_ROOT/tests/sanitizers/env.sh"
+  set -- -R '^Concurrency\.' "$@"
 elif [ "${1:-}" = "--fuzz" ]; then
   shift
   export MHA_PRESET=fuzz

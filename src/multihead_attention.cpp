@@ -13,8 +13,9 @@
 #include "attention/input_checks.h"
 #include "attention/projector.h"
 #include "attention/run_plan.h"
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
+#include "linear/int8_linear.h"
 
 namespace mha {
 
@@ -112,10 +113,7 @@ void MultiheadAttentionImpl::reset_parameters() {
   }
 }
 
-std::shared_ptr<torch::nn::Module> MultiheadAttentionImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(MultiheadAttentionImpl)
 
 void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
   std::string text = fmt::format("mha::MultiheadAttention(embed_dim={}, num_heads={}",

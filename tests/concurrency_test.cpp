@@ -4,8 +4,14 @@
 // path, the weights path (averaged and per head), unbatched input and a long
 // self-attention. Every result must be bitwise equal to the one the same call
 // gave on a single thread first, and the parameters must be unchanged.
-// Built with MHA_SANITIZE=tsan this test is the ThreadSanitizer check of mha.
+// A second test does the same at E = 512 (the packed and int8 GEMMs run) over
+// forward, forward_cached and forward_paged (a cache per thread, the module
+// shared), one ContinuousBatch shared by all threads, and an int8 module.
+// Built with MHA_SANITIZE=tsan (scripts/test.sh --tsan) this test is the
+// ThreadSanitizer check of mha.
 
+#include <mha/batching.h>
+#include <mha/mha.h>
 #include <mha/multihead_attention.h>
 
 #include <atomic>
@@ -121,6 +127,103 @@ TEST_F(Concurrency, EightThreadsMatchOneThreadOnEveryPath) {
     EXPECT_TRUE(mha::test::bitwise_equal(params_after[i].detach(), params_before[i]))
         << "parameter " << i;
   }
+}
+
+/// One way of serving a request at E = 512: the outputs of its steps, concatenated.
+struct ServingCall {
+  std::string name;
+  std::function<Tensor()> run;
+};
+
+Tensor offsets(int64_t rows) { return torch::tensor({int64_t{0}, rows}); }
+
+TEST_F(Concurrency, EightThreadsMatchOneThreadAtServingSizes) {
+  constexpr int64_t kE = 512, kHeads = 8;
+  MultiheadAttention m(MultiheadAttentionOptions(kE, kHeads).batch_first(true));
+  m->eval();
+  torch::manual_seed(0);
+  MultiheadAttention q(MultiheadAttentionOptions(kE, kHeads).batch_first(true));
+  q->eval();
+  mha::quantize_dynamic(q);
+  mha::TransformerEncoder stack(
+      mha::TransformerEncoderOptions(
+          mha::TransformerEncoderLayer(
+              mha::TransformerEncoderLayerOptions(kE, kHeads).dim_feedforward(2048).dropout(0.0)),
+          1)
+          .enable_nested_tensor(false));
+  stack->eval();
+  mha::ContinuousBatch batch(stack, mha::ContinuousBatchOptions().block_size(16).num_blocks(64));
+
+  const Tensor x = torch::randn({1, 16, kE});  // (N, L, E): 16 rows take the packed GEMMs
+  const Tensor prompt = torch::randn({8, kE});
+  const std::vector<Tensor> tokens = {torch::randn({1, kE}), torch::randn({1, kE})};
+  const std::vector<ServingCall> calls = {
+      {"Forward", [&] { return std::get<0>(m->forward(x, x, x, {}, false)); }},
+      {"Int8Forward", [&] { return std::get<0>(q->forward(x, x, x, {}, false)); }},
+      {"ForwardCached",
+       [&] {
+         auto cache = mha::KVCache::self_attention();
+         std::vector<Tensor> outs;
+         for (const Tensor& t : {prompt, tokens[0], tokens[1]}) {
+           const Tensor b = t.unsqueeze(0);  // (1, L, E)
+           outs.push_back(std::get<0>(m->forward_cached(b, b, b, cache)).squeeze(0));
+         }
+         return torch::cat(outs);
+       }},
+      {"ForwardPaged",
+       [&] {
+         mha::PagedKVCache cache(*m, mha::PagedKVCacheOptions(4, 16));
+         const int64_t id = cache.add_sequence();
+         std::vector<Tensor> outs;
+         for (const Tensor& t : {prompt, tokens[0], tokens[1]}) {
+           outs.push_back(std::get<0>(m->forward_paged(t, t, t, cache, {id}, offsets(t.size(0)))));
+         }
+         return torch::cat(outs);
+       }},
+      {"ContinuousBatch",
+       [&] {
+         const int64_t id = batch.add();
+         std::vector<Tensor> outs;
+         for (const Tensor& t : {prompt, tokens[0], tokens[1]})
+           outs.push_back(batch.step({{id, t}}).at(id));
+         batch.remove(id);
+         return torch::cat(outs);
+       }},
+  };
+  std::vector<Tensor> expected;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& call : calls) expected.push_back(call.run());
+  }
+  std::atomic<int> mismatches{0}, errors{0};
+  std::mutex first_mutex;
+  std::string first_problem;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      torch::NoGradGuard no_grad;
+      for (int i = 0; i < 10; ++i) {
+        const size_t c = static_cast<size_t>(t + i) % calls.size();
+        std::string problem;
+        try {
+          if (!mha::test::bitwise_equal(calls[c].run(), expected[c])) {
+            ++mismatches;
+            problem = calls[c].name + " differs on thread " + std::to_string(t);
+          }
+        } catch (const std::exception& e) {
+          ++errors;
+          problem = calls[c].name + " threw on thread " + std::to_string(t) + ": " + e.what();
+        }
+        const std::lock_guard<std::mutex> lock(first_mutex);
+        if (first_problem.empty()) first_problem = problem;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(errors.load(), 0) << first_problem;
+  EXPECT_EQ(mismatches.load(), 0) << first_problem;
+  EXPECT_TRUE(batch.ids().empty());
+  EXPECT_EQ(batch.used_bytes(), 0);
 }
 
 }  // namespace

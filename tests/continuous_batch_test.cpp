@@ -232,15 +232,15 @@ TEST(ContinuousBatchingErrors, AFailedAddOrStepChangesNoRequest) {
   batch.step({{a, torch::randn({3, kE})}});
   const auto before = batch.num_free_blocks();
   MHA_ASSERT_THROWS_WITH(batch.step({{a, torch::randn({2, kE})}, {b, torch::randn({6, kE})}}),
-                         "out of blocks");
+                         "ContinuousBatch::step: remove() finished requests");
   MHA_ASSERT_THROWS_WITH(batch.step({{a, torch::randn({1, kE})}, {9, torch::randn({1, kE})}}),
-                         "unknown request id 9");
+                         "ContinuousBatch::step: unknown request id 9");
   MHA_ASSERT_THROWS_WITH(batch.step({{a, torch::randn({1, kE}, torch::kDouble)}}),
                          "expected inputs[0] of dtype Float");
   EXPECT_EQ(batch.length(a), 3);
   EXPECT_EQ(batch.length(b), 0);
   EXPECT_EQ(batch.num_free_blocks(), before);
-  MHA_ASSERT_THROWS_WITH(batch.remove(9), "unknown request id 9");
+  MHA_ASSERT_THROWS_WITH(batch.remove(9), "ContinuousBatch::remove: unknown request id 9");
 }
 
 }  // namespace

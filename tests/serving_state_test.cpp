@@ -3,13 +3,15 @@
 // write counted once per shared block, a pool checked against the module's
 // dtype, a decoder-only batch's byte count, a stack's paged step that changes
 // no layer when any layer cannot take it, invariance refused once the weights
-// turn int8, and kernel-switch guards that act on their own thread only.
+// turn int8, kernel-switch guards that act on their own thread only, and int8
+// weights that survive LibTorch's own torch::save / torch::load.
 
 #include <gtest/gtest.h>
 #include <mha/batching.h>
 #include <mha/mha.h>
 #include <torch/torch.h>
 
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -167,6 +169,98 @@ TEST(ServingState, KernelGuardsActOnTheirOwnThreadOnly) {
   reader.join();
   mha::set_python_kernels(false);
   EXPECT_TRUE(seen_by_other);
+}
+
+/// A quantized module's output on a fixed input: (1, 16, E) -> (1, 16, E).
+Tensor attention_output(mha::MultiheadAttention& attn) {
+  torch::manual_seed(7);
+  const Tensor x = torch::randn({1, 16, kE});
+  torch::NoGradGuard no_grad;
+  return std::get<0>(attn->forward(x, x, x, {}, false));
+}
+
+mha::MultiheadAttention make_quantized_attention(uint64_t seed) {
+  torch::manual_seed(seed);
+  mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(kE, kHeads).batch_first(true));
+  attn->eval();
+  mha::quantize_dynamic(attn);
+  return attn;
+}
+
+TEST(ServingState, Int8WeightsSurviveTorchSaveAndLoad) {
+  auto saved = make_quantized_attention(1), loaded = make_quantized_attention(2);
+  const Tensor expected = attention_output(saved);
+  ASSERT_FALSE(attention_output(loaded).equal(expected));
+  std::stringstream archive;
+  torch::save(saved, archive);
+  torch::load(loaded, archive);
+  EXPECT_TRUE(mha::test::bitwise_equal(attention_output(loaded), expected));
+
+  // A layer with its feed-forward linears converted too.
+  auto layer = [](uint64_t seed) {
+    torch::manual_seed(seed);
+    mha::TransformerEncoderLayer l(
+        mha::TransformerEncoderLayerOptions(kE, kHeads).dim_feedforward(2048).batch_first(true));
+    l->eval();
+    mha::quantize_dynamic(l);
+    return l;
+  };
+  auto saved_layer = layer(3), loaded_layer = layer(4);
+  const Tensor x = torch::randn({1, 16, kE});
+  torch::NoGradGuard no_grad;
+  std::stringstream layer_archive;
+  torch::save(saved_layer, layer_archive);
+  torch::load(loaded_layer, layer_archive);
+  EXPECT_TRUE(mha::test::bitwise_equal(loaded_layer->forward(x), saved_layer->forward(x)));
+}
+
+TEST(ServingState, AQuantizedModuleClonesBitForBit) {
+  auto attn = make_quantized_attention(1);
+  const Tensor expected = attention_output(attn);
+  auto copy = std::dynamic_pointer_cast<mha::MultiheadAttentionImpl>(attn->clone());
+  ASSERT_NE(copy, nullptr);
+  mha::MultiheadAttention cloned(copy);
+  EXPECT_TRUE(mha::test::bitwise_equal(attention_output(cloned), expected));
+  EXPECT_TRUE(mha::is_quantized(*cloned));
+  // Independent: loading other int8 weights into the clone leaves the original alone.
+  std::stringstream other;
+  torch::save(make_quantized_attention(2), other);
+  torch::load(cloned, other);
+  EXPECT_FALSE(attention_output(cloned).equal(expected));
+  EXPECT_TRUE(mha::test::bitwise_equal(attention_output(attn), expected));
+
+  // A stack, its layers' linears converted too.
+  torch::manual_seed(5);
+  mha::TransformerEncoder stack(mha::TransformerEncoderOptions(
+      mha::TransformerEncoderLayer(
+          mha::TransformerEncoderLayerOptions(kE, kHeads).dim_feedforward(2048).batch_first(true)),
+      2));
+  stack->eval();
+  mha::quantize_dynamic(stack);
+  auto stack_copy = std::dynamic_pointer_cast<mha::TransformerEncoderImpl>(stack->clone());
+  const Tensor x = torch::randn({1, 16, kE});
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(mha::test::bitwise_equal(stack_copy->forward(x), stack->forward(x)));
+}
+
+TEST(ServingState, AnInt8ArchiveIntoAFloatModuleIsAnErrorThatChangesNothing) {
+  auto quantized = make_quantized_attention(1);
+  torch::manual_seed(2);
+  mha::MultiheadAttention float_attn(mha::MultiheadAttentionOptions(kE, kHeads).batch_first(true));
+  float_attn->eval();
+  const Tensor before = float_attn->in_proj_weight.clone();
+  std::stringstream int8_archive;
+  torch::save(quantized, int8_archive);
+  MHA_ASSERT_THROWS_WITH(torch::load(float_attn, int8_archive),
+                         "torch::load: the archive holds in_proj_weight as int8 weights "
+                         "(mha::quantize_dynamic), but this module's are float");
+  EXPECT_TRUE(float_attn->in_proj_weight.equal(before));
+  std::stringstream float_archive;
+  torch::save(float_attn, float_archive);
+  const Tensor quantized_before = attention_output(quantized);
+  MHA_ASSERT_THROWS_WITH(torch::load(quantized, float_archive),
+                         "torch::load: the archive holds float weights for in_proj_weight");
+  EXPECT_TRUE(mha::test::bitwise_equal(attention_output(quantized), quantized_before));
 }
 
 }  // namespace

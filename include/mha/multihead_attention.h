@@ -161,6 +161,11 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
   /// (the copy's `reset()` draws, then the original's values replace them), as
   /// Python's `copy.deepcopy` does.
+  /// `torch::load`'s step: a c10::Error before anything loads when the
+  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
+  /// module's, then LibTorch's load (int8 weights included).
+  void load(torch::serialize::InputArchive& archive) override;
+
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
 

@@ -95,6 +95,11 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
   /// (the copy's `reset()` draws, then the original's values replace them), as
   /// Python's `copy.deepcopy` does.
+  /// `torch::load`'s step: a c10::Error before anything loads when the
+  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
+  /// module's, then LibTorch's load (int8 weights included).
+  void load(torch::serialize::InputArchive& archive) override;
+
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints `mha::TransformerEncoder(num_layers=2)`.
@@ -189,6 +194,11 @@ class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImp
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
   /// (the copy's `reset()` draws, then the original's values replace them), as
   /// Python's `copy.deepcopy` does.
+  /// `torch::load`'s step: a c10::Error before anything loads when the
+  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
+  /// module's, then LibTorch's load (int8 weights included).
+  void load(torch::serialize::InputArchive& archive) override;
+
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints `mha::TransformerDecoder(num_layers=2)`.
@@ -319,6 +329,11 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
   /// (the copy's `reset()` draws, then the original's values replace them), as
   /// Python's `copy.deepcopy` does.
+  /// `torch::load`'s step: a c10::Error before anything loads when the
+  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
+  /// module's, then LibTorch's load (int8 weights included).
+  void load(torch::serialize::InputArchive& archive) override;
+
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Python's `_reset_parameters`: `xavier_uniform_` on every parameter with dim > 1.

@@ -115,6 +115,11 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
   /// (the copy's `reset()` draws, then the original's values replace them), as
   /// Python's `copy.deepcopy` does.
+  /// `torch::load`'s step: a c10::Error before anything loads when the
+  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
+  /// module's, then LibTorch's load (int8 weights included).
+  void load(torch::serialize::InputArchive& archive) override;
+
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints the options, e.g. `mha::TransformerEncoderLayer(d_model=16, nhead=4, ...)`.
@@ -230,6 +235,11 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
   /// (the copy's `reset()` draws, then the original's values replace them), as
   /// Python's `copy.deepcopy` does.
+  /// `torch::load`'s step: a c10::Error before anything loads when the
+  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
+  /// module's, then LibTorch's load (int8 weights included).
+  void load(torch::serialize::InputArchive& archive) override;
+
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints the options, e.g. `mha::TransformerDecoderLayer(d_model=16, nhead=4, ...)`.

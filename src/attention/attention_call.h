@@ -21,7 +21,7 @@ struct AttentionCall {
   bool is_causal;
 
   /// Self-attention by identity, as Python's fast path tests it.
-  bool self_attention() const { return query.is_same(key) && key.is_same(value); }
+  bool is_self_attention() const { return query.is_same(key) && key.is_same(value); }
   /// Whether either mask is given.
   bool masked() const { return key_padding_mask.defined() || attn_mask.defined(); }
 };

@@ -75,7 +75,7 @@ std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCa
   if (call.query.dim() != 3) {
     return fmt::format("input not batched; expected query.dim() of 3 but got {}", call.query.dim());
   }
-  if (!call.self_attention()) {
+  if (!call.is_self_attention()) {
     return "non-self attention was used (query, key, and value are not the same Tensor)";
   }
   std::string reason = why_not_module(m, call.query);

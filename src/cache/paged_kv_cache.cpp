@@ -58,7 +58,8 @@ const PagedKVCacheState::Sequence& PagedKVCacheState::sequence(int64_t id) const
 }
 
 void PagedKVCacheState::check_room(const std::vector<int64_t>& ids,
-                                   const std::vector<int64_t>& new_positions) const {
+                                   const std::vector<int64_t>& new_positions,
+                                   const char* fix) const {
   std::set<int64_t> seen;
   std::map<int64_t, int64_t>
       tail_holders;  // a shared tail block -> its holders as grow() sees them
@@ -81,8 +82,8 @@ void PagedKVCacheState::check_room(const std::vector<int64_t>& ids,
   }
   TORCH_CHECK(needed <= static_cast<int64_t>(free.size()),
               fmt::format("out of blocks: the call needs {} new blocks of {} positions, and {} of "
-                          "{} are free; release() finished sequences or give the cache more blocks",
-                          needed, block_size, free.size(), num_blocks()));
+                          "{} are free; {}",
+                          needed, block_size, free.size(), num_blocks(), fix));
 }
 
 int64_t PagedKVCacheState::take_block() {

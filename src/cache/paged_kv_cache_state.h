@@ -38,7 +38,11 @@ struct PagedKVCacheState {
   /// for `grow` of each id in order: new blocks, and a copy of a shared,
   /// partly filled last block for each writer but its last holder (that one
   /// writes in place once the others have copied it).
-  void check_room(const std::vector<int64_t>& ids, const std::vector<int64_t>& new_positions) const;
+  /// `fix`: what the caller can do about too few blocks (its own methods' names).
+  void check_room(
+      const std::vector<int64_t>& ids,
+      const std::vector<int64_t>& new_positions,
+      const char* fix = "release() finished sequences or give the cache more blocks") const;
   /// Makes room for `new_positions` more positions of `id` (after
   /// `check_room`): copies a shared last block, takes new ones, advances the
   /// length. Returns the pool rows of all its positions, (length,) int64, the

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -196,6 +197,87 @@ Int8Values Int8WeightImpl::values() const {
 
 std::shared_ptr<Int8WeightImpl> Int8WeightImpl::repacked(const Int8Values& weight) const {
   return std::make_shared<Int8WeightImpl>(weight, recipe_, block_rows_, *ops_);
+}
+
+void Int8WeightImpl::save(torch::serialize::OutputArchive& archive) const {
+  const Int8Values v = values();
+  archive.write("values", v.values, /*is_buffer=*/true);  // int8 (out, in)
+  archive.write("scales", v.scales, /*is_buffer=*/true);  // float64 (out) or 0-d
+  archive.write("block_rows", at::tensor(block_rows_, at::kLong), /*is_buffer=*/true);
+  archive.write("recipe", at::scalar_tensor(static_cast<int64_t>(recipe_), at::kLong),
+                /*is_buffer=*/true);
+}
+
+namespace {
+
+/// What `Int8WeightImpl::save` wrote; throws unless it is an int8 weight of
+/// (`out`, `in`) (`name` in the message).
+struct ArchivedInt8 {
+  Int8Values weight;
+  std::vector<int64_t> block_rows;
+  QuantizeRecipe recipe;
+};
+
+ArchivedInt8 read_int8(torch::serialize::InputArchive& archive,
+                       int64_t out,
+                       int64_t in,
+                       const std::string& name) {
+  ArchivedInt8 a;
+  Tensor block_rows, recipe;
+  archive.read("values", a.weight.values, /*is_buffer=*/true);
+  archive.read("scales", a.weight.scales, /*is_buffer=*/true);
+  archive.read("block_rows", block_rows, /*is_buffer=*/true);
+  archive.read("recipe", recipe, /*is_buffer=*/true);
+  TORCH_CHECK(a.weight.values.scalar_type() == at::kChar && a.weight.values.dim() == 2 &&
+                  a.weight.values.size(0) == out && a.weight.values.size(1) == in,
+              "torch::load: expected the archived int8 weight ", name, " of shape [", out, ", ", in,
+              "], but got ", a.weight.values.sizes(), " of ",
+              c10::toString(a.weight.values.scalar_type()));
+  const Tensor rows = block_rows.contiguous();
+  a.block_rows.assign(rows.data_ptr<int64_t>(), rows.data_ptr<int64_t>() + rows.numel());
+  a.recipe = static_cast<QuantizeRecipe>(recipe.item<int64_t>());
+  return a;
+}
+
+}  // namespace
+
+void Int8WeightImpl::load(torch::serialize::InputArchive& archive) {
+  const ArchivedInt8 a = read_int8(archive, out_features(), in_features_, name());
+  const Int8WeightImpl loaded(a.weight, a.recipe, a.block_rows, *ops_);  // packed before any change
+  blocks_ = loaded.blocks_;
+  block_rows_ = loaded.block_rows_;
+  scales_ = loaded.scales_;
+  recipe_ = loaded.recipe_;
+}
+
+void load_checking_int8(torch::nn::Module& module, torch::serialize::InputArchive& archive) {
+  std::function<void(const torch::nn::Module&, torch::serialize::InputArchive&, const std::string&)>
+      check = [&check](const torch::nn::Module& m, torch::serialize::InputArchive& a,
+                       const std::string& prefix) {
+        for (const auto& param : m.named_parameters(/*recurse=*/false)) {
+          torch::serialize::InputArchive int8_archive;
+          const bool archived_int8 = a.try_read(int8_child_name(param.key()), int8_archive);
+          const auto own = int8_weight(m, param.key());
+          const std::string name = prefix + param.key();
+          TORCH_CHECK(archived_int8 || own == nullptr,
+                      "torch::load: the archive holds float weights for ", name,
+                      ", but this module's are int8 (mha::quantize_dynamic); load the archive "
+                      "into a float module, then quantize it");
+          TORCH_CHECK(!archived_int8 || own != nullptr, "torch::load: the archive holds ", name,
+                      " as int8 weights (mha::quantize_dynamic), but this module's are float; "
+                      "call mha::quantize_dynamic on this module first, then load");
+          if (own) read_int8(int8_archive, own->out_features(), own->in_features(), name);
+        }
+        for (const auto& child : m.named_children()) {
+          torch::serialize::InputArchive child_archive;
+          if (!std::dynamic_pointer_cast<Int8WeightImpl>(child.value()) &&
+              a.try_read(child.key(), child_archive)) {
+            check(*child.value(), child_archive, prefix + child.key() + ".");
+          }
+        }
+      };
+  check(module, archive, "");
+  module.torch::nn::Module::load(archive);
 }
 
 namespace {

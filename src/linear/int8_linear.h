@@ -12,6 +12,7 @@
 #include <mha/quantization.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/serialize/archive.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -106,6 +107,13 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl> {
 
   void pretty_print(std::ostream& stream) const override;
 
+  /// `torch::save`'s step: the int8 values (unpacked), scales, block rows and
+  /// recipe, so that an archive carries the int8 weights.
+  void save(torch::serialize::OutputArchive& archive) const override;
+  /// `torch::load`'s step: reads what `save` wrote and packs it (an archive of
+  /// another shape is a c10::Error that changes nothing).
+  void load(torch::serialize::InputArchive& archive) override;
+
  private:
   void check_input(const torch::Tensor& x) const;
   /// x (M, in) -> (M, rows of block `block`).
@@ -118,6 +126,13 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl> {
   QuantizeRecipe recipe_;
   const Int8GemmOps* ops_;
 };
+
+/// The override of `load` of mha's modules: throws a c10::Error, before
+/// anything loads, when the archive's int8 weights (`<param>_int8` children)
+/// do not match `module`'s own, in it or in any module under it (a float
+/// weight archived where `module` holds int8, or the reverse, or int8 of
+/// another shape); then LibTorch's `Module::load`.
+void load_checking_int8(torch::nn::Module& module, torch::serialize::InputArchive& archive);
 
 /// `<param>_int8`: the name of the child that holds parameter `param`'s int8 form.
 std::string int8_child_name(const std::string& param);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "linear/int8_clone.h"
 #include "linear/int8_linear.h"
 
 namespace mha {
@@ -155,16 +156,6 @@ void commit(const Conversion& c) {
   for (auto& param : c.owner->parameters(/*recurse=*/false)) param.set_requires_grad(false);
 }
 
-bool has_int8(const torch::nn::Module& module) {
-  for (const auto& child : module.named_children()) {
-    if (dynamic_cast<const Int8WeightImpl*>(child.value().get()) != nullptr ||
-        has_int8(*child.value())) {
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 void quantize_dynamic(torch::nn::Module& module, const QuantizeOptions& options) {
@@ -183,7 +174,7 @@ void quantize_dynamic(torch::nn::Module& module, const QuantizeOptions& options)
   for (const auto& install : plan.installs) install();
 }
 
-bool is_quantized(const torch::nn::Module& module) { return has_int8(module); }
+bool is_quantized(const torch::nn::Module& module) { return detail::holds_int8(module); }
 
 torch::Tensor linear(const torch::nn::LinearImpl& linear, const torch::Tensor& x) {
   if (const auto int8 = detail::linear_int8(linear)) return int8->forward(x, linear.bias);

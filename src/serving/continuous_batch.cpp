@@ -146,7 +146,8 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
   std::vector<Tensor> rows;
   std::vector<int64_t> offsets{0};
   for (const auto& [id, x] : inputs) {
-    TORCH_CHECK_INDEX(self_[0].contains(id), "unknown request id ", id);
+    TORCH_CHECK_INDEX(self_[0].contains(id), "ContinuousBatch::step: unknown request id ", id,
+                      "; add() gives the ids");
     check_rows(x, fmt::format("inputs[{}]", id), first_self_attention());
     ids.push_back(id);
     lengths.push_back(x.size(0));
@@ -162,7 +163,10 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
               "(mha::quantize_dynamic after the batch was made): int8 activations are quantized "
               "per call, over all of a step's rows; make the batch without batch_invariant");
   // The blocks of every layer's step: checked once, on layer 0's pool.
-  detail::paged_kv_cache_state(self_[0]).check_room(ids, lengths);
+  detail::paged_kv_cache_state(self_[0]).check_room(
+      ids, lengths,
+      "ContinuousBatch::step: remove() finished requests, step fewer of them, or give the batch "
+      "more blocks (ContinuousBatchOptions::num_blocks)");
   torch::NoGradGuard no_grad;
   std::optional<detail::FixedRowBlocks> fixed_rows;
   if (batch_invariant_) fixed_rows.emplace(kInvariantRows);
@@ -185,7 +189,7 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
 
 void ContinuousBatch::remove(int64_t id) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK_INDEX(self_[0].contains(id), "unknown request id ", id);
+  TORCH_CHECK_INDEX(self_[0].contains(id), "ContinuousBatch::remove: unknown request id ", id);
   for (auto& cache : self_) cache.release(id);
   for (auto& cache : cross_) cache.release(id);
 }

@@ -1,8 +1,9 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
+#include "linear/int8_linear.h"
 #include "mha/transformer.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
@@ -104,10 +105,7 @@ Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
   return output;
 }
 
-std::shared_ptr<torch::nn::Module> TransformerDecoderImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerDecoderImpl)
 
 void TransformerDecoderImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::TransformerDecoder(num_layers=" << options.num_layers() << ")";

@@ -2,8 +2,9 @@
 #include <torch/utils.h>
 
 #include "cache/paged_call_checks.h"
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
+#include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
@@ -162,10 +163,7 @@ Tensor TransformerDecoderLayerImpl::mha_block_cached(const Tensor& x,
   return std::get<0>(multihead_attn->forward_cached(x, memory, memory, cache, key_padding_mask));
 }
 
-std::shared_ptr<torch::nn::Module> TransformerDecoderLayerImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerDecoderLayerImpl)
 
 void TransformerDecoderLayerImpl::pretty_print(std::ostream& stream) const {
   detail::print_layer_options(stream, "mha::TransformerDecoderLayer", options);

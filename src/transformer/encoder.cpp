@@ -4,8 +4,9 @@
 
 #include "attention/masks.h"
 #include "cache/paged_call_checks.h"
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
+#include "linear/int8_linear.h"
 #include "mha/transformer.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
@@ -191,10 +192,7 @@ Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
   return norm.is_empty() ? output : norm.forward(output);
 }
 
-std::shared_ptr<torch::nn::Module> TransformerEncoderImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerEncoderImpl)
 
 void TransformerEncoderImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::TransformerEncoder(num_layers=" << options.num_layers() << ")";

@@ -1,6 +1,7 @@
 #include "attention/masks.h"
-#include "common/generator_state.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
+#include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
@@ -105,10 +106,7 @@ Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
   return dropout2(detail::feed_forward(options.activation(), *linear1, *dropout, *linear2, x));
 }
 
-std::shared_ptr<torch::nn::Module> TransformerEncoderLayerImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerEncoderLayerImpl)
 
 void TransformerEncoderLayerImpl::pretty_print(std::ostream& stream) const {
   detail::print_layer_options(stream, "mha::TransformerEncoderLayer", options);

@@ -6,9 +6,10 @@
 #include <typeinfo>
 #include <vector>
 
-#include "common/generator_state.h"
 #include "common/shape_format.h"
 #include "common/validated_scope.h"
+#include "linear/int8_clone.h"
+#include "linear/int8_linear.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
 
@@ -179,10 +180,7 @@ Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz,
   return mha::generate_square_subsequent_mask(sz, options);
 }
 
-std::shared_ptr<torch::nn::Module> TransformerImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  return detail::clone_keeping_generator(*this, device);
-}
+MHA_DEFINE_LOAD_AND_CLONE(TransformerImpl)
 
 void TransformerImpl::pretty_print(std::ostream& stream) const {
   stream << fmt::format(
