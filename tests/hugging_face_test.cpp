@@ -4,6 +4,7 @@
 // 1e-5 with padding masks, seq2seq encoder and decoder teacher-forced (whole
 // and cached); the files' layouts and dtypes; the errors.
 
+#include <mha/attention_blocks.h>
 #include <mha/hugging_face.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
@@ -209,6 +210,18 @@ TEST(HfCheckpointErrors, NothingHalfLoaded) {
   MHA_ASSERT_THROWS_WITH(mha::load_checkpoint(*attn, checkpoint.tensors, wrong, "bert"),
                          "out_proj.weight: expected shape (32, 32)");
   EXPECT_TRUE(torch::equal(attn->in_proj_weight, before));
+}
+
+TEST(HfCheckpointErrors, FindAttentionBlocksPointsToTheHuggingFaceCall) {
+  MHA_ASSERT_THROWS_WITH(mha::find_attention_blocks(model_dir("bert")),
+                         "a model directory, not a weights file; for a Hugging Face model "
+                         "directory the attention blocks are "
+                         "mha::hf_attention_blocks(mha::read_hf_checkpoint(");
+  const auto blocks = mha::hf_attention_blocks(mha::read_hf_checkpoint(model_dir("marian")));
+  ASSERT_EQ(blocks.size(), 6u);  // 2 encoder layers, 2 decoder layers with cross-attention
+  EXPECT_EQ(blocks[3].prefix, "model.decoder.layers.0.encoder_attn.");
+  EXPECT_EQ(blocks[3].module, "decoder.layers.0.multihead_attn");
+  EXPECT_EQ(blocks[3].options.num_heads(), 4);
 }
 
 TEST(HfCheckpointErrors, DirectoryWithoutWeights) {

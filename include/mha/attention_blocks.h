@@ -76,6 +76,9 @@ std::vector<AttentionBlock> find_attention_blocks(
     const std::map<std::string, torch::Tensor>& state_dict);
 
 /// The attention blocks of a weights file (any format of `read_state_dict`).
+/// A Hugging Face model directory (with a `config.json`) is a `c10::ValueError`
+/// that names `hf_attention_blocks` (mha/hugging_face.h), which lists its
+/// blocks with the options from its config.
 ///
 /// Example:
 /// ```

@@ -1,10 +1,12 @@
 // find_attention_blocks: groups a state_dict's keys by the prefix before an
 // attention's tensor names, then keeps the groups whose tensors form one.
 
+#include <c10/util/Exception.h>
 #include <mha/attention_blocks.h>
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -151,6 +153,12 @@ std::vector<AttentionBlock> find_attention_blocks(
 }
 
 std::vector<AttentionBlock> find_attention_blocks(const std::string& path) {
+  std::error_code error;
+  TORCH_CHECK_VALUE(
+      !std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json", error), path,
+      ": a model directory, not a weights file; for a Hugging Face model directory "
+      "the attention blocks are mha::hf_attention_blocks(mha::read_hf_checkpoint(\"",
+      path, "\")), as `mha-parity --list DIR` prints them");
   return find_attention_blocks(read_state_dict(path));
 }
 
