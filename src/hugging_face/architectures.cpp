@@ -20,23 +20,23 @@ TransformerActivation activation(const HfConfig& config,
                                  const std::string& field,
                                  const std::string& fallback) {
   const std::string name = config.string(field, fallback);
+  const bool tanh_gelu = name == "gelu_new" || name == "gelu_pytorch_tanh";
+  TORCH_CHECK(
+      name == "gelu" || name == "relu" || name == "silu" || name == "swish" || tanh_gelu,
+      config.source(), ": ", field, " '", name,
+      "' is not supported; supported: gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish");
   if (name == "gelu") {
     return torch::kGELU;
   }
   if (name == "relu") {
     return torch::kReLU;
   }
-  if (name == "silu" || name == "swish") {
-    return std::function<torch::Tensor(const torch::Tensor&)>(
-        [](const torch::Tensor& x) { return torch::silu(x); });
-  }
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh") {
+  if (tanh_gelu) {
     return std::function<torch::Tensor(const torch::Tensor&)>(
         [](const torch::Tensor& x) { return torch::gelu(x, "tanh"); });
   }
-  TORCH_CHECK(
-      false, config.source(), ": ", field, " '", name,
-      "' is not supported; supported: gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish");
+  return std::function<torch::Tensor(const torch::Tensor&)>(  // silu, swish
+      [](const torch::Tensor& x) { return torch::silu(x); });
 }
 
 std::string describe(const HfConfig& config, const std::vector<std::string>& fields) {
