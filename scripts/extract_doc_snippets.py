@@ -9,14 +9,18 @@ the line `// namespace scope`: it is then placed outside any function.
 Usage: extract_doc_snippets.py OUT.cpp FILE.md...
 """
 
+import argparse
 import re
-import sys
 
 BLOCK = re.compile(r"^```cpp\n(.*?)^```", re.S | re.M)
 
 
 def main():
-    out, sources = sys.argv[1], sys.argv[2:]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", help="the C++ file to write")
+    parser.add_argument("sources", nargs="+", help="Markdown files")
+    args = parser.parse_args()
+    out, sources = args.out, args.sources
     includes = ["#include <mha/mha.h>", "#include <torch/torch.h>"]
     bodies = []
     for path in sources:
