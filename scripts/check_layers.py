@@ -48,6 +48,7 @@ HOMES = {
     "transformer_cache.h": "transformer",
     "tensor_parallel.h": "tensor_parallel",
     "quantization.h": "quantization",
+    "prepack.h": "quantization",
     "batching.h": "serving",
     "hugging_face.h": "hugging_face",
     "mha.h": "serving",

@@ -14,7 +14,7 @@
 #include "attention/projector.h"
 #include "attention/run_plan.h"
 #include "common/validated_scope.h"
-#include "linear/int8_clone.h"
+#include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 
 namespace mha {

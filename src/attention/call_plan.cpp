@@ -4,7 +4,8 @@
 #include <fmt/format.h>
 
 #include "linear/int8_linear.h"
-#include "linear/packed_linear.h"
+#include "linear/packed_weight.h"
+#include "linear/weight_form.h"
 #include "mha/multihead_attention.h"
 
 namespace mha {
@@ -13,6 +14,12 @@ namespace detail {
 using torch::Tensor;
 
 namespace {
+
+/// Whether `owner`'s parameter `param` (its value `value`) is an int8 placeholder.
+bool is_int8(const torch::nn::Module& owner, const std::string& param, const Tensor& value) {
+  return is_placeholder(value) &&
+         std::dynamic_pointer_cast<const Int8WeightImpl>(weight_form(owner, param)) != nullptr;
+}
 
 /// The device and grad conditions that end Python's `why_not_fast_path`.
 std::string why_not_devices_or_grad(const MultiheadAttentionImpl& m, const Tensor& query) {
@@ -42,7 +49,8 @@ std::string why_not_module(const MultiheadAttentionImpl& m, const Tensor& query)
     return "dtypes of query and self.in_proj_bias don't match";
   }
   if (!m.in_proj_weight.defined()) return "in_proj_weight was None";
-  if (is_int8_placeholder(m.in_proj_weight) || is_int8_placeholder(m.out_proj->weight)) {
+  if (is_int8(m, "in_proj_weight", m.in_proj_weight) ||
+      is_int8(*m.out_proj, "weight", m.out_proj->weight)) {
     return "the projections are int8 (mha::quantize_dynamic)";
   }
   if (query.scalar_type() != m.in_proj_weight.scalar_type()) {
@@ -89,9 +97,9 @@ std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCa
 }
 
 AttentionKernel choose_fast_path_kernel(
-    int64_t batch, int64_t seq_len, bool need_weights, bool masked, bool packed_projections) {
+    int64_t batch, int64_t seq_len, bool need_weights, bool masked, bool prepacked) {
   if (python_kernels_enabled()) return AttentionKernel::kPython;
-  if (packed_projections && !need_weights) return AttentionKernel::kFused;
+  if (prepacked) return need_weights ? AttentionKernel::kByHead : AttentionKernel::kFused;
   const int64_t min_length = !masked && batch == 1 ? kUnmaskedSingleMinLength
                              : need_weights        ? kByHeadMinLength
                                                    : kFusedMinLength;
@@ -99,9 +107,10 @@ AttentionKernel choose_fast_path_kernel(
   return need_weights ? AttentionKernel::kByHead : AttentionKernel::kFused;
 }
 
-bool projections_take_packed_gemm(const MultiheadAttentionImpl& module, const Tensor& query) {
-  return takes_packed_gemm(PackedLinearOps::onednn(), query, module.in_proj_weight,
-                           module.in_proj_bias);
+bool has_prepacked_projections(const MultiheadAttentionImpl& module) {
+  return is_placeholder(module.in_proj_weight) &&
+         std::dynamic_pointer_cast<const PackedWeightImpl>(weight_form(module, "in_proj_weight")) !=
+             nullptr;
 }
 
 bool causal_hint_drops_attn_mask(const AttentionCall& call) {
@@ -113,11 +122,11 @@ CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& ca
   plan.why_not_fast_path = why_not_fast_path(module, call);
   if (plan.why_not_fast_path.empty() && module.in_proj_bias.defined()) {
     // A nested query (a layer's, from a nested src) has no sizes: Python's op.
-    plan.kernel = call.query.is_nested() ? AttentionKernel::kPython
-                                         : choose_fast_path_kernel(
-                                               call.query.size(0), call.query.size(1),  // (N, L, E)
-                                               call.need_weights, call.masked(),
-                                               projections_take_packed_gemm(module, call.query));
+    plan.kernel = call.query.is_nested()
+                      ? AttentionKernel::kPython
+                      : choose_fast_path_kernel(
+                            call.query.size(0), call.query.size(1),  // (N, L, E)
+                            call.need_weights, call.masked(), has_prepacked_projections(module));
     return plan;
   }
   plan.attn_mask_dropped = causal_hint_drops_attn_mask(call);

@@ -64,17 +64,16 @@ constexpr int64_t kUnmaskedSingleMinLength = 1024;
 
 /// The module's rule for a fast-path call on a batch of `batch` (N) queries
 /// of length `seq_len` (L), `masked` when either mask is given: `kPython`
-/// while `python_kernels_enabled()`; `kFused` without weights when
-/// `packed_projections` (the projections take prepacked weights: the native
-/// op's GEMMs cannot); else from `kFusedMinLength` (without weights) or
+/// while `python_kernels_enabled()`; when `prepacked` (the projections are
+/// prepacked by `mha::prepack`: the native op takes float weights) `kFused`,
+/// or `kByHead` with weights; else from `kFusedMinLength` (without weights) or
 /// `kByHeadMinLength` (with weights), or from `kUnmaskedSingleMinLength` for
 /// N = 1 without masks, `kFused` or `kByHead`; else `kNative`.
 AttentionKernel choose_fast_path_kernel(
-    int64_t batch, int64_t seq_len, bool need_weights, bool masked, bool packed_projections);
+    int64_t batch, int64_t seq_len, bool need_weights, bool masked, bool prepacked);
 
-/// Whether `module`'s input projection of a fast-path `query` (N, L, E)
-/// takes prepacked weights (`takes_packed_gemm`, src/linear/packed_linear.h).
-bool projections_take_packed_gemm(const MultiheadAttentionImpl& module, const torch::Tensor& query);
+/// Whether `module`'s `in_proj_weight` is prepacked (`mha::prepack`).
+bool has_prepacked_projections(const MultiheadAttentionImpl& module);
 
 /// What one call will do, decided before any work.
 struct CallPlan {

@@ -10,7 +10,8 @@
 
 #include "attention/masks.h"
 #include "attention/projector.h"
-#include "linear/packed_linear.h"
+#include "linear/int8_linear.h"
+#include "linear/weight_form.h"
 #include "mha/multihead_attention.h"
 
 namespace mha {
@@ -22,16 +23,18 @@ namespace {
 
 /// Python's native fast path exactly as Python calls it: masks canonicalised
 /// to float and merged by `merge_masks` (kpm alone (N, S), type 1; any
-/// attn_mask expanded to (N, H, L, L), type 2).
+/// attn_mask expanded to (N, H, L, L), type 2). Prepacked weights
+/// (`mha::prepack`) are unpacked for it: Python's op takes float weights.
 std::tuple<Tensor, Tensor> python_native(const MultiheadAttentionImpl& m, const AttentionCall& c) {
   const auto dtype = c.query.scalar_type();
   const Tensor kpm = canonical_key_padding_mask(c.key_padding_mask, c.attn_mask, dtype);
   const Tensor mask = canonical_attn_mask(c.attn_mask, dtype);
   const auto [merged, mask_type] = merge_masks(mask, kpm, c.query, m.options.num_heads());
-  return at::_native_multi_head_attention(c.query, c.query, c.query, m.options.embed_dim(),
-                                          m.options.num_heads(), m.in_proj_weight, m.in_proj_bias,
-                                          m.out_proj->weight, m.out_proj->bias, merged,
-                                          c.need_weights, c.average_attn_weights, mask_type);
+  return at::_native_multi_head_attention(
+      c.query, c.query, c.query, m.options.embed_dim(), m.options.num_heads(),
+      float_weight(m, "in_proj_weight", m.in_proj_weight), m.in_proj_bias,
+      float_weight(*m.out_proj, "weight", m.out_proj->weight), m.out_proj->bias, merged,
+      c.need_weights, c.average_attn_weights, mask_type);
 }
 
 /// The native op with bool masks in their smallest form. The native op reads a
@@ -104,7 +107,7 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
   // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so
   // this is a view; other backends may copy.
   out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});
-  out = packed_linear(out, m.out_proj->weight, m.out_proj->bias);  // (N, L, E)
+  out = linear_int8_or_packed(*m.out_proj, out);  // (N, L, E)
 
   if (masked.defined()) {
     // The native op's NaN for a row with no key left, spread over the row by
@@ -183,8 +186,8 @@ std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
   if (average_attn_weights) {
     weights.div_(static_cast<double>(num_heads));  // (N, L, S): the mean over heads
   }
-  const Tensor out = packed_linear(attended.view({bsz, seq_len, embed_dim}), m.out_proj->weight,
-                                   m.out_proj->bias);  // (N, L, E)
+  const Tensor out =
+      linear_int8_or_packed(*m.out_proj, attended.view({bsz, seq_len, embed_dim}));  // (N, L, E)
   return {out, weights};
 }
 

@@ -180,11 +180,11 @@ Heads fold_heads(
 }
 
 /// The output projection (L * N, E) -> (L * N, E): Python's `linear` on
-/// `out_proj_weight`, or the int8 form of the module's `out_proj`.
+/// `out_proj_weight`, or the converted form of the module's `out_proj`.
 Tensor project_output(const Tensor& out,
                       const MultiheadAttentionForwardFuncOptions& o,
-                      const detail::Int8WeightImpl* out_int8) {
-  return out_int8 ? out_int8->forward(out, o.out_proj_bias())
+                      const detail::WeightForm* out_form) {
+  return out_form ? out_form->forward(out, o.out_proj_bias())
                   : at::linear(out, o.out_proj_weight(), o.out_proj_bias());
 }
 
@@ -194,7 +194,7 @@ Tensor project_output(const Tensor& out,
 std::tuple<Tensor, Tensor> attend_with_weights(const Heads& h,
                                                double dropout_p,
                                                const MultiheadAttentionForwardFuncOptions& o,
-                                               const detail::Int8WeightImpl* out_int8) {
+                                               const detail::WeightForm* out_form) {
   const int64_t embed_dim = h.q.size(2) * o.num_heads();
   const Tensor q_scaled = h.q * std::sqrt(1.0 / static_cast<double>(h.q.size(2)));
   // Where Python's baddbmm fails ("Input dtypes must be the same"), named.
@@ -211,7 +211,7 @@ std::tuple<Tensor, Tensor> attend_with_weights(const Heads& h,
   }
   Tensor out = at::bmm(weights, h.v);                                 // (N * H, L, hd)
   out = out.transpose(0, 1).reshape({h.tgt_len * h.bsz, embed_dim});  // (L * N, E)
-  out = project_output(out, o, out_int8);
+  out = project_output(out, o, out_form);
   out = out.view({h.tgt_len, h.bsz, out.size(1)});                       // (L, N, E)
   weights = weights.view({h.bsz, o.num_heads(), h.tgt_len, h.src_len});  // (N, H, L, S)
   if (o.average_attn_weights()) {
@@ -226,7 +226,7 @@ Tensor attend_sdpa(const Heads& h,
                    double dropout_p,
                    bool is_causal,
                    const MultiheadAttentionForwardFuncOptions& o,
-                   const detail::Int8WeightImpl* out_int8) {
+                   const detail::WeightForm* out_form) {
   const int64_t num_heads = o.num_heads(), head_dim = h.q.size(2);
   std::optional<Tensor> attn_mask;
   if (h.attn_mask.defined()) {
@@ -239,7 +239,7 @@ Tensor attend_sdpa(const Heads& h,
   const Tensor v = h.v.view({h.bsz, num_heads, h.src_len, head_dim});
   Tensor out = at::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal);
   out = out.permute({2, 0, 1, 3}).reshape({h.bsz * h.tgt_len, num_heads * head_dim});  // (L * N, E)
-  out = project_output(out, o, out_int8);
+  out = project_output(out, o, out_form);
   return out.view({h.tgt_len, h.bsz, out.size(1)});  // (L, N, E)
 }
 
@@ -251,7 +251,7 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     const Tensor& value_in,
     const MultiheadAttentionForwardFuncOptions& o,
     const std::optional<Projector>& projector,
-    const Int8WeightImpl* out_int8) {
+    const WeightForm* out_form) {
   const int64_t num_heads = o.num_heads();
   const bool is_batched =
       mha_shape_check(query_in, key_in, value_in, o.key_padding_mask(), o.attn_mask(), num_heads);
@@ -280,13 +280,13 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   const Heads heads = fold_heads(q, k, v, masks, o);
   const double dropout_p = o.training() ? o.dropout_p() : 0.0;
   if (o.need_weights()) {
-    auto [out, weights] = attend_with_weights(heads, dropout_p, o, out_int8);
+    auto [out, weights] = attend_with_weights(heads, dropout_p, o, out_form);
     if (!is_batched) {
       return {out.squeeze(1), weights.squeeze(0)};
     }
     return {out, weights};
   }
-  const Tensor out = attend_sdpa(heads, dropout_p, masks.is_causal, o, out_int8);
+  const Tensor out = attend_sdpa(heads, dropout_p, masks.is_causal, o, out_form);
   return {is_batched ? out : out.squeeze(1), Tensor()};
 }
 

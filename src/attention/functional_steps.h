@@ -21,15 +21,15 @@ namespace detail {
 /// its own, and its inputs checked), or, when nullopt, with the options'
 /// weights after Python's checks of them.
 /// `options.num_heads()` heads of E' / num_heads features each, E' the
-/// projector's rows, and an `out_proj_weight` of E' columns, or `out_int8`
-/// (the int8 form of the module's `out_proj`) when not null.
+/// projector's rows, and an `out_proj_weight` of E' columns, or `out_form`
+/// (the int8 or prepacked form of the module's `out_proj`) when not null.
 std::tuple<torch::Tensor, torch::Tensor> multi_head_attention_forward(
     const torch::Tensor& query,
     const torch::Tensor& key,
     const torch::Tensor& value,
     const functional::MultiheadAttentionForwardFuncOptions& options,
     const std::optional<Projector>& projector,
-    const Int8WeightImpl* out_int8);
+    const WeightForm* out_form);
 
 }  // namespace detail
 }  // namespace mha

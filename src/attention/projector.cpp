@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "linear/packed_linear.h"
+#include "mha/kernel_switches.h"
 
 namespace mha {
 namespace detail {
@@ -47,31 +48,33 @@ Projector Projector::separate(Tensor q_proj_weight,
   return p;
 }
 
-Projector Projector::int8(std::shared_ptr<const Int8WeightImpl> q_or_packed,
-                          std::shared_ptr<const Int8WeightImpl> k,
-                          std::shared_ptr<const Int8WeightImpl> v,
-                          Tensor in_proj_bias) {
+Projector Projector::converted(std::shared_ptr<const WeightForm> q_or_packed,
+                               std::shared_ptr<const WeightForm> k,
+                               std::shared_ptr<const WeightForm> v,
+                               Tensor in_proj_bias) {
   TORCH_INTERNAL_ASSERT(q_or_packed != nullptr && (k == nullptr) == (v == nullptr),
-                        "an int8 projection needs its int8 weights");
+                        "a converted projection needs its converted weights");
   Projector p;
   p.part_rows_ = k ? q_or_packed->out_features() : q_or_packed->out_features() / 3;
-  p.int8_[0] = std::move(q_or_packed);
-  p.int8_[1] = std::move(k);
-  p.int8_[2] = std::move(v);
+  p.forms_[0] = std::move(q_or_packed);
+  p.forms_[1] = std::move(k);
+  p.forms_[2] = std::move(v);
   p.packed_bias_ = std::move(in_proj_bias);
   return p;
 }
 
 Tensor Projector::Parts::part(int64_t i, const Tensor& x) const {
-  if (int8[i]) return int8[i]->forward_rows(first_row[i], rows, x, bias[i]);
-  return packed_linear(x, weight[i], bias[i]);
+  if (!form[i]) return linear_rows(x, weight[i], bias[i], nullptr);
+  return in_row_blocks(x, [&](const Tensor& rows_of_x) {
+    return form[i]->forward_rows(first_row[i], rows, rows_of_x, bias[i]);
+  });
 }
 
 std::tuple<Tensor, Tensor> Projector::Parts::key_value(const Tensor& x) const {
-  if (int8[1] && int8[1] == int8[2]) {
-    const auto kv = int8[1]
-                        ->forward_rows(first_row[1], 2 * rows, x, kv_bias)
-                        .split(rows, /*dim=*/-1);  // (..., 2E') -> 2 x (..., E')
+  if (form[1] && form[1] == form[2]) {
+    const auto kv = in_row_blocks(x, [&](const Tensor& rows_of_x) {
+                      return form[1]->forward_rows(first_row[1], 2 * rows, rows_of_x, kv_bias);
+                    }).split(rows, /*dim=*/-1);  // (..., 2E') -> 2 x (..., E')
     return {kv[0].contiguous(), kv[1].contiguous()};
   }
   return {key(x), value(x)};
@@ -81,8 +84,8 @@ Projector::Parts Projector::parts() const {
   Parts p;
   p.rows = part_rows_;
   for (int64_t i = 0; i < 3; ++i) {
-    p.int8[i] = int8_packed() ? int8_[0] : int8_[i];
-    p.first_row[i] = int8_packed() ? i * part_rows_ : 0;
+    p.form[i] = form_packed() ? forms_[0] : forms_[i];
+    p.first_row[i] = form_packed() ? i * part_rows_ : 0;
   }
   if (packed_weight_.defined()) {
     const auto w = packed_weight_.chunk(3);  // (3E', E) -> 3 x (E', E)
@@ -116,8 +119,8 @@ std::tuple<Tensor, Tensor, Tensor> Projector::project(const Tensor& query,
 
 Tensor Projector::fused_qkv(const Tensor& x) const {
   TORCH_INTERNAL_ASSERT(is_packed(), "one-GEMM self-attention projection needs packed weights");
-  if (int8_packed()) return int8_[0]->forward(x, packed_bias_);  // (..., E) -> (..., 3E')
-  return packed_linear(x, packed_weight_, packed_bias_);         // (..., E) -> (..., 3E')
+  // (..., E) -> (..., 3E')
+  return linear_rows(x, packed_weight_, packed_bias_, form_packed() ? forms_[0].get() : nullptr);
 }
 
 std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
@@ -135,13 +138,23 @@ std::tuple<Tensor, Tensor, Tensor> Projector::python_shared_kv(const Tensor& q,
   return {at::linear(q, w[0], b_q), kv_proj[0], kv_proj[1]};
 }
 
+Projector Projector::float_projector() const {
+  if (form_packed()) return packed(*forms_[0]->float_weight(), packed_bias_, part_rows_);
+  return separate(*forms_[0]->float_weight(), *forms_[1]->float_weight(),
+                  *forms_[2]->float_weight(), packed_bias_);
+}
+
 std::tuple<Tensor, Tensor, Tensor> Projector::python(const Tensor& q,
                                                      const Tensor& k,
                                                      const Tensor& v) const {
-  if (int8_[0]) {
+  if (forms_[0] && python_kernels_enabled() && forms_[0]->float_weight()) {
+    return float_projector().python(q, k, v);  // Python's bits on the float values
+  }
+  if (forms_[0]) {
     // int8: Python's GEMMs on the same rows give the same values in any split
-    // (per-row scales, per-element epilogue), so each part is its own GEMM.
-    if (int8_packed() && q.is_same(k) && k.is_same(v)) {
+    // (per-row scales, per-element epilogue), so each part is its own GEMM;
+    // prepacked: within float32 rounding of Python's, as mha's kernels are.
+    if (form_packed() && q.is_same(k) && k.is_same(v)) {
       const Tensor proj = split_parts(fused_qkv(q), 3, part_rows_);  // (3, L, N, E')
       return {proj[0], proj[1], proj[2]};
     }

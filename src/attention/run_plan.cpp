@@ -6,6 +6,7 @@
 #include "attention/functional_steps.h"
 #include "attention/masks.h"
 #include "attention/projector.h"
+#include "linear/int8_linear.h"
 #include "mha/functional.h"
 #include "mha/multihead_attention.h"
 
@@ -49,7 +50,7 @@ std::tuple<Tensor, Tensor> functional_path(const MultiheadAttentionImpl& m,
           .is_causal(c.is_causal);
   // (L, N, E): Python's checks of the weights hold for the module's own.
   auto [out, weights] = multi_head_attention_forward(q, k, v, func_options, Projector::of(m),
-                                                     linear_int8(*m.out_proj).get());
+                                                     linear_form(*m.out_proj).get());
   return {transpose ? out.transpose(1, 0) : out, weights};  // (L, N, E) -> (N, L, E)
 }
 

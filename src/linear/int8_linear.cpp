@@ -169,20 +169,9 @@ Tensor Int8WeightImpl::forward_rows(int64_t begin,
                                     const Tensor& bias) const {
   check_input(x);
   const Tensor flat = x.reshape({-1, in_features_}).contiguous();  // (..., in) -> (M, in)
-  std::vector<Tensor> parts;  // the blocks overlapping the rows: (M, rows of block)
-  int64_t first = -1;         // the first of them's first row
-  for (int64_t block = 0, offset = 0; block < static_cast<int64_t>(blocks_.size()); ++block) {
-    const int64_t end = offset + block_rows_[block];
-    if (offset < begin + rows && begin < end) {
-      parts.push_back(multiply_block(block, flat));
-      if (first < 0) first = offset;
-    }
-    offset = end;
-  }
-  Tensor out = parts.size() == 1 ? parts[0] : at::cat(parts, /*dim=*/1);  // (M, blocks' rows)
-  if (begin != first || out.size(1) != rows) {
-    out = out.narrow(1, begin - first, rows).contiguous();  // (M, rows)
-  }
+  Tensor out = multiply_row_blocks(block_rows_, begin, rows, [&](int64_t block) {
+    return multiply_block(block, flat);  // (M, rows of block)
+  });
   if (bias.defined()) out.add_(bias);
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = rows;
@@ -250,60 +239,21 @@ void Int8WeightImpl::load(torch::serialize::InputArchive& archive) {
   recipe_ = loaded.recipe_;
 }
 
-void load_checking_int8(torch::nn::Module& module, torch::serialize::InputArchive& archive) {
-  std::function<void(const torch::nn::Module&, torch::serialize::InputArchive&, const std::string&)>
-      check = [&check](const torch::nn::Module& m, torch::serialize::InputArchive& a,
-                       const std::string& prefix) {
-        for (const auto& param : m.named_parameters(/*recurse=*/false)) {
-          torch::serialize::InputArchive int8_archive;
-          const bool archived_int8 = a.try_read(int8_child_name(param.key()), int8_archive);
-          const auto own = int8_weight(m, param.key());
-          const std::string name = prefix + param.key();
-          TORCH_CHECK(archived_int8 || own == nullptr,
-                      "torch::load: the archive holds float weights for ", name,
-                      ", but this module's are int8 (mha::quantize_dynamic); load the archive "
-                      "into a float module, then quantize it");
-          TORCH_CHECK(!archived_int8 || own != nullptr, "torch::load: the archive holds ", name,
-                      " as int8 weights (mha::quantize_dynamic), but this module's are float; "
-                      "call mha::quantize_dynamic on this module first, then load");
-          if (own) read_int8(int8_archive, own->out_features(), own->in_features(), name);
-        }
-        for (const auto& child : m.named_children()) {
-          torch::serialize::InputArchive child_archive;
-          if (!std::dynamic_pointer_cast<Int8WeightImpl>(child.value()) &&
-              a.try_read(child.key(), child_archive)) {
-            check(*child.value(), child_archive, prefix + child.key() + ".");
-          }
-        }
-      };
-  check(module, archive, "");
-  module.torch::nn::Module::load(archive);
+void Int8WeightImpl::check_archived(torch::serialize::InputArchive& archive,
+                                    const std::string& name) const {
+  read_int8(archive, out_features(), in_features_, name);
 }
-
-namespace {
-
-void reject_conversion(std::optional<torch::Device> device, std::optional<torch::Dtype> dtype) {
-  const bool same = (!device || device->is_cpu()) && (!dtype || *dtype == at::kFloat);
-  TORCH_CHECK(same, "to(", device ? device->str() : std::string(), device && dtype ? ", " : "",
-              dtype ? c10::toString(*dtype) : "",
-              "): this module holds int8 weights (mha::quantize_dynamic), which compute in "
-              "float32 on the CPU only; to run in "
-              "another dtype or on another device, build a float module and load the float "
-              "weights");
-}
-
-}  // namespace
 
 void Int8WeightImpl::to(torch::Device device, torch::Dtype dtype, bool /*non_blocking*/) {
-  reject_conversion(device, dtype);
+  reject_conversion(kind(), device, dtype);
 }
 
 void Int8WeightImpl::to(torch::Dtype dtype, bool /*non_blocking*/) {
-  reject_conversion(std::nullopt, dtype);
+  reject_conversion(kind(), std::nullopt, dtype);
 }
 
 void Int8WeightImpl::to(torch::Device device, bool /*non_blocking*/) {
-  reject_conversion(device, std::nullopt);
+  reject_conversion(kind(), device, std::nullopt);
 }
 
 void Int8WeightImpl::pretty_print(std::ostream& stream) const {
@@ -313,24 +263,12 @@ void Int8WeightImpl::pretty_print(std::ostream& stream) const {
       recipe_ == QuantizeRecipe::kPerChannel ? "per_channel" : "torch_ao_default");
 }
 
-std::string int8_child_name(const std::string& param) { return param + "_int8"; }
-
-std::shared_ptr<Int8WeightImpl> int8_weight(const torch::nn::Module& owner,
-                                            const std::string& param) {
-  const std::string name = int8_child_name(param);
-  for (const auto& child : owner.named_children()) {
-    if (child.key() == name) return std::dynamic_pointer_cast<Int8WeightImpl>(child.value());
-  }
-  return nullptr;
-}
-
-std::shared_ptr<Int8WeightImpl> linear_int8(const torch::nn::LinearImpl& linear) {
-  return is_int8_placeholder(linear.weight) ? int8_weight(linear, "weight") : nullptr;
+std::shared_ptr<const WeightForm> linear_form(const torch::nn::LinearImpl& linear) {
+  return is_placeholder(linear.weight) ? weight_form(linear, "weight") : nullptr;
 }
 
 Tensor linear_int8_or_packed(const torch::nn::LinearImpl& linear, const Tensor& x) {
-  if (const auto int8 = linear_int8(linear)) return int8->forward(x, linear.bias);
-  return packed_linear(x, linear.weight, linear.bias);
+  return linear_rows(x, linear.weight, linear.bias, linear_form(linear).get());
 }
 
 }  // namespace detail

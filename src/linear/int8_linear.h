@@ -4,9 +4,8 @@
 // dynamic int8 linear (`quantized::linear_prepack`, `quantized::linear_dynamic`,
 // `quantized::linear_unpack`: dispatcher ops, no `at::` functions) holds a
 // weight packed for its GEMM; activations are quantized per call from their
-// min and max. A converted parameter keeps its name with no elements (a
-// float32 (0) tensor: the dtype and device every check reads), and its int8
-// form is the child module `<name>_int8` of the module holding it.
+// min and max. A converted parameter is a placeholder and its int8 form the
+// child module `<name>_int8` of the module holding it (linear/weight_form.h).
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <mha/quantization.h>
@@ -21,6 +20,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "linear/weight_form.h"
 
 namespace mha {
 namespace detail {
@@ -70,7 +71,7 @@ bool recipe_reduces_range(QuantizeRecipe recipe);
 /// whole weight does, and FBGEMM's outputs do not depend on the split (int32
 /// sums, a per-element epilogue): tests/quantization_test.cpp compares with
 /// Python's GEMMs on the rows Python slices.
-class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl> {
+class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl>, public WeightForm {
  public:
   /// Packs `weight`, quantized by `recipe`, in blocks of `block_rows` rows
   /// (their sum: the rows).
@@ -81,22 +82,24 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl> {
 
   void reset() override {}
 
-  /// x (..., in) -> (..., out), plus `bias` (out) when defined.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const;
-  /// Rows [begin, begin + rows) only: x (..., in) -> (..., rows), plus `bias`
-  /// (rows); the blocks holding them are computed, then narrowed if needed.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const override;
   torch::Tensor forward_rows(int64_t begin,
                              int64_t rows,
                              const torch::Tensor& x,
-                             const torch::Tensor& bias) const;
+                             const torch::Tensor& bias) const override;
+  /// None: int8 values are not the float weight.
+  std::optional<torch::Tensor> float_weight() const override { return std::nullopt; }
 
   /// The int8 values (unpacked from FBGEMM's form) and the scales.
   Int8Values values() const;
   /// The same blocks and recipe with other values (a load).
   std::shared_ptr<Int8WeightImpl> repacked(const Int8Values& weight) const;
-  int64_t out_features() const;
-  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const override;
+  int64_t in_features() const override { return in_features_; }
   QuantizeRecipe recipe() const { return recipe_; }
+  const char* kind() const override { return "int8 (mha::quantize_dynamic)"; }
+  void check_archived(torch::serialize::InputArchive& archive,
+                      const std::string& name) const override;
   /// float64 (out), or 0-d for one scale.
   const torch::Tensor& scales() const { return scales_; }
 
@@ -127,31 +130,12 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl> {
   const Int8GemmOps* ops_;
 };
 
-/// The override of `load` of mha's modules: throws a c10::Error, before
-/// anything loads, when the archive's int8 weights (`<param>_int8` children)
-/// do not match `module`'s own, in it or in any module under it (a float
-/// weight archived where `module` holds int8, or the reverse, or int8 of
-/// another shape); then LibTorch's `Module::load`.
-void load_checking_int8(torch::nn::Module& module, torch::serialize::InputArchive& archive);
+/// The converted form of a `Linear`'s weight (int8 or prepacked), or null (a
+/// look-up only when its weight is a placeholder).
+std::shared_ptr<const WeightForm> linear_form(const torch::nn::LinearImpl& linear);
 
-/// `<param>_int8`: the name of the child that holds parameter `param`'s int8 form.
-std::string int8_child_name(const std::string& param);
-
-/// Whether `weight` is a converted parameter's placeholder (float32 (0)).
-inline bool is_int8_placeholder(const torch::Tensor& weight) {
-  return weight.defined() && weight.dim() == 1 && weight.numel() == 0;
-}
-
-/// The int8 form of `owner`'s parameter `param`, or null when it has none.
-std::shared_ptr<Int8WeightImpl> int8_weight(const torch::nn::Module& owner,
-                                            const std::string& param);
-
-/// The int8 form of a `Linear`'s weight, or null (a look-up only when its
-/// weight is a placeholder).
-std::shared_ptr<Int8WeightImpl> linear_int8(const torch::nn::LinearImpl& linear);
-
-/// mha's own calls of a `Linear`: x (..., in) -> (..., out), int8 when
-/// converted, else `packed_linear` (prepacked float32 where faster).
+/// mha's own calls of a `Linear`: x (..., in) -> (..., out), on its int8 or
+/// prepacked form when converted, else `at::linear` (`linear_rows`).
 torch::Tensor linear_int8_or_packed(const torch::nn::LinearImpl& linear, const torch::Tensor& x);
 
 }  // namespace detail

@@ -1,40 +1,24 @@
 #pragma once
 
-// Private: the float32 CPU GEMMs of mha's own inference kernels (the input and
-// output projections of the fused and head-by-head fast paths and of the
-// cached decoding step, the Transformer layers' feed-forward linears) on
-// weights prepacked by oneDNN, the form PyTorch's frozen CPU inference uses
-// (`mkldnn::_reorder_linear_weight`, `mkldnn::_linear_pointwise`,
-// torch/_inductor/fx_passes/mkldnn_fusion.py). Those ops have no `at::`
-// function: they are looked up through the dispatcher, and without them every
-// call is `at::linear`. A weight is packed on its first use by a call that
-// needs no autograd and packed again after it changes (an in-place edit bumps
-// its version counter; `set_data`, `to()` and loading give it new storage).
-// Python's kernels (`set_python_kernels`) never come here.
+// Private: the float32 GEMMs of mha's own calls (the input and output
+// projections of the fast-path kernels and of the cached and paged calls, the
+// Transformer layers' feed-forward linears): `at::linear` on a float weight,
+// or oneDNN's GEMM on a weight `mha::prepack` converted (`PackedWeightImpl`),
+// and the fixed row blocks of batch-invariant serving. oneDNN's two ops have
+// no `at::` function: they are looked up through the dispatcher, and without
+// them `mha::prepack` refuses to convert.
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 namespace mha {
 namespace detail {
 
-/// Which GEMMs take the packed weight: from `kPackedMinRows` to
-/// `kPackedMaxRows` rows (M, the product of x's leading sizes) on weights
-/// (out x in) of at least `kPackedMinWeightElements`, and below
-/// `kPackedSmallWeightMinRows` rows only on weights of at least
-/// `kPackedLargeWeightElements`. The bounds are where the packed GEMM was
-/// measured faster than `at::linear` at one and two threads, and where from
-/// 128 rows the gain stops paying for the fused attention kernel that packed
-/// projections select (`choose_fast_path_kernel`): docs/benchmarks.md,
-/// "Prepacked weights, the decode step and threads", has the measurements.
-constexpr int64_t kPackedMinRows = 8;
-constexpr int64_t kPackedMaxRows = 64;
-constexpr int64_t kPackedMinWeightElements = 512 * 512;
-constexpr int64_t kPackedSmallWeightMinRows = 16;
-constexpr int64_t kPackedLargeWeightElements = 1536 * 512;
+class WeightForm;
 
 /// The two dispatcher ops that pack a linear's weight and multiply by it.
 class PackedLinearOps {
@@ -59,28 +43,20 @@ class PackedLinearOps {
   std::optional<c10::OperatorHandle> linear_;
 };
 
-/// Whether `packed_linear` would take the packed GEMM for these tensors:
-/// float32 strided CPU tensors, a 2-D weight that is not an inference tensor
-/// (it has no version counter), rows and weight size as above, no autograd
-/// needed, Python's kernels off, and `ops` available.
-bool takes_packed_gemm(const PackedLinearOps& ops,
-                       const torch::Tensor& x,
-                       const torch::Tensor& weight,
-                       const torch::Tensor& bias);
+/// `gemm(x)`, x (..., in) -> (..., out); while a `FixedRowBlocks` lives on
+/// this thread, `gemm` of each block of fixed rows, concatenated.
+torch::Tensor in_row_blocks(const torch::Tensor& x,
+                            const std::function<torch::Tensor(const torch::Tensor&)>& gemm);
 
-/// `at::linear(x, weight, bias)`: x (..., in) -> (..., out), on the packed
-/// weight when `takes_packed_gemm` (within float32 rounding of `at::linear`),
-/// else `at::linear` itself. Thread-safe: concurrent first calls pack once.
-torch::Tensor packed_linear(const torch::Tensor& x,
-                            const torch::Tensor& weight,
-                            const torch::Tensor& bias,
-                            const PackedLinearOps& ops = PackedLinearOps::onednn());
+/// x (..., in) -> (..., out): `form`'s GEMM when given (a converted weight),
+/// else `at::linear(x, weight, bias)`; in blocks of fixed rows while a
+/// `FixedRowBlocks` lives on this thread.
+torch::Tensor linear_rows(const torch::Tensor& x,
+                          const torch::Tensor& weight,
+                          const torch::Tensor& bias,
+                          const WeightForm* form);
 
-/// How many packed weights are held (tests: packing once, dropping the
-/// packed form of a weight that is gone).
-int64_t packed_weight_count();
-
-/// While one lives, `packed_linear` on this thread computes its rows in
+/// While one lives, `in_row_blocks` on this thread computes its rows in
 /// blocks of exactly `rows` (the last padded with zeros): every GEMM has
 /// the same shape whatever the number of rows, so a row's result does not
 /// depend on the other rows of the call (`ContinuousBatchOptions::batch_invariant`).

@@ -13,6 +13,8 @@
 #include <set>
 
 #include "linear/int8_linear.h"
+#include "linear/packed_weight.h"
+#include "linear/weight_form.h"
 #include "state_dict/errors.h"
 #include "state_dict/formats.h"
 #include "state_dict/load_messages.h"
@@ -22,16 +24,28 @@ namespace {
 
 using detail::TensorMap;
 
-/// One entry of a module's state: a parameter or buffer, or the values or
-/// scales of an int8 weight (`mha::quantize_dynamic`), made from its packed form.
+/// One entry of a module's state: a parameter or buffer, the values or
+/// scales of an int8 weight (`mha::quantize_dynamic`), made from its packed
+/// form, or the float values of a prepacked weight (`mha::prepack`).
 struct StateEntry {
   std::string name;
   torch::Tensor tensor;
   std::shared_ptr<detail::Int8WeightImpl> int8;  // for int8 values and scales
-  torch::nn::Module* owner = nullptr;            // the int8 weight's parent
-  std::string param;                             // the int8 weight's parameter
+  torch::nn::Module* owner = nullptr;            // a converted weight's parent
+  std::string param;                             // a converted weight's parameter
   bool is_scale = false;
+  std::shared_ptr<detail::PackedWeightImpl> packed;  // for prepacked values
 };
+
+/// `module`'s parameter `param`'s converted form of type `Form`, or null.
+template <typename Form>
+std::shared_ptr<Form> form_of(const torch::nn::Module& module,
+                              const std::string& param,
+                              const torch::Tensor& value) {
+  if (!detail::is_placeholder(value)) return nullptr;
+  return std::const_pointer_cast<Form>(
+      std::dynamic_pointer_cast<const Form>(detail::weight_form(module, param)));
+}
 
 void add_state(const torch::nn::Module& module,
                const std::string& prefix,
@@ -39,25 +53,30 @@ void add_state(const torch::nn::Module& module,
   for (const auto& item : module.named_parameters(/*recurse=*/false)) {
     const torch::Tensor& value = item.value();
     if (!value.defined()) continue;
-    if (const auto int8 = detail::is_int8_placeholder(value)
-                              ? detail::int8_weight(module, item.key())
-                              : nullptr) {
-      // A load swaps the child of the module being loaded, which is not const.
-      auto* owner = const_cast<torch::nn::Module*>(&module);
-      const detail::Int8Values values = int8->values();
-      out.push_back({prefix + item.key(), values.values, int8, owner, item.key(), false});
-      out.push_back({prefix + item.key() + "_scale", values.scales, int8, owner, item.key(), true});
+    // A load swaps the child of the module being loaded, which is not const.
+    auto* owner = const_cast<torch::nn::Module*>(&module);
+    if (const auto packed = form_of<detail::PackedWeightImpl>(module, item.key(), value)) {
+      out.push_back({prefix + item.key(), *packed->float_weight(), nullptr, owner, item.key(),
+                     false, packed});
       continue;
     }
-    out.push_back({prefix + item.key(), value.detach(), nullptr, nullptr, "", false});
+    if (const auto int8 = form_of<detail::Int8WeightImpl>(module, item.key(), value)) {
+      const detail::Int8Values values = int8->values();
+      out.push_back({prefix + item.key(), values.values, int8, owner, item.key(), false, nullptr});
+      out.push_back(
+          {prefix + item.key() + "_scale", values.scales, int8, owner, item.key(), true, nullptr});
+      continue;
+    }
+    out.push_back({prefix + item.key(), value.detach(), nullptr, nullptr, "", false, nullptr});
   }
   for (const auto& item : module.named_buffers(/*recurse=*/false)) {
     if (item.value().defined()) {
-      out.push_back({prefix + item.key(), item.value().detach(), nullptr, nullptr, "", false});
+      out.push_back(
+          {prefix + item.key(), item.value().detach(), nullptr, nullptr, "", false, nullptr});
     }
   }
   for (const auto& child : module.named_children()) {
-    if (dynamic_cast<const detail::Int8WeightImpl*>(child.value().get()) != nullptr) continue;
+    if (dynamic_cast<const detail::WeightForm*>(child.value().get()) != nullptr) continue;
     add_state(*child.value(), prefix + child.key() + ".", out);
   }
 }
@@ -119,8 +138,8 @@ struct LoadPlan {
   LoadResult result;
   std::vector<std::string> errors;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (destination, converted)
-  /// int8 weights packed from the file's values: (entry, new child).
-  std::vector<std::pair<const StateEntry*, std::shared_ptr<detail::Int8WeightImpl>>> int8_swaps;
+  /// Converted weights packed from the file's values: (entry, new child).
+  std::vector<std::pair<const StateEntry*, std::shared_ptr<torch::nn::Module>>> form_swaps;
 };
 
 /// Python's wording (torch/nn/modules/module.py, _load_from_state_dict).
@@ -204,10 +223,29 @@ void plan_int8(const StateEntry& entry,
   const auto values = int8_values_of(entry, value, provided, plan.errors);
   if (!values) return;
   try {
-    plan.int8_swaps.emplace_back(&entry, entry.int8->repacked(*values));
+    plan.form_swaps.emplace_back(&entry, entry.int8->repacked(*values));
   } catch (const c10::Error& e) {
     plan.errors.push_back(
         fmt::format("cannot pack {} as int8: {}", entry.name, e.what_without_backtrace()));
+  }
+}
+
+/// Step 3 for a prepacked weight: the value converted as a copy would be,
+/// then packed now.
+void plan_packed(const StateEntry& entry,
+                 const torch::Tensor& value,
+                 const TensorMap& provided,
+                 LoadPlan& plan) {
+  const size_t copies = plan.copies.size();
+  plan_copy(entry.name, entry.tensor, value, provided, plan);
+  if (plan.copies.size() == copies) return;                   // an error, listed
+  const torch::Tensor converted = plan.copies.back().second;  // float32 (out, in)
+  plan.copies.pop_back();
+  try {
+    plan.form_swaps.emplace_back(&entry, entry.packed->repacked(converted.contiguous()));
+  } catch (const c10::Error& e) {
+    plan.errors.push_back(
+        fmt::format("cannot prepack {}: {}", entry.name, e.what_without_backtrace()));
   }
 }
 
@@ -228,6 +266,8 @@ LoadPlan plan_load(const std::vector<StateEntry>& entries, const TensorMap& prov
     used.insert(entry.name);
     if (entry.int8) {
       plan_int8(entry, found->second, provided, plan);
+    } else if (entry.packed) {
+      plan_packed(entry, found->second, provided, plan);
     } else {
       plan_copy(entry.name, entry.tensor, found->second, provided, plan);
     }
@@ -337,9 +377,10 @@ LoadResult load_state_dict(torch::nn::Module& module,
   for (auto& [destination, converted] : plan.copies) {
     destination.copy_(converted);
   }
-  for (auto& [entry, int8] : plan.int8_swaps) {
-    int8->train(entry->int8->is_training());
-    entry->owner->replace_module(detail::int8_child_name(entry->param), int8);
+  for (auto& [entry, form] : plan.form_swaps) {
+    const std::string suffix = entry->int8 ? "_int8" : "_packed";
+    form->train(entry->owner->is_training());
+    entry->owner->replace_module(entry->param + suffix, form);
   }
   return plan.result;
 }

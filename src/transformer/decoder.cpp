@@ -2,7 +2,7 @@
 #include <torch/utils.h>
 
 #include "common/validated_scope.h"
-#include "linear/int8_clone.h"
+#include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer.h"
 #include "transformer/decoder_cached_checks.h"

@@ -3,7 +3,7 @@
 
 #include "cache/paged_call_checks.h"
 #include "common/validated_scope.h"
-#include "linear/int8_clone.h"
+#include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
 #include "transformer/decoder_cached_checks.h"

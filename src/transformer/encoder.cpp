@@ -5,7 +5,7 @@
 #include "attention/masks.h"
 #include "cache/paged_call_checks.h"
 #include "common/validated_scope.h"
-#include "linear/int8_clone.h"
+#include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer.h"
 #include "transformer/encoder_layer_fast_path.h"
@@ -96,8 +96,8 @@ std::string TransformerEncoderImpl::why_not_nested(const Tensor& src,
   if (mask.defined()) return "src_key_padding_mask and mask were both supplied";
   if (at::autocast::is_autocast_enabled(at::kCUDA)) return "autocast is enabled";
   if (!detail::fast_path_device(src)) return "src device is neither one of cpu, cuda, xpu";
-  if (detail::has_int8_weights(detail::fast_path_tensor_args(first, src))) {
-    return "some weights of self.layers[0] are int8 (mha::quantize_dynamic)";
+  if (detail::has_converted_weights(detail::fast_path_tensor_args(first, src))) {
+    return "some weights of self.layers[0] are converted (mha::quantize_dynamic, mha::prepack)";
   }
   if (detail::grad_blocks_fast_path(detail::fast_path_tensor_args(first, src))) {
     return "grad is enabled and at least one of query or the input/output projection weights "

@@ -1,6 +1,6 @@
 #include "attention/masks.h"
 #include "common/validated_scope.h"
-#include "linear/int8_clone.h"
+#include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
 #include "transformer/encoder_layer_fast_path.h"

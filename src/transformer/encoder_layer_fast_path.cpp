@@ -5,7 +5,8 @@
 
 #include "attention/call_plan.h"
 #include "attention/masks.h"
-#include "linear/int8_linear.h"
+#include "linear/converted_module.h"
+#include "linear/weight_form.h"
 #include "mha/multihead_attention.h"
 #include "transformer/layer_parts.h"
 
@@ -38,9 +39,9 @@ bool fast_path_device(const Tensor& t) {
          type == c10::DeviceType::XPU || type == c10::DeviceType::PrivateUse1;
 }
 
-bool has_int8_weights(const std::vector<Tensor>& tensor_args) {
+bool has_converted_weights(const std::vector<Tensor>& tensor_args) {
   for (const auto& t : tensor_args) {
-    if (is_int8_placeholder(t)) return true;
+    if (is_placeholder(t)) return true;
   }
   return false;
 }
@@ -63,7 +64,7 @@ std::string why_not_layer_fast_path(const TransformerEncoderLayerImpl& layer,
   if (layer.is_training()) return "training is enabled";
   if (!attn.options.batch_first()) return "self_attn.batch_first was not True";
   if (!attn.in_proj_bias.defined()) return "self_attn was passed bias=False";
-  if (has_int8_weights(fast_path_tensor_args(layer, src))) {
+  if (holds_int8(layer)) {
     return "some weights are int8 (mha::quantize_dynamic)";
   }
   if (!attn.in_proj_weight.defined()) return "self_attn._qkv_same_embed_dim was not True";
@@ -96,12 +97,11 @@ bool layer_takes_mha_kernels(const TransformerEncoderLayerImpl& layer,
                              const Tensor& src_mask,
                              const Tensor& src_key_padding_mask) {
   if (python_kernels_enabled() || src.is_nested()) return false;
-  const auto& attn = *layer.self_attn;
+  if (holds_prepacked(layer)) return true;  // Python's op takes float weights
   // src (N, L, E): the fast path is batch-first
   return choose_fast_path_kernel(src.size(0), src.size(1), /*need_weights=*/false,
                                  src_mask.defined() || src_key_padding_mask.defined(),
-                                 projections_take_packed_gemm(attn, src)) ==
-         AttentionKernel::kFused;
+                                 /*prepacked=*/false) == AttentionKernel::kFused;
 }
 
 Tensor layer_fast_path(const TransformerEncoderLayerImpl& layer,
@@ -111,13 +111,19 @@ Tensor layer_fast_path(const TransformerEncoderLayerImpl& layer,
   const auto& attn = *layer.self_attn;
   const auto [merged, mask_type] =
       merge_masks(src_mask, src_key_padding_mask, src, attn.options.num_heads());
+  // Python's op takes float weights: prepacked ones (mha::prepack) unpacked.
+  const auto weight = [](const torch::nn::Module& owner, const char* param, const Tensor& value) {
+    return float_weight(owner, param, value);
+  };
   // src (N, L, E) or nested -> same
   return at::_transformer_encoder_layer_fwd(
-      src, attn.options.embed_dim(), attn.options.num_heads(), attn.in_proj_weight,
-      attn.in_proj_bias, attn.out_proj->weight, attn.out_proj->bias,
+      src, attn.options.embed_dim(), attn.options.num_heads(),
+      weight(attn, "in_proj_weight", attn.in_proj_weight), attn.in_proj_bias,
+      weight(*attn.out_proj, "weight", attn.out_proj->weight), attn.out_proj->bias,
       activation_relu_or_gelu(layer.options.activation()) == 2, layer.options.norm_first(),
       layer.norm1->options.eps(), layer.norm1->weight, layer.norm1->bias, layer.norm2->weight,
-      layer.norm2->bias, layer.linear1->weight, layer.linear1->bias, layer.linear2->weight,
+      layer.norm2->bias, weight(*layer.linear1, "weight", layer.linear1->weight),
+      layer.linear1->bias, weight(*layer.linear2, "weight", layer.linear2->weight),
       layer.linear2->bias, merged, mask_type);
 }
 

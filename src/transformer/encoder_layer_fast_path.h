@@ -22,9 +22,9 @@ std::vector<torch::Tensor> fast_path_tensor_args(const TransformerEncoderLayerIm
 /// Python's `_supported_device_type`: cpu, cuda, xpu or the privateuse1 backend.
 bool fast_path_device(const torch::Tensor& t);
 
-/// Whether any of them is an int8 weight's placeholder (`mha::quantize_dynamic`):
-/// Python's fast-path ops take float weights only.
-bool has_int8_weights(const std::vector<torch::Tensor>& tensor_args);
+/// Whether any of them is a converted weight's placeholder (int8 or
+/// prepacked): Python's fast-path ops take float weights only.
+bool has_converted_weights(const std::vector<torch::Tensor>& tensor_args);
 
 /// Python's "grad is enabled and at least one of ... requires_grad".
 bool grad_blocks_fast_path(const std::vector<torch::Tensor>& tensor_args);
@@ -48,10 +48,10 @@ torch::Tensor layer_fast_path(const TransformerEncoderLayerImpl& layer,
 /// Whether a call on Python's fast path (`why_not_layer_fast_path` empty)
 /// runs the layer's own steps instead of Python's op: with mha's kernels on
 /// (`python_kernels_enabled()` false), for strided src (N, L, E) whose
-/// self-attention takes mha's fused kernel (`choose_fast_path_kernel`:
-/// long sequences, or projections on prepacked weights). Python's op then
-/// builds (N, H, L, L) scores and runs its GEMMs on plain weights; the steps
-/// run the fused kernel and prepacked feed-forward GEMMs, within float32
+/// self-attention takes mha's fused kernel (`choose_fast_path_kernel`: long
+/// sequences), and always for prepacked weights (`mha::prepack`), which
+/// Python's op cannot take. Python's op builds (N, H, L, L) scores; the
+/// steps run the fused kernel (and the prepacked GEMMs), within float32
 /// rounding of Python's op.
 bool layer_takes_mha_kernels(const TransformerEncoderLayerImpl& layer,
                              const torch::Tensor& src,

@@ -8,7 +8,7 @@
 
 #include "common/shape_format.h"
 #include "common/validated_scope.h"
-#include "linear/int8_clone.h"
+#include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"

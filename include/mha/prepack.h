@@ -1,0 +1,74 @@
+#pragma once
+
+// Serving weights held once, in the layout of the GEMM that reads them: the
+// projections of mha's modules and LibTorch's `torch::nn::Linear` modules
+// converted, in place, to oneDNN's blocked float32 form (IPEX's
+// `ipex.optimize` and CTranslate2's load-time conversion are the models).
+
+#include <c10/util/Exception.h>
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+namespace mha {
+
+/// Options of `prepack`: what it converts.
+struct PrepackOptions {
+  /// The input and output projections of every `MultiheadAttention` (the
+  /// packed `in_proj_weight`, or the separate `q/k/v_proj_weight`, and `out_proj`).
+  TORCH_ARG(bool, attention) = true;
+  /// Every other `torch::nn::Linear`: the Transformer layers' feed-forward
+  /// `linear1`/`linear2`, and a model's own (an output projection).
+  TORCH_ARG(bool, linears) = true;
+};
+
+/// Converts, in place and for inference, the float32 CPU projections of
+/// `module` and of every module under it (`MultiheadAttention`, the
+/// Transformer layers and stacks, `torch::nn::Linear`) to weights prepacked
+/// by oneDNN (`mkldnn::_reorder_linear_weight`), which every later call
+/// multiplies with oneDNN's GEMM (`mkldnn::_linear_pointwise`): the form
+/// PyTorch's frozen CPU inference uses. Each weight is then held once, by the
+/// module that owns it: a converted parameter keeps its name but holds no
+/// elements (a float32 tensor of shape (0)) and its packed form is the child
+/// module `<name>_packed`, freed with the module.
+///
+/// The contract for edits: the packed form is the only copy, so no edit of
+/// the old float tensor can leave it stale. In-place ops on the parameter
+/// (`.data()`, `data_ptr()`, `copy_`) meet an empty tensor; a weight given
+/// back with `set_data` is computed with as it is, in float; `torch::load`
+/// and `mha::load_state_dict` repack the loaded values; `to()` another dtype
+/// or device throws. `state_dict`, `torch::save` and `clone()` give the
+/// float values back bit for bit (the packing permutes them).
+///
+/// Results agree with the float module within float32 rounding (mha's
+/// kernels are taken for every fast-path call: Python's native op takes
+/// float weights); with `set_python_kernels(true)` the float values are
+/// unpacked per call and the results are Python's bits. The module computes
+/// without autograd: its parameters stop requiring grad.
+///
+/// Throws `c10::Error`, changing nothing, for weights that are not float32
+/// on the CPU, a tensor-parallel module, or a LibTorch without oneDNN's ops.
+/// Weights already converted (prepacked or int8) are left as they are.
+///
+/// Example:
+/// ```
+/// mha::TransformerEncoderLayer layer(mha::TransformerLayerOptions(512, 8).batch_first(true));
+/// layer->eval();
+/// mha::prepack(*layer);
+/// torch::InferenceMode guard;
+/// auto out = layer(torch::randn({2, 16, 512}));  // oneDNN's GEMMs on packed weights
+/// ```
+void prepack(torch::nn::Module& module, const PrepackOptions& options = {});
+
+/// `prepack` of the module `module` holds.
+template <typename ModuleType>
+void prepack(const torch::nn::ModuleHolder<ModuleType>& module, const PrepackOptions& options = {}) {
+  TORCH_CHECK_VALUE(!module.is_empty(),
+                    "prepack: expected module to hold a module, but got an empty holder (nullptr)");
+  prepack(*module.ptr(), options);
+}
+
+/// Whether `prepack` converted any weight of `module` or of a module under it.
+bool is_prepacked(const torch::nn::Module& module);
+
+}  // namespace mha

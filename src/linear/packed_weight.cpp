@@ -1,0 +1,151 @@
+#include "linear/packed_weight.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "mha/kernel_switches.h"
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+PackedWeightImpl::PackedWeightImpl(const Tensor& weight,
+                                   std::vector<int64_t> block_rows,
+                                   const PackedLinearOps& ops)
+    : block_rows_(std::move(block_rows)), in_features_(weight.size(1)), ops_(&ops) {
+  int64_t begin = 0;
+  for (const int64_t rows : block_rows_) {
+    blocks_.push_back(ops.pack(weight.narrow(0, begin, rows).contiguous()));  // (rows, in)
+    begin += rows;
+  }
+  TORCH_INTERNAL_ASSERT(begin == weight.size(0), "packed blocks must cover the weight's rows");
+}
+
+int64_t PackedWeightImpl::out_features() const {
+  return std::accumulate(block_rows_.begin(), block_rows_.end(), int64_t{0});
+}
+
+void PackedWeightImpl::check_input(const Tensor& x) const {
+  TORCH_CHECK(!(torch::GradMode::is_enabled() && x.requires_grad()),
+              "prepacked weights (mha::prepack) have no autograd: call under "
+              "torch::NoGradGuard or torch::InferenceMode, or with inputs that do not require "
+              "grad");
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.layout() == at::kStrided,
+              "prepacked weights (mha::prepack) expect float32 CPU inputs, but got ",
+              c10::toString(x.scalar_type()), " on ", x.device());
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in_features_,
+              "mat1 and mat2 shapes cannot be multiplied (",
+              x.dim() >= 1 ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 0, "x",
+              x.dim() >= 1 ? x.size(-1) : 0, " and ", in_features_, "x", out_features(), ")");
+}
+
+Tensor PackedWeightImpl::forward(const Tensor& x, const Tensor& bias) const {
+  return forward_rows(0, out_features(), x, bias);
+}
+
+Tensor PackedWeightImpl::forward_rows(int64_t begin,
+                                      int64_t rows,
+                                      const Tensor& x,
+                                      const Tensor& bias) const {
+  check_input(x);
+  if (python_kernels_enabled()) {  // Python's GEMM on the same values
+    return at::linear(x, float_weight()->narrow(0, begin, rows), bias);
+  }
+  const Tensor flat = x.reshape({-1, in_features_}).contiguous();  // (..., in) -> (M, in)
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = rows;
+  if (flat.size(0) == 0) return at::empty(sizes, x.options());
+  if (block_rows_.size() == 1 && begin == 0 && rows == block_rows_[0]) {
+    return ops_->multiply(flat, blocks_[0], bias).view(sizes);  // (M, out) -> (..., out)
+  }
+  Tensor out = multiply_row_blocks(block_rows_, begin, rows, [&](int64_t block) {
+    return ops_->multiply(flat, blocks_[block], Tensor());  // (M, rows of block)
+  });
+  if (bias.defined()) out.add_(bias);
+  return out.view(sizes);  // (M, rows) -> (..., rows)
+}
+
+std::optional<Tensor> PackedWeightImpl::float_weight() const {
+  std::vector<Tensor> rows;
+  for (const Tensor& block : blocks_) rows.push_back(block.to_dense());  // (rows_i, in)
+  return rows.size() == 1 ? rows[0] : at::cat(rows, /*dim=*/0);         // (out, in)
+}
+
+std::shared_ptr<PackedWeightImpl> PackedWeightImpl::repacked(const Tensor& weight) const {
+  return std::make_shared<PackedWeightImpl>(weight, block_rows_, *ops_);
+}
+
+void PackedWeightImpl::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("weight", *float_weight(), /*is_buffer=*/true);  // float32 (out, in)
+  archive.write("block_rows", at::tensor(block_rows_, at::kLong), /*is_buffer=*/true);
+}
+
+namespace {
+
+/// What `PackedWeightImpl::save` wrote: the weight and its block rows.
+struct ArchivedPacked {
+  Tensor weight, block_rows;
+};
+
+/// Reads `archive`; throws unless it holds a float32 (`out`, `in`) weight
+/// (`name` in the message).
+ArchivedPacked read_packed(torch::serialize::InputArchive& archive,
+                           int64_t out,
+                           int64_t in,
+                           const std::string& name) {
+  ArchivedPacked a;
+  archive.read("weight", a.weight, /*is_buffer=*/true);
+  archive.read("block_rows", a.block_rows, /*is_buffer=*/true);
+  TORCH_CHECK(a.weight.scalar_type() == at::kFloat && a.weight.dim() == 2 &&
+                  a.weight.size(0) == out && a.weight.size(1) == in,
+              "torch::load: expected the archived prepacked weight ", name, " of shape [", out,
+              ", ", in, "] float32, but got ", a.weight.sizes(), " of ",
+              c10::toString(a.weight.scalar_type()));
+  return a;
+}
+
+}  // namespace
+
+void PackedWeightImpl::check_archived(torch::serialize::InputArchive& archive,
+                                      const std::string& name) const {
+  read_packed(archive, out_features(), in_features_, name);
+}
+
+void PackedWeightImpl::load(torch::serialize::InputArchive& archive) {
+  const auto [weight, block_rows] = read_packed(archive, out_features(), in_features_, name());
+  const Tensor rows = block_rows.contiguous();
+  const PackedWeightImpl loaded(
+      weight.contiguous(),
+      std::vector<int64_t>(rows.data_ptr<int64_t>(), rows.data_ptr<int64_t>() + rows.numel()),
+      *ops_);  // packed before any change
+  blocks_ = loaded.blocks_;
+  block_rows_ = loaded.block_rows_;
+}
+
+
+void PackedWeightImpl::to(torch::Device device, torch::Dtype dtype, bool /*non_blocking*/) {
+  reject_conversion(kind(), device, dtype);
+}
+
+void PackedWeightImpl::to(torch::Dtype dtype, bool /*non_blocking*/) {
+  reject_conversion(kind(), std::nullopt, dtype);
+}
+
+void PackedWeightImpl::to(torch::Device device, bool /*non_blocking*/) {
+  reject_conversion(kind(), device, std::nullopt);
+}
+
+void PackedWeightImpl::pretty_print(std::ostream& stream) const {
+  stream << fmt::format("mha::PackedWeight(out_features={}, in_features={}, blocks={})",
+                        out_features(), in_features_, block_rows_);
+}
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,83 @@
+#pragma once
+
+// Private: a float32 weight held once, in oneDNN's blocked layout
+// (`mha::prepack`): the form PyTorch's frozen CPU inference uses
+// (`mkldnn::_reorder_linear_weight`, `mkldnn::_linear_pointwise`,
+// torch/_inductor/fx_passes/mkldnn_fusion.py), owned by the module that owns
+// the parameter, as IPEX's `ipex.optimize` replaces a Linear's weight by its
+// packed form. The reorder is a permutation of the values: `float_weight()`
+// gives them back bit for bit (for `torch::save`, `state_dict` and Python's
+// kernels).
+
+#include <torch/nn/cloneable.h>
+#include <torch/serialize/archive.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "linear/packed_linear.h"
+#include "linear/weight_form.h"
+
+namespace mha {
+namespace detail {
+
+/// The prepacked form of one float32 weight parameter (out, in), packed in
+/// row blocks as `Int8WeightImpl` is (a decoder's cross-attention
+/// `in_proj_weight`: q, then [k; v], projected apart).
+class PackedWeightImpl : public torch::nn::Cloneable<PackedWeightImpl>, public WeightForm {
+ public:
+  /// Packs `weight` (out, in) float32 CPU in blocks of `block_rows` rows
+  /// (their sum: out); `ops` must be available.
+  PackedWeightImpl(const torch::Tensor& weight,
+                   std::vector<int64_t> block_rows,
+                   const PackedLinearOps& ops = PackedLinearOps::onednn());
+
+  void reset() override {}
+
+  /// x (..., in) -> (..., out), plus `bias`: oneDNN's GEMM on the packed
+  /// blocks (within float32 rounding of `at::linear`), or with Python's
+  /// kernels on (`set_python_kernels`) `at::linear` on `float_weight()`.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const override;
+  torch::Tensor forward_rows(int64_t begin,
+                             int64_t rows,
+                             const torch::Tensor& x,
+                             const torch::Tensor& bias) const override;
+  /// The float32 (out, in) values, unpacked (a copy).
+  std::optional<torch::Tensor> float_weight() const override;
+  int64_t out_features() const override;
+  int64_t in_features() const override { return in_features_; }
+  const char* kind() const override { return "prepacked (mha::prepack)"; }
+  void check_archived(torch::serialize::InputArchive& archive,
+                      const std::string& name) const override;
+  /// The same blocks with other values (a load): `weight` (out, in).
+  std::shared_ptr<PackedWeightImpl> repacked(const torch::Tensor& weight) const;
+
+  /// Conversions other than to float32 on the CPU throw (nothing to convert).
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
+
+  void pretty_print(std::ostream& stream) const override;
+
+  /// `torch::save`'s step: the float32 values (unpacked) and the block rows.
+  void save(torch::serialize::OutputArchive& archive) const override;
+  /// `torch::load`'s step: reads what `save` wrote and packs it (an archive of
+  /// another shape is a c10::Error that changes nothing).
+  void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  void check_input(const torch::Tensor& x) const;
+
+  std::vector<torch::Tensor> blocks_;  // oneDNN's packed (rows_i, in), one per block
+  std::vector<int64_t> block_rows_;
+  int64_t in_features_;
+  const PackedLinearOps* ops_;
+};
+
+}  // namespace detail
+}  // namespace mha

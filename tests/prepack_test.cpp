@@ -1,0 +1,232 @@
+// mha::prepack (include/mha/prepack.h): weights held once, in oneDNN's packed
+// form, by the module that owns them; every way a LibTorch user edits,
+// saves, loads, clones or converts a weight either seen, impossible or a
+// clear error; results within float32 rounding of the float module, and
+// Python's bits with Python's kernels on. Sizes that serve: E = 512.
+
+#include <gtest/gtest.h>
+#include <mha/mha.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "linear/packed_linear.h"
+#include "support.h"
+#include "tolerances.h"
+
+namespace {
+
+using mha::test::bitwise_equal;
+using mha::test::called;
+using mha::test::ops_called;
+using torch::Tensor;
+
+constexpr const char* kPackOp = "mkldnn::_reorder_linear_weight";
+constexpr const char* kPackedGemmOp = "mkldnn::_linear_pointwise";
+
+/// An encoder layer of the size people serve (d_model 512, 8 heads, FFN 2048).
+mha::TransformerEncoderLayer serving_layer() {
+  mha::TransformerEncoderLayer layer(
+      mha::TransformerLayerOptions(512, 8).dim_feedforward(2048).batch_first(true));
+  layer->eval();
+  return layer;
+}
+
+/// A copy of `layer` with the same weights (a float module to compare with).
+mha::TransformerEncoderLayer copy_of(const mha::TransformerEncoderLayer& layer) {
+  return mha::TransformerEncoderLayer(
+      std::dynamic_pointer_cast<mha::TransformerEncoderLayerImpl>(layer->clone()));
+}
+
+Tensor run(mha::TransformerEncoderLayer& layer, const Tensor& src) {
+  const c10::InferenceMode inference;
+  return layer(src);
+}
+
+void expect_close(const Tensor& out, const Tensor& expected) {
+  const auto tol = mha::support::parity_tolerance(torch::kFloat);
+  EXPECT_TRUE(torch::allclose(out, expected, tol.rtol, tol.atol))
+      << "max |prepacked - float| = " << (out - expected).abs().max().item<double>();
+}
+
+class PrepackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!mha::detail::PackedLinearOps::onednn().available()) {
+      GTEST_SKIP() << "this LibTorch has no " << kPackOp << " / " << kPackedGemmOp;
+    }
+    torch::manual_seed(0);
+  }
+  Tensor src = torch::randn({1, 32, 512});  // (N, L, E)
+};
+
+TEST_F(PrepackTest, HoldsEachWeightOnceAndGivesItBackBitForBit) {
+  auto layer = serving_layer();
+  const auto before = mha::state_dict(*layer);
+  mha::prepack(layer);
+  EXPECT_TRUE(mha::is_prepacked(*layer));
+  EXPECT_FALSE(mha::is_quantized(*layer));
+  for (const Tensor* weight : {&layer->self_attn->in_proj_weight, &layer->self_attn->out_proj->weight,
+                               &layer->linear1->weight, &layer->linear2->weight}) {
+    EXPECT_EQ(weight->numel(), 0) << "the float copy is gone";
+    EXPECT_FALSE(weight->requires_grad());
+  }
+  int64_t float_elements = 0;
+  for (const auto& p : layer->parameters()) float_elements += p.numel();
+  EXPECT_EQ(float_elements, 3 * 512 + 512 + 2048 + 512 + 4 * 512) << "biases and norms only";
+  const auto after = mha::state_dict(*layer);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(after[i].first, before[i].first);
+    EXPECT_TRUE(bitwise_equal(after[i].second, before[i].second)) << before[i].first;
+  }
+}
+
+TEST_F(PrepackTest, AgreesWithTheFloatModuleAndIsPythonsBitsWithPythonsKernels) {
+  auto layer = serving_layer();
+  auto reference = copy_of(layer);
+  mha::prepack(layer);
+  for (const Tensor& x : {src, torch::randn({4, 16, 512}), torch::randn({1, 1, 512})}) {
+    std::vector<std::string> ops;
+    Tensor out;
+    ops = ops_called([&] { out = run(layer, x); });
+    EXPECT_TRUE(called(ops, kPackedGemmOp));
+    EXPECT_FALSE(called(ops, kPackOp)) << "packed once, by prepack";
+    expect_close(out, run(reference, x));
+    const mha::PythonKernelsGuard python_kernels(true);
+    EXPECT_TRUE(bitwise_equal(run(layer, x), run(reference, x)));
+  }
+}
+
+TEST_F(PrepackTest, AnEditThroughDataOfAFloatWeightIsSeen) {
+  // A float module holds no packed copy: an edit through .data() (no version
+  // bump) is what the next call computes with.
+  auto layer = serving_layer();
+  run(layer, src);
+  layer->linear2->weight.data().zero_();
+  const Tensor out = run(layer, src);
+  const mha::PythonKernelsGuard python_kernels(true);
+  expect_close(out, run(layer, src));
+}
+
+TEST_F(PrepackTest, EditsOfAPrepackedWeightAreImpossibleOrSeen) {
+  auto layer = serving_layer();
+  mha::prepack(layer);
+  const Tensor out = run(layer, src);
+  layer->linear2->weight.data().zero_();  // an empty tensor: nothing to edit
+  EXPECT_TRUE(bitwise_equal(run(layer, src), out));
+  EXPECT_ANY_THROW(layer->linear2->weight.copy_(torch::zeros({512, 2048})));
+  // A weight given back with set_data is computed with as it is, in float.
+  layer->linear2->weight.set_data(torch::zeros({512, 2048}));
+  auto reference = serving_layer();
+  std::map<std::string, Tensor> weights;
+  for (const auto& [name, value] : mha::state_dict(*layer)) weights.emplace(name, value);
+  mha::load_state_dict(*reference, weights);
+  EXPECT_TRUE(torch::equal(reference->linear2->weight, torch::zeros({512, 2048})));
+  expect_close(run(layer, src), run(reference, src));
+}
+
+TEST_F(PrepackTest, InferenceModeWeightsArePrepackedToo) {
+  Tensor out, expected;
+  {
+    const c10::InferenceMode inference;
+    auto layer = serving_layer();  // built under InferenceMode: inference tensors
+    auto reference = copy_of(layer);
+    mha::prepack(layer);
+    const auto ops = ops_called([&] { out = layer(src); });
+    EXPECT_TRUE(called(ops, kPackedGemmOp));
+    expected = reference(src);
+  }
+  expect_close(out, expected);
+}
+
+TEST_F(PrepackTest, TorchSaveAndLoadKeepThePackedWeightsAndRefuseMismatches) {
+  auto layer = serving_layer();
+  mha::prepack(layer);
+  std::stringstream bytes;
+  torch::save(layer, bytes);
+  auto other = serving_layer();  // other weights
+  mha::prepack(other);
+  torch::load(other, bytes);
+  EXPECT_TRUE(bitwise_equal(run(other, src), run(layer, src)));
+
+  auto plain = serving_layer();
+  const Tensor plain_out = run(plain, src);
+  bytes.seekg(0);
+  MHA_ASSERT_THROWS_WITH(torch::load(plain, bytes), "as prepacked (mha::prepack) weights");
+  EXPECT_TRUE(bitwise_equal(run(plain, src), plain_out)) << "a failed load changes nothing";
+  std::stringstream float_bytes;
+  torch::save(plain, float_bytes);
+  MHA_ASSERT_THROWS_WITH(torch::load(other, float_bytes), "the archive holds float weights");
+  auto quantized = serving_layer();
+  mha::quantize_dynamic(quantized);
+  bytes.seekg(0);
+  MHA_ASSERT_THROWS_WITH(torch::load(quantized, bytes), "but this module's are int8");
+}
+
+TEST_F(PrepackTest, LoadStateDictRepacks) {
+  auto layer = serving_layer();
+  mha::prepack(layer);
+  auto source = serving_layer();  // other weights
+  const auto path = std::filesystem::temp_directory_path() / "mha_prepack_reload.safetensors";
+  mha::save_state_dict(*source, path.string());
+  mha::load_state_dict(*layer, path.string());
+  std::filesystem::remove(path);
+  expect_close(run(layer, src), run(source, src));
+  const mha::PythonKernelsGuard python_kernels(true);
+  EXPECT_TRUE(bitwise_equal(run(layer, src), run(source, src)));
+}
+
+TEST_F(PrepackTest, CloneIsPrepackedAndEqual) {
+  auto layer = serving_layer();
+  mha::prepack(layer);
+  auto copy = copy_of(layer);
+  EXPECT_TRUE(mha::is_prepacked(*copy));
+  EXPECT_TRUE(bitwise_equal(run(copy, src), run(layer, src)));
+}
+
+TEST_F(PrepackTest, ToAnotherDtypeThrowsAndTheWeightIsFreedWithTheModule) {
+  auto layer = serving_layer();
+  mha::prepack(layer);
+  MHA_ASSERT_THROWS_WITH(layer->to(torch::kDouble), "holds prepacked (mha::prepack) weights");
+  std::weak_ptr<torch::nn::Module> packed = layer->linear1->named_children()["weight_packed"];
+  ASSERT_FALSE(packed.expired());
+  layer = mha::TransformerEncoderLayer(nullptr);
+  EXPECT_TRUE(packed.expired()) << "no cache outlives the module";
+}
+
+TEST_F(PrepackTest, RefusesWhatItCannotConvertChangingNothing) {
+  mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(512, 8));
+  attn->to(torch::kDouble);
+  MHA_ASSERT_THROWS_WITH(mha::prepack(attn), "expected a 2-D float32 CPU weight");
+  EXPECT_EQ(attn->in_proj_weight.numel(), 3 * 512 * 512);
+  EXPECT_FALSE(mha::is_prepacked(*attn));
+}
+
+TEST_F(PrepackTest, DecoderLayerCallsAgreeWithTheFloatModule) {
+  mha::TransformerDecoderLayer layer(
+      mha::TransformerLayerOptions(512, 8).dim_feedforward(2048).batch_first(true));
+  layer->eval();
+  auto reference = mha::TransformerDecoderLayer(
+      std::dynamic_pointer_cast<mha::TransformerDecoderLayerImpl>(layer->clone()));
+  mha::prepack(layer);
+  const Tensor tgt = torch::randn({2, 8, 512}), memory = torch::randn({2, 24, 512});
+  const c10::InferenceMode inference;
+  expect_close(layer(tgt, memory), reference(tgt, memory));
+}
+
+TEST_F(PrepackTest, ConcurrentCallsAgreeBitwise) {
+  auto layer = serving_layer();
+  mha::prepack(layer);
+  const Tensor expected = run(layer, src);
+  std::vector<Tensor> outs(8);
+  std::vector<std::thread> threads;
+  for (auto& out : outs) threads.emplace_back([&] { out = run(layer, src); });
+  for (auto& t : threads) t.join();
+  for (const auto& out : outs) EXPECT_TRUE(bitwise_equal(out, expected));
+}
+
+}  // namespace
