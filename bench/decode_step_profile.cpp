@@ -17,12 +17,15 @@
 //                same threads, same run; weight_GBps / sweep_GBps is the
 //                share of the reachable bandwidth
 // --competitor: one CPU-bound process runs beside the whole measurement.
+// --prepack: the decoder's weights prepacked by mha::prepack (a server's
+// choice; without it every GEMM is at::linear on the float weights).
 // --int8: the decoder quantized by mha::quantize_dynamic (the tied output
 // projection stays float32), weights counted as their int8 bytes; then, per
 // N and threads, the top-level ATen ops of one step by total time.
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
+#include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <mha/state_dict.h>
 #include <mha/transformer.h>
@@ -38,6 +41,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace {
@@ -52,9 +56,8 @@ struct Decoder {
   Tensor embedding, memory, newest;
   std::optional<mha::TransformerDecoderCache> cache;  // made with the decoder
 
-  /// Built outside InferenceMode: parameters made inside it are inference
-  /// tensors, which are never prepacked (src/linear/packed_linear.h).
-  Decoder(int64_t d_model, int64_t feed_forward, int64_t n, bool int8) {
+  /// `form`: "float", "prepack" or "int8".
+  Decoder(int64_t d_model, int64_t feed_forward, int64_t n, const std::string& form) {
     torch::manual_seed(0);
     decoder = mha::TransformerDecoder(mha::TransformerDecoderOptions(
         mha::TransformerDecoderLayer(mha::TransformerDecoderLayerOptions(d_model, 8)
@@ -62,7 +65,8 @@ struct Decoder {
                                          .batch_first(true)),
         kLayers));
     decoder->eval();
-    if (int8) mha::quantize_dynamic(decoder);
+    if (form == "prepack") mha::prepack(decoder);
+    if (form == "int8") mha::quantize_dynamic(decoder);
     embedding = torch::randn({kVocab, d_model});
     memory = torch::randn({n, kMemory, d_model});
     cache.emplace(decoder->make_cache(kPrompt + kSteps + 8));
@@ -184,9 +188,9 @@ void print_top_ops(Decoder& d, int64_t n, int threads) {
   std::printf("\n");
 }
 
-void profile(int64_t n, int threads, bool int8) {
+void profile(int64_t n, int threads, const std::string& form) {
   at::set_num_threads(threads);
-  Decoder real(512, 2048, n, int8), tiny(16, 16, n, int8);
+  Decoder real(512, 2048, n, form), tiny(16, 16, n, form);
   const c10::InferenceMode inference;
   real.step();
   tiny.step();  // warm: packed weights, allocator
@@ -199,7 +203,7 @@ void profile(int64_t n, int threads, bool int8) {
               static_cast<long>(n), threads, step_ms, tiny_ms, 100.0 * tiny_ms / step_ms,
               static_cast<long>(ops), static_cast<long>(tiny_ops), bytes / 1e6, weight_gbps, sweep,
               100.0 * weight_gbps / sweep);
-  if (int8) print_top_ops(real, n, threads);
+  if (form == "int8") print_top_ops(real, n, threads);
   std::fflush(stdout);
 }
 
@@ -216,20 +220,22 @@ pid_t start_competitor() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool competitor = false, int8 = false;
+  bool competitor = false;
+  std::string form = "float";
   for (int i = 1; i < argc; ++i) {
     competitor = competitor || std::strcmp(argv[i], "--competitor") == 0;
-    int8 = int8 || std::strcmp(argv[i], "--int8") == 0;
+    if (std::strcmp(argv[i], "--int8") == 0) form = "int8";
+    if (std::strcmp(argv[i], "--prepack") == 0) form = "prepack";
   }
   const pid_t child = competitor ? start_competitor() : 0;
-  std::printf("decode_step_profile%s%s (OMP_WAIT_POLICY=%s)\n\n", int8 ? ", int8" : "",
+  std::printf("decode_step_profile, %s%s (OMP_WAIT_POLICY=%s)\n\n", form.c_str(),
               competitor ? ", one CPU-bound process beside it" : "",
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
   std::printf(
       "| N | threads | step ms | d_model 16 step ms (share) | ops (512 / 16) | weights per step "
       "| weight GB/s | sweep GB/s | share of sweep |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const int threads : {1, 2}) {
-    for (const int64_t n : {1, 8}) profile(n, threads, int8);
+    for (const int64_t n : {1, 8}) profile(n, threads, form);
   }
   if (child > 0) {
     kill(child, SIGKILL);

@@ -221,9 +221,9 @@ FastPathKernel ours_kernel(const Setup& s, const InferConfig& c) {
   if (flags.min_length > 0 && !c.need_weights) {
     return c.shape.seq_len >= flags.min_length ? FastPathKernel::kFused : FastPathKernel::kNative;
   }
-  return mha::detail::choose_fast_path_kernel(
-      c.shape.batch, c.shape.seq_len, c.need_weights, c.kpm || c.causal,
-      mha::detail::projections_take_packed_gemm(*s.ours, s.x));
+  return mha::detail::choose_fast_path_kernel(c.shape.batch, c.shape.seq_len, c.need_weights,
+                                              c.kpm || c.causal,
+                                              mha::detail::has_prepacked_projections(*s.ours));
 }
 
 /// Every benchmarked call is on Python's fast path (eval, batch-first

@@ -18,8 +18,9 @@
 //                  ids, "steps" (0-d): greedy decoding of that many tokens,
 //                  output (N, 1 + steps) int64, BOS first
 //
-// --precision (decode): float32 (default); int8: mha::quantize_dynamic of
-// every linear (the output projection too); bf16: the model ->to(kBFloat16).
+// --precision (decode): float32 (default: every case's weights prepacked by
+// mha::prepack, a server's choice); int8: mha::quantize_dynamic of every
+// linear (the output projection too); bf16: the model ->to(kBFloat16).
 // --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
 // the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
 // outside any tensor) that building, loading and converting the model kept,
@@ -30,6 +31,7 @@
 
 #include <ATen/Parallel.h>
 #include <malloc.h>
+#include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <mha/state_dict.h>
 #include <mha/transformer.h>
@@ -109,6 +111,7 @@ Call attention(const File& file) {
           .batch_first(true));
   mha::load_state_dict(attn, file, mha::LoadOptions().prefix("model."));
   attn->eval();
+  mha::prepack(attn);
   const Tensor x = file.at("input").transpose(0, 1).contiguous();  // (L, N, E) -> (N, L, E)
   return [attn, x]() mutable {
     const Tensor out = std::get<0>(attn->forward(x, x, x, {}, /*need_weights=*/false));
@@ -124,6 +127,7 @@ Call encoder_layer(const File& file) {
           .batch_first(config(file, "batch_first") != 0));
   mha::load_state_dict(layer, file, mha::LoadOptions().prefix("model."));
   layer->eval();
+  mha::prepack(layer);
   const Tensor x = file.at("input");  // (N, L, E) or (L, N, E)
   return [layer, x]() mutable { return layer(x); };
 }
@@ -131,6 +135,7 @@ Call encoder_layer(const File& file) {
 /// The seq2seq example's model of `file` in `precision`.
 seq2seq::Model decode_model(const File& file, const std::string& precision) {
   seq2seq::Model model = seq2seq::load_model(file);
+  if (precision == "float32") mha::prepack(model);
   if (precision == "int8") mha::quantize_dynamic(model);
   if (precision == "bf16") model->to(torch::kBFloat16);
   return model;

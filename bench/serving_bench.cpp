@@ -16,12 +16,14 @@
 // Prints per way: throughput (generated tokens / (first arrival to last
 // completion)), time to first token and per output token p50/p99; for
 // continuous batching, the cache's peak bytes in use over the bytes of the
-// positions it held then.
+// positions it held then. The model's weights are prepacked (mha::prepack), a
+// server's choice.
 // Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
 //        [--max-len=256] [--rate=R | --load=2] [--threads=T] [--batch-invariant-too]
 
 #include <ATen/Parallel.h>
 #include <mha/batching.h>
+#include <mha/prepack.h>
 #include <mha/state_dict.h>
 #include <torch/torch.h>
 
@@ -249,6 +251,7 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   at::set_num_threads(static_cast<int>(args.threads));
   seq2seq::Model model = seq2seq::load_model(mha::read_state_dict(args.weights));
+  mha::prepack(model);
   torch::NoGradGuard no_grad;
   std::vector<Request> requests = make_requests(args, model->config.vocab);
   double rate = args.rate;

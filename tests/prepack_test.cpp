@@ -69,8 +69,9 @@ TEST_F(PrepackTest, HoldsEachWeightOnceAndGivesItBackBitForBit) {
   mha::prepack(layer);
   EXPECT_TRUE(mha::is_prepacked(*layer));
   EXPECT_FALSE(mha::is_quantized(*layer));
-  for (const Tensor* weight : {&layer->self_attn->in_proj_weight, &layer->self_attn->out_proj->weight,
-                               &layer->linear1->weight, &layer->linear2->weight}) {
+  for (const Tensor* weight :
+       {&layer->self_attn->in_proj_weight, &layer->self_attn->out_proj->weight,
+        &layer->linear1->weight, &layer->linear2->weight}) {
     EXPECT_EQ(weight->numel(), 0) << "the float copy is gone";
     EXPECT_FALSE(weight->requires_grad());
   }

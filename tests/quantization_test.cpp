@@ -291,7 +291,7 @@ TEST(Int8Errors, ToAnotherDtypeThrowsAndChangesNothing) {
   QuantizedLayer layer;
   const auto before = module_state(*layer.c.module);
   MHA_ASSERT_THROWS_WITH(layer.c.module->to(torch::kDouble),
-                         "to(Double): this module holds int8 weights (mha::quantize_dynamic)");
+                         "to(Double): this module holds int8 (mha::quantize_dynamic) weights");
   EXPECT_TRUE(same_state(module_state(*layer.c.module), before));
   layer.c.module->to(torch::kFloat);  // nothing to convert
   layer.c.module->to(torch::kCPU);

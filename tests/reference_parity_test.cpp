@@ -66,9 +66,8 @@ AttentionKernel expected_kernel(const ReferenceCase& ref,
                                 bool masked) {
   if (ref.python_kernel != "native") return AttentionKernel::kFunctional;
   const int64_t batch = query.size(0), seq_len = query.size(1);  // (N, L, E) on the fast path
-  return mha::detail::choose_fast_path_kernel(
-      batch, seq_len, ref.need_weights, masked,
-      mha::detail::projections_take_packed_gemm(module, query));
+  return mha::detail::choose_fast_path_kernel(batch, seq_len, ref.need_weights, masked,
+                                              mha::detail::has_prepacked_projections(module));
 }
 
 /// Whether the ATen ops a call ran are those of `kernel`: Python's native op

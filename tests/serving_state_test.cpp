@@ -252,8 +252,8 @@ TEST(ServingState, AnInt8ArchiveIntoAFloatModuleIsAnErrorThatChangesNothing) {
   std::stringstream int8_archive;
   torch::save(quantized, int8_archive);
   MHA_ASSERT_THROWS_WITH(torch::load(float_attn, int8_archive),
-                         "torch::load: the archive holds in_proj_weight as int8 weights "
-                         "(mha::quantize_dynamic), but this module's are float");
+                         "torch::load: the archive holds in_proj_weight as int8 "
+                         "(mha::quantize_dynamic) weights, but this module's are float");
   EXPECT_TRUE(float_attn->in_proj_weight.equal(before));
   std::stringstream float_archive;
   torch::save(float_attn, float_archive);

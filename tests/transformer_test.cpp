@@ -4,6 +4,7 @@
 // transformer_decoding_test.cpp; bad input is the Transformer table of
 // bad_input_table_test.cpp.
 
+#include <mha/prepack.h>
 #include <mha/transformer.h>
 
 #include <algorithm>
@@ -107,10 +108,10 @@ TEST(TransformerFastPath, EncoderLayerCallsPythonsFusedOpWherePythonDoes) {
   EXPECT_FALSE(called(ops_called([&] { fast(src); }), op));
 }
 
-// Where Python's op would build (N, H, L, L) scores or run its GEMMs on plain
-// weights, the layer runs its own steps: mha's fused attention kernel and
-// feed-forward GEMMs on prepacked weights (within float32 rounding); with
-// Python's kernels, Python's op.
+// Where Python's op would build (N, H, L, L) scores, or cannot take the
+// weights (prepacked by mha::prepack), the layer runs its own steps: mha's
+// fused attention kernel, and the GEMMs on the packed weights (within float32
+// rounding); with Python's kernels, Python's op.
 TEST(TransformerFastPath, EncoderLayerRunsItsStepsWhereTheyAreFaster) {
   torch::NoGradGuard no_grad;
   const std::string op = "aten::_transformer_encoder_layer_fwd";
@@ -118,13 +119,15 @@ TEST(TransformerFastPath, EncoderLayerRunsItsStepsWhereTheyAreFaster) {
   mha::TransformerEncoderLayer layer(
       mha::TransformerEncoderLayerOptions(512, 8).dim_feedforward(2048).batch_first(true));
   layer->eval();
-  const Tensor rows16 = torch::randn({1, 16, 512});  // (N, L, E): 16 rows, prepacked weights
-  const auto ops = ops_called([&] { layer(rows16); });
-  EXPECT_FALSE(called(ops, op));
-  EXPECT_TRUE(called(ops, sdpa));
-  EXPECT_TRUE(called(ops, "mkldnn::_linear_pointwise"));
-  const Tensor rows5 = torch::randn({1, 5, 512});  // too few rows: Python's op
-  EXPECT_TRUE(called(ops_called([&] { layer(rows5); }), op));
+  const Tensor rows16 = torch::randn({1, 16, 512});  // (N, L, E): a short sequence
+  EXPECT_TRUE(called(ops_called([&] { layer(rows16); }), op)) << "float weights: Python's op";
+  mha::prepack(layer);
+  for (const Tensor& src : {rows16, torch::randn({1, 5, 512})}) {
+    const auto ops = ops_called([&] { layer(src); });
+    EXPECT_FALSE(called(ops, op));
+    EXPECT_TRUE(called(ops, sdpa));
+    EXPECT_TRUE(called(ops, "mkldnn::_linear_pointwise"));
+  }
   mha::TransformerEncoderLayer narrow(small(true));
   narrow->eval();
   const Tensor long_src = torch::randn({2, 128, 8});  // a long sequence: the fused kernel

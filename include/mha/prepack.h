@@ -62,7 +62,8 @@ void prepack(torch::nn::Module& module, const PrepackOptions& options = {});
 
 /// `prepack` of the module `module` holds.
 template <typename ModuleType>
-void prepack(const torch::nn::ModuleHolder<ModuleType>& module, const PrepackOptions& options = {}) {
+void prepack(const torch::nn::ModuleHolder<ModuleType>& module,
+             const PrepackOptions& options = {}) {
   TORCH_CHECK_VALUE(!module.is_empty(),
                     "prepack: expected module to hold a module, but got an empty holder (nullptr)");
   prepack(*module.ptr(), options);

@@ -180,7 +180,9 @@ LoadResult load_state_dict(torch::nn::Module& module,
 /// Python's `state_dict()` order (each module's parameters, then its buffers,
 /// then its children), detached (sharing storage with the module). A weight
 /// converted by `mha::quantize_dynamic` is `<name>` (int8) then `<name>_scale`
-/// (float64), copies unpacked from its int8 form (docs/quantization.md).
+/// (float64), copies unpacked from its int8 form (docs/quantization.md); one
+/// converted by `mha::prepack` is `<name>`, its float32 values unpacked bit
+/// for bit (a copy). Loading float values into either converts them.
 std::vector<std::pair<std::string, torch::Tensor>> state_dict(const torch::nn::Module& module);
 
 /// Writes the module's `state_dict` (as CPU tensors). The format follows the

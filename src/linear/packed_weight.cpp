@@ -75,7 +75,7 @@ Tensor PackedWeightImpl::forward_rows(int64_t begin,
 std::optional<Tensor> PackedWeightImpl::float_weight() const {
   std::vector<Tensor> rows;
   for (const Tensor& block : blocks_) rows.push_back(block.to_dense());  // (rows_i, in)
-  return rows.size() == 1 ? rows[0] : at::cat(rows, /*dim=*/0);         // (out, in)
+  return rows.size() == 1 ? rows[0] : at::cat(rows, /*dim=*/0);          // (out, in)
 }
 
 std::shared_ptr<PackedWeightImpl> PackedWeightImpl::repacked(const Tensor& weight) const {
@@ -128,7 +128,6 @@ void PackedWeightImpl::load(torch::serialize::InputArchive& archive) {
   blocks_ = loaded.blocks_;
   block_rows_ = loaded.block_rows_;
 }
-
 
 void PackedWeightImpl::to(torch::Device device, torch::Dtype dtype, bool /*non_blocking*/) {
   reject_conversion(kind(), device, dtype);
