@@ -4,7 +4,7 @@
 // path, the weights path (averaged and per head), unbatched input and a long
 // self-attention. Every result must be bitwise equal to the one the same call
 // gave on a single thread first, and the parameters must be unchanged.
-// A second test does the same at E = 512 (the packed and int8 GEMMs run) over
+// A second test does the same at E = 512 (prepacked and int8 GEMMs) over
 // forward, forward_cached and forward_paged (a cache per thread, the module
 // shared), one ContinuousBatch shared by all threads, and an int8 module.
 // Built with MHA_SANITIZE=tsan (scripts/test.sh --tsan) this test is the
@@ -141,6 +141,7 @@ TEST_F(Concurrency, EightThreadsMatchOneThreadAtServingSizes) {
   constexpr int64_t kE = 512, kHeads = 8;
   MultiheadAttention m(MultiheadAttentionOptions(kE, kHeads).batch_first(true));
   m->eval();
+  mha::prepack(m);  // oneDNN's GEMMs on packed weights
   torch::manual_seed(0);
   MultiheadAttention q(MultiheadAttentionOptions(kE, kHeads).batch_first(true));
   q->eval();
@@ -152,9 +153,10 @@ TEST_F(Concurrency, EightThreadsMatchOneThreadAtServingSizes) {
           1)
           .enable_nested_tensor(false));
   stack->eval();
+  mha::prepack(stack);
   mha::ContinuousBatch batch(stack, mha::ContinuousBatchOptions().block_size(16).num_blocks(64));
 
-  const Tensor x = torch::randn({1, 16, kE});  // (N, L, E): 16 rows take the packed GEMMs
+  const Tensor x = torch::randn({1, 16, kE});  // (N, L, E)
   const Tensor prompt = torch::randn({8, kE});
   const std::vector<Tensor> tokens = {torch::randn({1, kE}), torch::randn({1, kE})};
   const std::vector<ServingCall> calls = {

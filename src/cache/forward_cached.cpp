@@ -261,7 +261,7 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
   auto [out, weights] = detail::attend_over_keys(q, keys, values, mask, need_weights);
   // (N, H, L, hd) -> (N, L, E) or (L, N, E), then the output projection
   out = s.batch_first ? out.transpose(1, 2).flatten(2) : out.permute({2, 0, 1, 3}).flatten(2);
-  out = detail::linear_int8_or_packed(*out_proj, out);  // int8, or prepacked float where faster
+  out = detail::linear_int8_or_packed(*out_proj, out);  // on its int8 or prepacked form if any
   if (weights.defined() && average_attn_weights) {
     weights = weights.mean(/*dim=*/1);  // (N, L, S + extra)
   }

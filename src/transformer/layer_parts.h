@@ -32,9 +32,9 @@ torch::Tensor apply_activation(const TransformerActivation& activation, const to
 /// Python's `linear2(dropout(activation(linear1(x))))`: x (..., E) ->
 /// (..., dim_feedforward) -> (..., E). The GEMMs are `at::linear`'s, as
 /// Python's nn.Linear (LibTorch's Linear adds the bias after a matmul for 3-D
-/// input, and takes no nested tensor), on prepacked weights where they are
-/// faster (`packed_linear`: within float32 rounding), int8 where
-/// `mha::quantize_dynamic` converted them.
+/// input, and takes no nested tensor), or the converted forms' GEMMs where
+/// `mha::prepack` (within float32 rounding) or `mha::quantize_dynamic`
+/// converted them (`linear_int8_or_packed`).
 torch::Tensor feed_forward(const TransformerActivation& activation,
                            const torch::nn::LinearImpl& linear1,
                            torch::nn::DropoutImpl& dropout,
