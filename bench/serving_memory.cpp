@@ -47,9 +47,10 @@ int main(int argc, char** argv) {
   const double served = resident_bytes();
   std::printf("form: %s, parameters %.1f MB, threads %d\n", prepacked ? "prepacked" : "float",
               parameter_bytes / 1e6, at::get_num_threads());
-  std::printf("conversion adds %.3fx, warm-up call adds %.3fx, three calls add %.3fx, "
-              "serving calls (warm-up + three) add %.3fx the parameter bytes\n",
-              (converted - built) / parameter_bytes, (warm - converted) / parameter_bytes,
-              (served - warm) / parameter_bytes, (served - converted) / parameter_bytes);
+  std::printf(
+      "conversion adds %.3fx, warm-up call adds %.3fx, three calls add %.3fx, "
+      "serving calls (warm-up + three) add %.3fx the parameter bytes\n",
+      (converted - built) / parameter_bytes, (warm - converted) / parameter_bytes,
+      (served - warm) / parameter_bytes, (served - converted) / parameter_bytes);
   return 0;
 }
