@@ -214,6 +214,30 @@ TEST(PagedStackCache, ForkCopiesOnWriteInEveryLayerBitwiseAsEachSequenceAlone) {
   EXPECT_EQ(shared[1].num_free_blocks(), 8 - 5);  // a: 3 blocks, b: 3, the first shared
 }
 
+TEST(PagedStackCache, AForkedTailIsCopiedOncePerStepNotOncePerLayer) {
+  auto stack = make_causal_stack(3);
+  auto shared = stack->make_paged_cache(mha::PagedKVCacheOptions(3, kBlock));
+  auto apart = separate_caches(stack, 3);
+  torch::NoGradGuard no_grad;
+  const int64_t a = shared[0].add_sequence();
+  for (auto& cache : apart) cache.add_sequence();
+  const Tensor prompt = torch::randn({6, kE});  // blocks 0 and half of 1: 1 block free
+  stack->forward_paged(prompt, shared, {a}, offsets({6}));
+  layer_by_layer(stack, apart, {a}, prompt, {6});
+  const int64_t b = shared[1].fork(a);
+  for (auto& cache : apart) ASSERT_EQ(cache.fork(a), b);
+  // a copies the shared tail (the one free block), b then writes in place: the step
+  // fits only if the copy is counted once for the stack, not once per layer or writer.
+  const Tensor x = torch::randn({2, kE});
+  EXPECT_TRUE(torch::equal(stack->forward_paged(x, shared, {a, b}, offsets({1, 1})),
+                           layer_by_layer(stack, apart, {a, b}, x, {1, 1})));
+  for (const auto& cache : shared) {
+    EXPECT_EQ(cache.num_free_blocks(), 0);
+    EXPECT_EQ(cache.length(a), 7);
+    EXPECT_EQ(cache.length(b), 7);
+  }
+}
+
 TEST(PagedStackCache, TheDecoderStackStepEqualsItsLayersCalledOneByOne) {
   auto decoder = make_decoder(2);
   auto self = decoder->make_paged_cache(mha::PagedKVCacheOptions(8, kBlock));
