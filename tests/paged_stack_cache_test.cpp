@@ -92,6 +92,9 @@ TEST(PagedStackCache, TheLayersShareIdsAndOneBlockTable) {
   for (const auto& cache : caches) EXPECT_FALSE(cache.contains(b));
   auto apart = separate_caches(stack, 16);
   EXPECT_FALSE(apart[0].shares_blocks_with(apart[1]));
+  apart.pop_back();
+  MHA_ASSERT_THROWS_WITH(stack->forward_paged(torch::randn({1, kE}), apart, {a}, offsets({1})),
+                         "expected cache to hold one cache per layer (6), but got 5");
   MHA_ASSERT_THROWS_WITH(mha::PagedKVCache::for_layers({}, mha::PagedKVCacheOptions(4)),
                          "expected at least one module");
   MHA_ASSERT_THROWS_WITH(mha::PagedKVCache::for_layers({nullptr}, mha::PagedKVCacheOptions(4)),

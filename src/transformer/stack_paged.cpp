@@ -18,14 +18,15 @@ namespace {
 
 constexpr const char* kPagedStackFix = "release() finished sequences or give the cache more blocks";
 
-/// `cache` (the argument `name`): one per layer of a stack of `layers`.
-void check_paged_stack_caches(size_t layers,
+/// `cache` (the argument `name`): one per layer of `stack` (its class name).
+void check_paged_stack_caches(const char* stack,
+                              size_t layers,
                               const std::vector<PagedKVCache>& cache,
                               const char* name) {
-  TORCH_CHECK(layers > 0, "the stack has no layers (num_layers=0)");
+  TORCH_CHECK(layers > 0, stack, " has no layers (num_layers=0)");
   TORCH_CHECK_VALUE(cache.size() == layers,
-                    fmt::format("expected one cache per layer in {} ({}), but got {}", name, layers,
-                                cache.size()));
+                    fmt::format("expected {} to hold one cache per layer ({}), but got {}", name,
+                                layers, cache.size()));
 }
 
 /// The self-attention of each layer of `layers`, a ModuleList of `Layer`s.
@@ -47,7 +48,7 @@ Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
                                              std::vector<PagedKVCache>& cache,
                                              const std::vector<int64_t>& seq_ids,
                                              const Tensor& cu_seqlens) {
-  check_paged_stack_caches(layers->size(), cache, "cache");
+  check_paged_stack_caches("TransformerEncoder", layers->size(), cache, "cache");
   auto attn = [&](size_t i) -> const MultiheadAttentionImpl& {
     return *layers[i]->as<TransformerEncoderLayerImpl>()->self_attn;
   };
@@ -94,8 +95,8 @@ Tensor TransformerDecoderImpl::forward_paged(const Tensor& tgt,
                                              const std::vector<int64_t>& seq_ids,
                                              const Tensor& cu_seqlens,
                                              const Tensor& cu_seqlens_memory) {
-  check_paged_stack_caches(layers->size(), self_cache, "self_cache");
-  check_paged_stack_caches(layers->size(), cross_cache, "cross_cache");
+  check_paged_stack_caches("TransformerDecoder", layers->size(), self_cache, "self_cache");
+  check_paged_stack_caches("TransformerDecoder", layers->size(), cross_cache, "cross_cache");
   auto layer = [&](size_t i) -> TransformerDecoderLayerImpl& {
     return *layers[i]->as<TransformerDecoderLayerImpl>();
   };
