@@ -11,13 +11,19 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 namespace mha {
 
+namespace detail {
+class ServingStack;
+}  // namespace detail
+
 /// The pools of a `ContinuousBatch`: per layer, one for the self-attention's
-/// keys and values and one for the requests' projected memories.
+/// keys and values and one for the requests' projected memories; all layers'
+/// self-attention pools share one block table, and all memory pools another.
 struct ContinuousBatchOptions {
   /// Positions per block.
   TORCH_ARG(int64_t, block_size) = 16;
@@ -73,6 +79,8 @@ class ContinuousBatch {
   ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options = {});
   /// Pools for a causal `TransformerEncoder` stack (`num_memory_blocks` unused).
   ContinuousBatch(TransformerEncoder causal_stack, const ContinuousBatchOptions& options = {});
+  /// Frees the pools.
+  ~ContinuousBatch();
 
   /// Admits a request: for a decoder, `memory` (S, E), the encoder's output
   /// for it, and `memory_key_padding_mask` (S) bool, true = padding (those
@@ -88,25 +96,19 @@ class ContinuousBatch {
   std::vector<int64_t> ids() const;
   /// Decoded positions of request `id`.
   int64_t length(int64_t id) const;
-  /// Free blocks of each layer's self-attention pool.
+  /// Free blocks of the self-attention block table (every layer's pool).
   int64_t num_free_blocks() const;
-  /// Bytes of all pools; of the blocks the requests hold.
+  /// Bytes of all pools: every layer's self-attention pool, and a decoder's
+  /// memory pools.
   int64_t memory_bytes() const;
+  /// Bytes of the blocks the requests hold, in every pool.
   int64_t used_bytes() const;
 
  private:
-  int64_t add_locked(const torch::Tensor& memory);
-  /// A new sequence in every pool (each gives it the same id); its id.
-  int64_t add_to_pools();
-  TransformerDecoderLayerImpl& layer(size_t i);
-  /// The first layer's self-attention (the dtype, device and width of the inputs).
-  const MultiheadAttentionImpl& first_self_attention();
-
-  TransformerDecoder decoder_{nullptr};  // or
-  TransformerEncoder causal_stack_{nullptr};
-  int64_t block_size_;
+  /// The decoder or the causal stack, with its paged caches (each kind of
+  /// self-attention and memory caches over one block table for all layers).
+  std::unique_ptr<detail::ServingStack> stack_;
   bool batch_invariant_;
-  std::vector<PagedKVCache> self_, cross_;  // per layer
   mutable std::mutex mutex_;
 };
 

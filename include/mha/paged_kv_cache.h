@@ -19,6 +19,7 @@ class PagedKVCache;
 
 namespace detail {
 struct PagedKVCacheState;
+class PagedBlockManager;
 /// Private access for `MultiheadAttentionImpl::forward_paged`.
 PagedKVCacheState& paged_kv_cache_state(PagedKVCache& cache);
 }  // namespace detail
@@ -54,6 +55,18 @@ struct PagedKVCacheOptions {
 /// Errors (`c10::Error`, nothing changed): an unknown id, a call that needs
 /// more blocks than are free. Not thread-safe: one thread uses a cache at a time.
 ///
+/// A stack's caches can share one block table (`for_layers`, vLLM's block
+/// manager over per-layer pools): one free list, one table per sequence and
+/// one id counter for all of them, so `add_sequence`, `fork` and `release` on
+/// any of them act on all. Such a table grows only in a stack step
+/// (`TransformerEncoderImpl::forward_paged`, `TransformerDecoderImpl::forward_paged`,
+/// `ContinuousBatch::step`): the step is checked once for the whole stack,
+/// the table grows once, then each layer writes its own pool at the same
+/// block indices. A layer's own `forward_paged` on a shared cache outside a
+/// stack step may only read (0 new key rows for every sequence, as a
+/// cross-attention's later steps); one that would add positions throws
+/// `c10::Error` and changes nothing.
+///
 /// Example:
 /// ```
 /// mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(64, 4));
@@ -72,6 +85,15 @@ class PagedKVCache {
   PagedKVCache(const PagedKVCache&) = delete;
   PagedKVCache& operator=(const PagedKVCache&) = delete;
   ~PagedKVCache();
+
+  /// One cache per module of `modules` (each its heads, head_dim, dtype,
+  /// device) over one block table of `options.num_blocks()` blocks shared by
+  /// all: the caches of a stack's layers (`TransformerEncoderImpl::make_paged_cache`,
+  /// `TransformerDecoderImpl::make_paged_cache`). Each pool has
+  /// `num_blocks * block_size` rows. Throws `c10::Error` for no modules or a null one.
+  static std::vector<PagedKVCache> for_layers(
+      const std::vector<const MultiheadAttentionImpl*>& modules,
+      const PagedKVCacheOptions& options);
 
   /// A new, empty sequence; its id.
   int64_t add_sequence();
@@ -99,8 +121,15 @@ class PagedKVCache {
   int64_t used_bytes() const;
   /// Whether it holds memories for cross-attention (`static_kv`).
   bool is_static() const;
+  /// Whether `other` shares this cache's block table (`for_layers`; a cache
+  /// shares its own).
+  bool shares_blocks_with(const PagedKVCache& other) const;
 
  private:
+  /// A pool for `module` over the block table `blocks`.
+  PagedKVCache(const MultiheadAttentionImpl& module,
+               const PagedKVCacheOptions& options,
+               std::shared_ptr<detail::PagedBlockManager> blocks);
   friend detail::PagedKVCacheState& detail::paged_kv_cache_state(PagedKVCache& cache);
   std::unique_ptr<detail::PagedKVCacheState> state_;
 };

@@ -83,8 +83,18 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
   /// `c10::Error` before any cache changes.
   torch::Tensor forward_cached(const torch::Tensor& src, std::vector<KVCache>& cache);
 
+  /// One `PagedKVCache` per layer's self-attention over one block table
+  /// shared by all (`PagedKVCache::for_layers`): `add_sequence`, `fork` and
+  /// `release` on any of them act on all, and `forward_paged` grows the
+  /// table once per step for every layer.
+  std::vector<PagedKVCache> make_paged_cache(const PagedKVCacheOptions& options) const;
+
   /// `forward_cached` of several sequences at once: `src` (T, E) their new
-  /// positions as rows (`cu_seqlens`), one `PagedKVCache` per layer.
+  /// positions as rows (`cu_seqlens`), one `PagedKVCache` per layer (from
+  /// `make_paged_cache`, or one per layer made apart and kept in lockstep by
+  /// the caller). All or nothing: every layer's call is checked, and the
+  /// blocks of each distinct block table counted once, before any cache
+  /// changes; `cu_seqlens` is checked and copied to the host once per step.
   torch::Tensor forward_paged(const torch::Tensor& src,
                               std::vector<PagedKVCache>& cache,
                               const std::vector<int64_t>& seq_ids,
@@ -188,6 +198,29 @@ class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImp
                                TransformerDecoderCache& cache,
                                const torch::Tensor& tgt_key_padding_mask = {},
                                const torch::Tensor& memory_key_padding_mask = {});
+
+  /// One self-attention `PagedKVCache` per layer over one shared block
+  /// table (`PagedKVCache::for_layers`), for `forward_paged`.
+  std::vector<PagedKVCache> make_paged_cache(const PagedKVCacheOptions& options) const;
+  /// One cross-attention (`static_kv`) `PagedKVCache` per layer over another
+  /// shared block table: the sequences' projected memories.
+  std::vector<PagedKVCache> make_paged_memory_cache(const PagedKVCacheOptions& options) const;
+
+  /// Paged decoding of several sequences at once through the whole stack
+  /// (eval only): each layer's `TransformerDecoderLayerImpl::forward_paged`
+  /// with `self_cache[i]` and `cross_cache[i]`, then the final norm. `tgt`
+  /// (T, E) holds the new positions as rows (`cu_seqlens`); `memory`
+  /// (S_total, E) the memories of the sequences that have none yet
+  /// (`cu_seqlens_memory`), or is undefined. All or nothing: every layer's
+  /// calls are checked, and the blocks of each distinct block table counted
+  /// once, before any cache changes; each table grows once per step. Returns (T, E).
+  torch::Tensor forward_paged(const torch::Tensor& tgt,
+                              const torch::Tensor& memory,
+                              std::vector<PagedKVCache>& self_cache,
+                              std::vector<PagedKVCache>& cross_cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens,
+                              const torch::Tensor& cu_seqlens_memory = {});
 
   /// Registers `layers` (fresh clones of the options' layer) and `norm`.
   void reset() override;

@@ -104,7 +104,9 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
 
   /// `forward_cached` for several sequences at once: `src` (T, E) holds their
   /// new positions as rows, sequence i's at [cu_seqlens[i], cu_seqlens[i + 1]),
-  /// through `cache` (`MultiheadAttentionImpl::forward_paged`).
+  /// through `cache` (`MultiheadAttentionImpl::forward_paged`). A cache that
+  /// shares its block table with other layers' (`make_paged_cache`) grows only
+  /// in the stack's `TransformerEncoderImpl::forward_paged`.
   torch::Tensor forward_paged(const torch::Tensor& src,
                               PagedKVCache& cache,
                               const std::vector<int64_t>& seq_ids,
@@ -221,7 +223,9 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
   /// sequences that have none there yet (`cu_seqlens_memory`), or is
   /// undefined. Each sequence's rows equal `forward_cached` of it alone within
   /// float32 rounding. Both attention calls are checked before either cache
-  /// changes (`MultiheadAttentionImpl::forward_paged`).
+  /// changes (`MultiheadAttentionImpl::forward_paged`). Caches that share a
+  /// block table with other layers' (`TransformerDecoderImpl::make_paged_cache`)
+  /// grow only in the stack's `TransformerDecoderImpl::forward_paged`.
   torch::Tensor forward_paged(const torch::Tensor& tgt,
                               const torch::Tensor& memory,
                               PagedKVCache& self_cache,

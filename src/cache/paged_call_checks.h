@@ -1,13 +1,15 @@
 #pragma once
 
 // Private: the checks of MultiheadAttentionImpl::forward_paged, callable
-// alone, so that a layer checks both of its attention calls before either
-// writes its cache.
+// alone, so that a layer checks both of its attention calls, and a stack all
+// of its layers' calls, before any cache changes.
 
 #include <torch/types.h>
 
 #include <cstdint>
 #include <vector>
+
+#include "cache/paged_block_manager.h"
 
 namespace mha {
 
@@ -17,15 +19,37 @@ class PagedKVCache;
 namespace detail {
 
 /// Throws what `module.forward_paged(query, key, value, cache, seq_ids,
-/// cu_seqlens, cu_seqlens_kv)` would throw before changing anything; else returns.
-void check_paged_call(const MultiheadAttentionImpl& module,
-                      PagedKVCache& cache,
-                      const torch::Tensor& query,
-                      const torch::Tensor& key,
-                      const torch::Tensor& value,
-                      const std::vector<int64_t>& seq_ids,
-                      const torch::Tensor& cu_seqlens,
-                      const torch::Tensor& cu_seqlens_kv);
+/// cu_seqlens, cu_seqlens_kv)` would throw before changing anything; else
+/// returns the call's offsets on the host. Inside a stack step on `cache`'s
+/// block table: the step's offsets and ids; outside: `cu_seqlens` (and a
+/// static cache's `cu_seqlens_kv`) checked and copied, the blocks' room, and
+/// no new positions when the table is shared (PagedKVCache::for_layers).
+PagedOffsets check_paged_call(const MultiheadAttentionImpl& module,
+                              PagedKVCache& cache,
+                              const torch::Tensor& query,
+                              const torch::Tensor& key,
+                              const torch::Tensor& value,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens,
+                              const torch::Tensor& cu_seqlens_kv);
+
+/// Every check of one layer's call but the blocks' room and the shared-table
+/// rule (a stack step checks the room once per table, PagedStackStep): the
+/// module, the tensors, the ids (known, distinct), a static cache's
+/// memories. Returns `known` when given (the stack's offsets, checked and
+/// copied to the host once per step), else the offsets checked and copied.
+PagedOffsets check_paged_layer(const MultiheadAttentionImpl& module,
+                               PagedKVCache& cache,
+                               const torch::Tensor& query,
+                               const torch::Tensor& key,
+                               const torch::Tensor& value,
+                               const std::vector<int64_t>& seq_ids,
+                               const torch::Tensor& cu_seqlens,
+                               const torch::Tensor& cu_seqlens_kv,
+                               const PagedOffsets* known = nullptr);
+
+/// The new key positions of each sequence: (num_seqs,) from `offsets.keys`.
+std::vector<int64_t> new_key_positions(const PagedOffsets& offsets);
 
 }  // namespace detail
 }  // namespace mha

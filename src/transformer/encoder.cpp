@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "attention/masks.h"
-#include "cache/paged_call_checks.h"
 #include "common/validated_scope.h"
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
@@ -169,25 +168,6 @@ Tensor TransformerEncoderImpl::forward_cached(const Tensor& src, std::vector<KVC
   Tensor output = src;
   for (size_t i = 0; i < layers->size(); ++i) {
     output = layers[i]->as<TransformerEncoderLayerImpl>()->forward_cached(output, cache[i]);
-  }
-  return norm.is_empty() ? output : norm.forward(output);
-}
-
-Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
-                                             std::vector<PagedKVCache>& cache,
-                                             const std::vector<int64_t>& seq_ids,
-                                             const Tensor& cu_seqlens) {
-  check_layer_caches(layers, cache);
-  // Every layer's call checked (ids, offsets, free blocks) before any cache changes:
-  // a step that fails in any layer leaves every layer's cache as it was.
-  for (size_t i = 0; i < layers->size(); ++i) {
-    detail::check_paged_call(*layers[i]->as<TransformerEncoderLayerImpl>()->self_attn, cache[i],
-                             src, src, src, seq_ids, cu_seqlens, Tensor());
-  }
-  Tensor output = src;  // (T, E)
-  for (size_t i = 0; i < layers->size(); ++i) {
-    output = layers[i]->as<TransformerEncoderLayerImpl>()->forward_paged(output, cache[i], seq_ids,
-                                                                         cu_seqlens);
   }
   return norm.is_empty() ? output : norm.forward(output);
 }

@@ -1,0 +1,50 @@
+// The serving stack of a causal (decoder-only) TransformerEncoder stack: its
+// layers' self-attention caches over one block table, and nothing else.
+
+#include <c10/util/Exception.h>
+
+#include "serving/serving_stack.h"
+
+namespace mha {
+namespace detail {
+
+namespace {
+
+class CausalServingStack final : public ServingStack {
+ public:
+  CausalServingStack(TransformerEncoder stack, const ContinuousBatchOptions& options)
+      : ServingStack(stack->make_paged_cache(
+            PagedKVCacheOptions(options.num_blocks(), options.block_size()))),
+        stack_(std::move(stack)) {}
+
+  const torch::nn::Module& module() const override { return *stack_; }
+  const MultiheadAttentionImpl& input_attention() const override {
+    return *stack_->layers->ptr(0)->as<TransformerEncoderLayerImpl>()->self_attn;
+  }
+  int64_t add(const torch::Tensor& memory, const torch::Tensor& memory_key_padding_mask) override {
+    TORCH_CHECK_VALUE(!memory.defined() && !memory_key_padding_mask.defined(),
+                      "expected no memory: a decoder-only stack's requests have none");
+    return self_.front().add_sequence();  // in every layer's cache: one table
+  }
+  torch::Tensor step(const torch::Tensor& x,
+                     const std::vector<int64_t>& ids,
+                     const torch::Tensor& cu_seqlens) override {
+    return stack_->forward_paged(x, self_, ids, cu_seqlens);  // its layers, its norm; (T, E)
+  }
+  void remove(int64_t id) override { self_.front().release(id); }
+  int64_t memory_bytes() const override { return pool_bytes(self_, false); }
+  int64_t used_bytes() const override { return pool_bytes(self_, true); }
+
+ private:
+  TransformerEncoder stack_;
+};
+
+}  // namespace
+
+std::unique_ptr<ServingStack> make_causal_serving_stack(TransformerEncoder stack,
+                                                        const ContinuousBatchOptions& options) {
+  return std::make_unique<CausalServingStack>(std::move(stack), options);
+}
+
+}  // namespace detail
+}  // namespace mha
