@@ -39,8 +39,8 @@ class SequenceFirst : public ::testing::Test {
   /// The call's plan, its output with mha's kernels and with Python's.
   void check(const Case& c, const Tensor& x) {
     const torch::NoGradGuard no_grad;
-    const mha::detail::AttentionCall call{x, x, x, c.key_padding_mask, c.attn_mask, false, true,
-                                          c.is_causal};
+    const mha::detail::AttentionCall call{x,           x,     x,    c.key_padding_mask,
+                                          c.attn_mask, false, true, c.is_causal};
     const auto plan = mha::detail::plan_call(*attn, call);
     EXPECT_TRUE(plan.sequence_first) << c.name << ": " << plan.why_not_fast_path;
     EXPECT_EQ(plan.kernel, mha::detail::AttentionKernel::kFused) << c.name;
@@ -58,8 +58,8 @@ class SequenceFirst : public ::testing::Test {
     ASSERT_EQ(ours.sizes(), x.sizes()) << c.name;
     const auto tol = mha::support::parity_tolerance(torch::kFloat);
     EXPECT_TRUE(torch::allclose(ours, python, tol.rtol, tol.atol, /*equal_nan=*/true))
-        << c.name << ": max |mha - Python| = "
-        << (ours - python).nan_to_num().abs().max().item<double>();
+        << c.name
+        << ": max |mha - Python| = " << (ours - python).nan_to_num().abs().max().item<double>();
     EXPECT_TRUE(torch::equal(ours.isnan(), python.isnan())) << c.name;
   }
 
