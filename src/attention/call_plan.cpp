@@ -41,11 +41,8 @@ std::string why_not_devices_or_grad(const MultiheadAttentionImpl& m, const Tenso
   return "";
 }
 
-/// The module's conditions of Python's `why_not_fast_path`, after the inputs';
-/// `batch_first` among them only when `check_layout`.
-std::string why_not_module(const MultiheadAttentionImpl& m,
-                           const Tensor& query,
-                           bool check_layout) {
+/// The module's conditions of Python's `why_not_fast_path`, after the inputs'.
+std::string why_not_module(const MultiheadAttentionImpl& m, const Tensor& query) {
   const auto& o = m.options;
   const int64_t embed_dim = o.embed_dim();
   if (m.in_proj_bias.defined() && query.scalar_type() != m.in_proj_bias.scalar_type()) {
@@ -61,7 +58,7 @@ std::string why_not_module(const MultiheadAttentionImpl& m,
   }
   if (m.is_training()) return "training is enabled";
   if (o.num_heads() % 2 != 0) return "self.num_heads is not even";
-  if (check_layout && !o.batch_first()) return "batch_first was not True";
+  if (!o.batch_first()) return "batch_first was not True";
   if (m.bias_k.defined()) return "self.bias_k was not None";
   if (m.bias_v.defined()) return "self.bias_v was not None";
   if (o.add_zero_attn()) return "add_zero_attn was enabled";
@@ -71,10 +68,9 @@ std::string why_not_module(const MultiheadAttentionImpl& m,
   return "";
 }
 
-/// Python's `why_not_fast_path`, without its `batch_first` condition unless `check_layout`.
-std::string why_not_fast_path_checks(const MultiheadAttentionImpl& m,
-                                     const AttentionCall& call,
-                                     bool check_layout) {
+}  // namespace
+
+std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCall& call) {
   auto not_bool = [](const Tensor& mask) {
     return mask.defined() && mask.scalar_type() != at::kBool;
   };
@@ -90,7 +86,7 @@ std::string why_not_fast_path_checks(const MultiheadAttentionImpl& m,
   if (!call.is_self_attention()) {
     return "non-self attention was used (query, key, and value are not the same Tensor)";
   }
-  std::string reason = why_not_module(m, call.query, check_layout);
+  std::string reason = why_not_module(m, call.query);
   if (!reason.empty()) return reason;
   if (call.query.is_nested() && call.masked()) {
     return "supplying both src_key_padding_mask and src_mask at the same time is not supported "
@@ -98,22 +94,6 @@ std::string why_not_fast_path_checks(const MultiheadAttentionImpl& m,
   }
   if (at::autocast::is_autocast_enabled(at::kCUDA)) return "autocast is enabled";
   return why_not_devices_or_grad(m, call.query);
-}
-
-/// Whether a call Python computes with its functional steps only because the
-/// module is sequence-first takes mha's fused kernel on its (N, L, E) view:
-/// an inference call without weights, mha's kernels on, on Python's fast
-/// path in every other condition.
-bool sequence_first_takes_fused(const MultiheadAttentionImpl& m, const AttentionCall& call) {
-  return !m.options.batch_first() && !call.need_weights && !python_kernels_enabled() &&
-         m.in_proj_bias.defined() && !call.query.is_nested() &&
-         why_not_fast_path_checks(m, call, /*check_layout=*/false).empty();
-}
-
-}  // namespace
-
-std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCall& call) {
-  return why_not_fast_path_checks(m, call, /*check_layout=*/true);
 }
 
 AttentionKernel choose_fast_path_kernel(
@@ -147,11 +127,6 @@ CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& ca
                       : choose_fast_path_kernel(
                             call.query.size(0), call.query.size(1),  // (N, L, E)
                             call.need_weights, call.masked(), has_prepacked_projections(module));
-    return plan;
-  }
-  if (sequence_first_takes_fused(module, call)) {
-    plan.kernel = AttentionKernel::kFused;
-    plan.sequence_first = true;
     return plan;
   }
   plan.attn_mask_dropped = causal_hint_drops_attn_mask(call);

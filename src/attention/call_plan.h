@@ -84,10 +84,6 @@ struct CallPlan {
   /// Python's functional path drops `attn_mask` before checking its shape:
   /// `is_causal`, no weights and no key padding mask (off the fast path).
   bool attn_mask_dropped = false;
-  /// `kernel` runs on the (N, L, E) view of a sequence-first (L, N, E) call
-  /// that Python computes with its functional steps only because the module
-  /// is not `batch_first` (inference, no weights, mha's kernels on).
-  bool sequence_first = false;
 };
 
 /// Python's `why_not_fast_path` for `module` and `call`: empty when Python's
@@ -103,9 +99,7 @@ bool causal_hint_drops_attn_mask(const AttentionCall& call);
 
 /// The plan of `call` on `module`: the fast path where Python takes it (and
 /// the module has biases, without which Python's op is not called), with the
-/// kernel of `choose_fast_path_kernel`; `kFused` on the batch-first view of a
-/// sequence-first call that would take the fast path but for its layout and
-/// asks no weights (`CallPlan::sequence_first`); else `kFunctional`.
+/// kernel of `choose_fast_path_kernel`; else `kFunctional`.
 CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& call);
 
 }  // namespace detail

@@ -77,15 +77,13 @@ Tensor packed_qkv(const MultiheadAttentionImpl& m, const Tensor& query) {
 }
 
 /// The fused kernel: query (N, L, E) -> (N, L, E). Masks as the native op
-/// reads them (true = masked out); with `nan_for_dead_rows` a row masked out
-/// entirely in any head gives a NaN output row, as the native op's softmax
-/// does (SDPA itself gives 0, as Python's functional steps do).
+/// reads them (true = masked out); a row masked out entirely in any head gives
+/// a NaN output row, as the native op's softmax does (SDPA itself gives 0).
 Tensor fused_sdpa(const MultiheadAttentionImpl& m,
                   const Tensor& query,
                   const Tensor& key_padding_mask,
                   const Tensor& attn_mask,
-                  bool is_causal,
-                  bool nan_for_dead_rows = true) {
+                  bool is_causal) {
   const int64_t num_heads = m.options.num_heads();
   const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
 
@@ -111,7 +109,7 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
   out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});
   out = linear_int8_or_packed(*m.out_proj, out);  // (N, L, E)
 
-  if (masked.defined() && nan_for_dead_rows) {
+  if (masked.defined()) {
     // The native op's NaN for a row with no key left, spread over the row by
     // the output projection.
     const Tensor dead = masked.all(/*dim=*/-1).any(/*dim=*/1).unsqueeze(-1);  // (N|1, L|1, 1)
@@ -194,13 +192,6 @@ std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
 }
 
 }  // namespace
-
-Tensor fused_sequence_first(const MultiheadAttentionImpl& module, const AttentionCall& call) {
-  const Tensor query = call.query.transpose(0, 1);  // (L, N, E) -> (N, L, E), a view
-  return fused_sdpa(module, query, call.key_padding_mask, call.attn_mask, call.is_causal,
-                    /*nan_for_dead_rows=*/false)
-      .transpose(0, 1);  // (N, L, E) -> (L, N, E), a view
-}
 
 std::tuple<Tensor, Tensor> fast_path_forward(AttentionKernel kernel,
                                              const MultiheadAttentionImpl& module,

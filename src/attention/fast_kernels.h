@@ -17,12 +17,6 @@ class MultiheadAttentionImpl;
 
 namespace detail {
 
-/// The fused kernel on a sequence-first self-attention call without weights
-/// (`CallPlan::sequence_first`): query (L, N, E) -> (L, N, E), a view of the
-/// (N, L, E) result. A query row with no key left gives what Python's
-/// functional steps give (SDPA's zeros, then the output projection).
-torch::Tensor fused_sequence_first(const MultiheadAttentionImpl& module, const AttentionCall& call);
-
 /// Computes a fast-path call with `kernel` (not `kFunctional`). The caller
 /// has established that Python's module takes its fast path here
 /// (`plan_call`) and passes the original bool masks: query (N, L, E),

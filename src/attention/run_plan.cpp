@@ -71,7 +71,6 @@ std::tuple<Tensor, Tensor> run_plan(const CallPlan& plan,
   if (plan.kernel == AttentionKernel::kFunctional) {
     return functional_path(module, call, plan.why_not_fast_path);
   }
-  if (plan.sequence_first) return {fused_sequence_first(module, call), Tensor()};
   return fast_path_forward(plan.kernel, module, call);
 }
 
