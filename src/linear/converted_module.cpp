@@ -31,18 +31,6 @@ bool is_form(const std::shared_ptr<torch::nn::Module>& module) {
   return std::dynamic_pointer_cast<WeightForm>(module) != nullptr;
 }
 
-/// The form `owner`'s parameter `param` has (its child, whatever the
-/// parameter's value), or null.
-std::shared_ptr<const WeightForm> own_form(const torch::nn::Module& owner,
-                                           const std::string& param) {
-  for (const auto& child : owner.named_children()) {
-    if (converted_param(child.key()) == param) {
-      return std::dynamic_pointer_cast<const WeightForm>(child.value());
-    }
-  }
-  return nullptr;
-}
-
 /// The form's child name archived for `param` in `archive` (read into
 /// `form_archive`), or "" when the archive holds `param` in float.
 std::string archived_form(torch::serialize::InputArchive& archive,
@@ -61,7 +49,7 @@ void check_parameters(const torch::nn::Module& m,
   for (const auto& param : m.named_parameters(/*recurse=*/false)) {
     torch::serialize::InputArchive form_archive;
     const std::string archived = archived_form(a, param.key(), form_archive);
-    const auto own = own_form(m, param.key());
+    const auto own = weight_form(m, param.key());  // whatever the parameter holds
     const std::string name = prefix + param.key();
     TORCH_CHECK(!archived.empty() || own == nullptr,
                 "torch::load: the archive holds float weights for ", name,
