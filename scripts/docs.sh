@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the documentation; needs no build of mha. Installs what is missing
-# (Debian's doxygen and graphviz), renders docs/architecture.dot to the committed
-# docs/architecture.svg (Graphviz's dot; the same file on every run), then the API
-# reference from the public headers' /// comments (Doxygen, docs/Doxyfile) into
+# (Debian's doxygen and graphviz), renders docs/architecture.dot and
+# docs/decode_step.dot to the committed SVGs beside them (Graphviz's dot; the
+# same file on every run), then the API reference from the public headers' /// comments (Doxygen, docs/Doxyfile) into
 # $MHA_DOCS_DIR/html (default build-docs/html). Fails, listing them, on any problem
 # Doxygen or dot reports. MHA_DOCS_DIR: where the API reference goes.
 set -euo pipefail
@@ -31,15 +31,17 @@ fail_with_problems() {  # tool, file
 cd "$MHA_ROOT"
 mkdir -p "$MHA_DOCS_DIR"
 
-# The data-flow picture. dot's output depends only on the source and the Graphviz
-# version; the file ends with one newline, as every committed file does.
+# The data-flow pictures. dot's output depends only on the source and the
+# Graphviz version; each file ends with one newline, as every committed file does.
 svg_problems="$MHA_DOCS_DIR/dot-problems.txt"
-if ! dot -Tsvg docs/architecture.dot -o "$MHA_DOCS_DIR/architecture.svg" 2>"$svg_problems" \
-   || [ -s "$svg_problems" ]; then
-  fail_with_problems dot "$svg_problems"
-fi
-sed -e 's/[[:space:]]*$//' "$MHA_DOCS_DIR/architecture.svg" > docs/architecture.svg
-echo "docs: docs/architecture.svg from docs/architecture.dot ($(dot -V 2>&1 | sed 's/^dot - //'))"
+for picture in architecture decode_step; do
+  if ! dot -Tsvg "docs/$picture.dot" -o "$MHA_DOCS_DIR/$picture.svg" 2>"$svg_problems" \
+     || [ -s "$svg_problems" ]; then
+    fail_with_problems dot "$svg_problems"
+  fi
+  sed -e 's/[[:space:]]*$//' "$MHA_DOCS_DIR/$picture.svg" > "docs/$picture.svg"
+  echo "docs: docs/$picture.svg from docs/$picture.dot ($(dot -V 2>&1 | sed 's/^dot - //'))"
+done
 
 # The API reference.
 problems="$MHA_DOCS_DIR/doxygen-problems.txt"

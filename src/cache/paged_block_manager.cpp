@@ -3,10 +3,12 @@
 
 #include "cache/paged_block_manager.h"
 
+#include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <set>
 
 namespace mha {
@@ -47,6 +49,27 @@ const torch::Tensor& PagedBlockManager::rows(int64_t id) const {
     it = rows_made_.emplace(id, torch::tensor(sequence(id).rows, torch::kLong)).first;  // (S,)
   }
   return it->second;
+}
+
+PagedStepTables PagedBlockManager::step_tables(const std::vector<int64_t>& ids,
+                                               const std::vector<int64_t>& new_positions) const {
+  const auto n = static_cast<int64_t>(ids.size());
+  int64_t max_blocks = 0, new_total = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    max_blocks = std::max<int64_t>(max_blocks, sequence(ids[i]).blocks.size());
+    new_total += new_positions[i];
+  }
+  PagedStepTables t{at::zeros({n, max_blocks}, at::kInt), at::empty({n}, at::kInt),
+                    at::empty({new_total}, at::kLong)};
+  int32_t* table = t.block_table.data_ptr<int32_t>();
+  int64_t* new_rows = t.new_rows.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const Sequence& s = sequence(ids[i]);
+    std::copy(s.blocks.begin(), s.blocks.end(), table + i * max_blocks);
+    t.lengths.data_ptr<int32_t>()[i] = static_cast<int32_t>(s.length());
+    new_rows = std::copy(s.rows.end() - new_positions[i], s.rows.end(), new_rows);
+  }
+  return t;
 }
 
 int64_t PagedBlockManager::add_sequence() {
@@ -153,6 +176,7 @@ void PagedBlockManager::open_step(const std::vector<int64_t>& ids, const PagedOf
     new_positions.push_back(offsets.keys[i + 1] - offsets.keys[i]);
   }
   record.copies = grow(ids, new_positions);
+  record.tables = step_tables(ids, new_positions);
   step_ = std::move(record);
 }
 

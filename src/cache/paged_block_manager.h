@@ -28,6 +28,14 @@ struct PagedOffsets {
   std::vector<int64_t> queries, keys;
 };
 
+/// A call's layout of its sequences for the decode kernel and the writes,
+/// made once per step and shared by every layer's call.
+struct PagedStepTables {
+  torch::Tensor block_table;  ///< (N, max_blocks) int32, each sequence's blocks in order
+  torch::Tensor lengths;      ///< (N,) int32, each sequence's length after the growth
+  torch::Tensor new_rows;     ///< (new positions,) int64, the pool rows they go to, in call order
+};
+
 /// A stack step in progress on one manager: the table has grown once for it;
 /// each layer's call writes its own pool at the grown rows.
 struct PagedStepRecord {
@@ -39,6 +47,8 @@ struct PagedStepRecord {
   std::vector<int64_t> lengths_before;
   /// The copies on write of the step's growth, for every pool to make once.
   std::vector<BlockCopy> copies;
+  /// The block tables, lengths and new rows of `ids` after the growth.
+  PagedStepTables tables;
 };
 
 class PagedBlockManager {
@@ -66,6 +76,10 @@ class PagedBlockManager {
   /// The pool rows of `id`'s positions, (length,) int64, the newest last;
   /// made once per change of the table, then shared by every layer's call.
   const torch::Tensor& rows(int64_t id) const;
+
+  /// The layout of `ids` (known) whose newest `new_positions` were just grown.
+  PagedStepTables step_tables(const std::vector<int64_t>& ids,
+                              const std::vector<int64_t>& new_positions) const;
 
   /// A new, empty sequence; its id.
   int64_t add_sequence();

@@ -48,16 +48,14 @@ void PagedKVCacheState::copy_blocks(const std::vector<BlockCopy>& copies) {
   }
 }
 
-std::pair<Tensor, Tensor> PagedKVCacheState::write_and_read(int64_t id,
-                                                            const Tensor& k,
-                                                            const Tensor& v) {
-  const Tensor& rows = blocks->rows(id);  // (S,), the new positions last
-  const int64_t new_positions = k.defined() ? k.size(0) : 0;
-  if (new_positions > 0) {
-    const Tensor new_rows = rows.narrow(0, rows.size(0) - new_positions, new_positions);
-    keys.index_copy_(0, new_rows, k);
-    values.index_copy_(0, new_rows, v);
-  }
+void PagedKVCacheState::write(const Tensor& new_rows, const Tensor& k, const Tensor& v) {
+  if (!k.defined() || k.size(0) == 0) return;
+  keys.index_copy_(0, new_rows, k);  // (rows, H, hd) into the pool's rows
+  values.index_copy_(0, new_rows, v);
+}
+
+std::pair<Tensor, Tensor> PagedKVCacheState::read(int64_t id) const {
+  const Tensor& rows = blocks->rows(id);  // (S,)
   // (S, H, hd) -> (1, H, S, hd)
   return {keys.index_select(0, rows).transpose(0, 1).unsqueeze(0),
           values.index_select(0, rows).transpose(0, 1).unsqueeze(0)};

@@ -28,12 +28,11 @@ struct PagedKVCacheState {
   bool shares_blocks() const { return blocks.use_count() > 1; }
   /// Makes a step's copies on write in this pool: (block_size, H, hd) each.
   void copy_blocks(const std::vector<BlockCopy>& copies);
-  /// The cache as a call's key/value source, the table grown: writes `k`, `v`
-  /// (new positions, H, hd; undefined: none) at `id`'s newest rows, then
-  /// returns all its keys and values, (1, H, length, hd) gathered from the pools.
-  std::pair<torch::Tensor, torch::Tensor> write_and_read(int64_t id,
-                                                         const torch::Tensor& k,
-                                                         const torch::Tensor& v);
+  /// Writes `k`, `v` (new positions, H, hd; undefined: none) at the pool rows
+  /// `new_rows` (new positions,): one copy per pool for the whole call.
+  void write(const torch::Tensor& new_rows, const torch::Tensor& k, const torch::Tensor& v);
+  /// All of `id`'s keys and values, (1, H, length, hd), gathered from the pools.
+  std::pair<torch::Tensor, torch::Tensor> read(int64_t id) const;
 };
 
 }  // namespace detail

@@ -1,0 +1,52 @@
+#pragma once
+
+// Private: batched decode attention over a paged key/value pool. One call
+// attends one query row of every sequence of a step over that sequence's
+// cached keys and values, read in place through a block table (no gather),
+// parallel over (sequence, head). Compiled once per CPU capability (scalar,
+// AVX2, AVX-512: paged_decode_<capability>.cpp, from paged_decode_kernel.h);
+// the best one this CPU runs is chosen at run time.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace mha {
+namespace detail {
+
+/// The instruction sets a kernel is compiled for.
+enum class CpuCapability { kDefault, kAvx2, kAvx512 };
+
+/// A step's decode attention. Pools and query share one dtype, float32 or
+/// bfloat16; the reduction order of each (sequence, head) depends on nothing
+/// but its own keys, so a sequence's result is the same in any batch.
+struct PagedDecodeArgs {
+  torch::Tensor query;        ///< (N, H, hd), the last dimension contiguous
+  torch::Tensor keys;         ///< (blocks * block_size, H, hd), contiguous: a pool
+  torch::Tensor values;       ///< same shape as `keys`
+  torch::Tensor block_table;  ///< (N, max_blocks) int32: each sequence's blocks in order
+  torch::Tensor lengths;      ///< (N,) int32: the positions each sequence attends over
+  int64_t block_size = 0;
+};
+
+/// softmax(q k^T / sqrt(hd)) v of each sequence's query over its first
+/// `lengths[n]` positions; (N, H, hd) in the query's dtype. A sequence of
+/// length 0 gets zeros. Throws (naming the argument) on inconsistent args.
+torch::Tensor paged_decode_attention(const PagedDecodeArgs& args);
+/// The same with the kernel compiled for `capability` (tests compare them);
+/// throws unless this CPU runs it.
+torch::Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capability);
+
+/// The capabilities this build has and this CPU runs, the best last.
+std::vector<CpuCapability> available_cpu_capabilities();
+/// "default", "avx2" or "avx512".
+const char* capability_name(CpuCapability capability);
+
+/// The kernels, one per capability object; `out` (N, H, hd) is preallocated.
+void paged_decode_default(const PagedDecodeArgs& args, torch::Tensor& out);
+void paged_decode_avx2(const PagedDecodeArgs& args, torch::Tensor& out);
+void paged_decode_avx512(const PagedDecodeArgs& args, torch::Tensor& out);
+
+}  // namespace detail
+}  // namespace mha

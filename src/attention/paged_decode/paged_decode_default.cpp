@@ -1,0 +1,14 @@
+// The paged decode kernel compiled for the default capability (CMakeLists.txt
+// gives this file its flags and CPU_CAPABILITY macros).
+
+#include "attention/paged_decode/paged_decode_kernel.h"
+
+namespace mha {
+namespace detail {
+
+void paged_decode_default(const PagedDecodeArgs& args, torch::Tensor& out) {
+  paged_decode_kernel::run(args, out);
+}
+
+}  // namespace detail
+}  // namespace mha
