@@ -45,9 +45,12 @@ PagedDecodeArgs make_step(const std::vector<int32_t>& lengths,
     }
   }
   const auto opts = torch::TensorOptions().dtype(dtype);
-  return {torch::randn({n, heads, dim}, opts), torch::randn({pool_blocks * block_size, heads, dim}, opts),
-          torch::randn({pool_blocks * block_size, heads, dim}, opts), table,
-          torch::tensor(lengths, torch::kInt), block_size};
+  return {torch::randn({n, heads, dim}, opts),
+          torch::randn({pool_blocks * block_size, heads, dim}, opts),
+          torch::randn({pool_blocks * block_size, heads, dim}, opts),
+          table,
+          torch::tensor(lengths, torch::kInt),
+          block_size};
 }
 
 /// Sequence `n`'s attention in float64 over its keys gathered by the table: (H, hd).
@@ -61,15 +64,19 @@ torch::Tensor reference(const PagedDecodeArgs& a, int64_t n) {
   const torch::Tensor k = a.keys.index_select(0, rows).to(torch::kDouble);    // (S, H, hd)
   const torch::Tensor v = a.values.index_select(0, rows).to(torch::kDouble);  // (S, H, hd)
   const torch::Tensor q = a.query[n].to(torch::kDouble).unsqueeze(1);         // (H, 1, hd)
-  const torch::Tensor out = torch::scaled_dot_product_attention(
-      q, k.transpose(0, 1), v.transpose(0, 1));  // (H, 1, hd)
+  const torch::Tensor out =
+      torch::scaled_dot_product_attention(q, k.transpose(0, 1), v.transpose(0, 1));  // (H, 1, hd)
   return out.squeeze(1);
 }
 
 /// The step's sequences `n` alone: its query, table row and length.
 PagedDecodeArgs alone(const PagedDecodeArgs& a, int64_t n) {
-  return {a.query.narrow(0, n, 1), a.keys, a.values, a.block_table.narrow(0, n, 1),
-          a.lengths.narrow(0, n, 1).contiguous(), a.block_size};
+  return {a.query.narrow(0, n, 1),
+          a.keys,
+          a.values,
+          a.block_table.narrow(0, n, 1),
+          a.lengths.narrow(0, n, 1).contiguous(),
+          a.block_size};
 }
 
 TEST(PagedDecodeKernel, EveryCapabilityMatchesAttentionOverGatheredKeys) {
@@ -127,8 +134,8 @@ TEST(PagedDecodeKernel, EachSequenceIsBitwiseTheSameInAnyBatchAndThreadCount) {
 TEST(PagedDecodeKernel, TheBestCapabilityIsTheDefaultChoice) {
   const PagedDecodeArgs a = make_step({40, 3}, 4, 64, 16, torch::kFloat);
   const CpuCapability best = detail::available_cpu_capabilities().back();
-  EXPECT_TRUE(bitwise_equal(detail::paged_decode_attention(a),
-                            detail::paged_decode_attention(a, best)));
+  EXPECT_TRUE(
+      bitwise_equal(detail::paged_decode_attention(a), detail::paged_decode_attention(a, best)));
   std::cout << "paged decode kernel on this CPU: " << detail::capability_name(best) << "\n";
 }
 
@@ -142,17 +149,21 @@ TEST(PagedDecodeKernel, BadArgumentsThrowNamingThem) {
   PagedDecodeArgs a = make_step({9}, 2, 32, 4, torch::kFloat);
   PagedDecodeArgs bad = a;
   bad.block_table = a.block_table.to(torch::kLong);
-  MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad), "expected block_table (1, max_blocks) int32");
+  MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad),
+                         "expected block_table (1, max_blocks) int32");
   bad = a;
   bad.block_table = a.block_table.clone();
   bad.block_table[0][1] = 1000;
-  MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad), "expected block_table[0][1] in [0, 6), but got 1000");
+  MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad),
+                         "expected block_table[0][1] in [0, 6), but got 1000");
   bad = a;
   bad.lengths = torch::tensor({13}, torch::kInt);
-  MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad), "expected lengths[0] in [0, 12], but got 13");
+  MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad),
+                         "expected lengths[0] in [0, 12], but got 13");
   bad = a;
   bad.values = a.values.to(torch::kDouble);
-  MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad), "expected contiguous pools (rows, 2, 32) of Float");
+  MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad),
+                         "expected contiguous pools (rows, 2, 32) of Float");
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // MultiheadAttentionImpl::forward_paged: the attention pipeline with a
 // PagedKVCache as the key/value source. The new positions of several sequences,
 // packed as rows, go through the checks and the projector's one entry together;
-// their keys and values are written into the blocks at once; a decode step
-// (one query per sequence) attends through the paged decode kernel, reading
-// the blocks in place, any other call sequence by sequence over its gathered
+// their keys and values are written into the blocks at once; the sequences
+// with one new query attend through the paged decode kernel, reading the
+// blocks in place, the others (prompt chunks) one by one over their gathered
 // keys (the causal mask aligned to the bottom right); one output projection.
 // See docs/decoding.md.
 
@@ -27,38 +27,70 @@ using torch::Tensor;
 
 namespace {
 
-/// Whether the decode kernel takes the call: one new query per sequence, on
-/// the CPU, in a dtype it reads (else each sequence's keys are gathered for SDPA).
-bool decode_kernel_takes(const detail::PagedOffsets& offsets, const Tensor& q) {
-  for (size_t i = 0; i + 1 < offsets.queries.size(); ++i) {
-    if (offsets.queries[i + 1] - offsets.queries[i] != 1) return false;
-  }
+/// Whether the decode kernel reads `q`'s pools: on the CPU, float32 or bfloat16.
+bool decode_kernel_reads(const Tensor& q) {
   return q.device().is_cpu() && (q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16);
 }
 
-/// Each sequence's new queries `q` (rows, H, hd) over its keys gathered from
-/// the pools, one SDPA each; self-attention's causal mask aligned to the
-/// bottom right. Returns (rows, E).
-Tensor attend_each(const detail::PagedKVCacheState& state,
-                   const std::vector<int64_t>& seq_ids,
-                   const detail::PagedOffsets& offsets,
-                   const Tensor& q) {
-  std::vector<Tensor> outs;
+/// Sequence `i`'s new queries `q` (rows, H, hd) over its keys gathered from
+/// the pools, one SDPA; self-attention's causal mask aligned to the bottom
+/// right. Writes its (L, E) rows of `out`.
+void attend_gathered(const detail::PagedKVCacheState& state,
+                     int64_t id,
+                     int64_t begin,
+                     int64_t new_len,
+                     const Tensor& q,
+                     Tensor& out) {
+  const auto [keys, values] = state.read(id);                                     // (1, H, S, hd)
+  const Tensor q_seq = q.narrow(0, begin, new_len).transpose(0, 1).unsqueeze(0);  // (1, H, L, hd)
+  // Self-attention: new query i sees key j iff j <= S - L + i; (L, S) additive.
+  const Tensor mask = !state.is_static && new_len > 1
+                          ? detail::additive_mask(
+                                detail::causal_mask(new_len, keys.size(2), q.device()), q.options())
+                          : Tensor();
+  const Tensor seq_out = std::get<0>(detail::attend_over_keys(q_seq, keys, values, mask, false));
+  out.narrow(0, begin, new_len).copy_(seq_out.squeeze(0).transpose(0, 1).flatten(1));  // (L, E)
+}
+
+/// The call's attention, (T, E): the sequences with one new query through the
+/// paged decode kernel in one call (where it reads the pools), the others
+/// one by one over their gathered keys. A sequence's result does not depend on
+/// which others share the call.
+Tensor attend(const detail::PagedKVCacheState& state,
+              const std::vector<int64_t>& seq_ids,
+              const detail::PagedOffsets& offsets,
+              const detail::PagedStepTables& tables,
+              const Tensor& q) {
+  std::vector<int64_t> decode_seqs, decode_rows;
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    if (offsets.queries[i + 1] - offsets.queries[i] == 1 && decode_kernel_reads(q)) {
+      decode_seqs.push_back(static_cast<int64_t>(i));
+      decode_rows.push_back(offsets.queries[i]);
+    }
+  }
+  auto kernel = [&](const Tensor& queries, const Tensor& table, const Tensor& lengths) {
+    return detail::paged_decode_attention(
+               {queries, state.keys, state.values, table, lengths, state.blocks->block_size()})
+        .flatten(1);  // (n, H, hd) -> (n, E)
+  };
+  if (decode_rows.size() == static_cast<size_t>(q.size(0)) &&
+      decode_seqs.size() == seq_ids.size()) {
+    return kernel(q, tables.block_table, tables.lengths);  // every sequence decodes one token
+  }
+  Tensor out = at::empty({q.size(0), q.size(1) * q.size(2)}, q.options());  // (T, E)
+  if (!decode_seqs.empty()) {
+    const Tensor seqs = torch::tensor(decode_seqs), rows = torch::tensor(decode_rows);
+    out.index_copy_(0, rows,
+                    kernel(q.index_select(0, rows), tables.block_table.index_select(0, seqs),
+                           tables.lengths.index_select(0, seqs)));
+  }
   for (size_t i = 0; i < seq_ids.size(); ++i) {
     const int64_t begin = offsets.queries[i], new_len = offsets.queries[i + 1] - begin;
-    if (new_len == 0) continue;
-    const auto [keys, values] = state.read(seq_ids[i]);                             // (1, H, S, hd)
-    const Tensor q_seq = q.narrow(0, begin, new_len).transpose(0, 1).unsqueeze(0);  // (1, H, L, hd)
-    const int64_t total = keys.size(2);
-    // Self-attention: new query i sees key j iff j <= S - L + i; (L, S) additive.
-    const Tensor mask =
-        !state.is_static && new_len > 1
-            ? detail::additive_mask(detail::causal_mask(new_len, total, q.device()), q.options())
-            : Tensor();
-    const Tensor out = std::get<0>(detail::attend_over_keys(q_seq, keys, values, mask, false));
-    outs.push_back(out.squeeze(0).transpose(0, 1).flatten(1));  // (1, H, L, hd) -> (L, E)
+    if (new_len > 1 || (new_len == 1 && !decode_kernel_reads(q))) {
+      attend_gathered(state, seq_ids[i], begin, new_len, q, out);
+    }
   }
-  return outs.empty() ? at::empty({0, q.size(1) * q.size(2)}, q.options()) : at::cat(outs);
+  return out;
 }
 
 }  // namespace
@@ -96,12 +128,7 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
   auto split = [heads](const Tensor& x) { return x.defined() ? x.unflatten(-1, {heads, -1}) : x; };
   const Tensor q = split(q_rows), k = split(k_rows), v = split(v_rows);  // (rows, H, hd)
   state.write(tables.new_rows, k, v);
-  const Tensor attended =  // (T, E)
-      decode_kernel_takes(offsets, q)
-          ? detail::paged_decode_attention({q, state.keys, state.values, tables.block_table,
-                                            tables.lengths, state.blocks->block_size()})
-                .flatten(1)
-          : attend_each(state, seq_ids, offsets, q);
+  const Tensor attended = attend(state, seq_ids, offsets, tables, q);     // (T, E)
   return {detail::linear_int8_or_packed(*out_proj, attended), Tensor()};  // (T, E)
 }
 
