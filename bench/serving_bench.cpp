@@ -18,12 +18,21 @@
 // continuous batching, the cache's peak bytes in use over the bytes of the
 // positions it held then. The model's weights are prepacked (mha::prepack), a
 // server's choice.
-// Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
-//        [--max-len=256] [--rate=R | --load=2] [--threads=T] [--batch-invariant-too]
+// --out-len=N: every request generates N tokens (as CTranslate2's
+// translate_batch of scripts/bench_serving_ct2.py with --out-len N); --at-once:
+// all arrive at 0 (an offline batch); --requests-file=FILE: the sources
+// bench_serving_ct2.py --write-requests saved (the same requests for both); --int8:
+// mha::quantize_dynamic instead of prepacked float32; --only-continuous: the continuous server
+// only. Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
+//        [--max-len=256] [--out-len=N] [--requests-file=F] [--rate=R | --load=2 | --at-once]
+//        [--threads=T]
+//        [--int8] [--only-continuous] [--batch-invariant-too] [--invariant-rows=R]
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 #include <mha/batching.h>
 #include <mha/prepack.h>
+#include <mha/quantization.h>
 #include <mha/state_dict.h>
 #include <torch/torch.h>
 
@@ -50,10 +59,12 @@ struct Request {
 };
 
 struct Args {
-  std::string weights;
+  std::string weights, requests_file;
   int64_t requests = 64, min_len = 16, max_len = 256, threads = 1;
+  int64_t out_len = 0;  // 0: uniform in [min_len, max_len]
   double rate = 0, load = 2;
-  bool invariant_too = false;
+  int64_t invariant_rows = 8;
+  bool invariant_too = false, at_once = false, int8 = false, only_continuous = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -78,6 +89,18 @@ Args parse(int argc, char** argv) {
       a.threads = std::stoll(value);
     else if (key == "--batch-invariant-too")
       a.invariant_too = true;
+    else if (key == "--requests-file")
+      a.requests_file = value;
+    else if (key == "--invariant-rows")
+      a.invariant_rows = std::stoll(value);
+    else if (key == "--out-len")
+      a.out_len = std::stoll(value);
+    else if (key == "--at-once")
+      a.at_once = true;
+    else if (key == "--int8")
+      a.int8 = true;
+    else if (key == "--only-continuous")
+      a.only_continuous = true;
     else
       TORCH_CHECK(false, "serving_bench: unknown argument ", arg);
   }
@@ -92,6 +115,13 @@ std::vector<Request> make_requests(const Args& a, int64_t vocab) {
   for (auto& r : requests) {
     r.src = torch::randint(4, vocab, {1, length(random)}, torch::kLong);
     r.out_len = length(random);
+    if (a.out_len > 0) r.out_len = a.out_len;
+  }
+  if (!a.requests_file.empty()) {  // the sources scripts/bench_serving_ct2.py serves
+    const auto sources = mha::read_state_dict(a.requests_file);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      requests[i].src = sources.at("src." + std::to_string(i));  // (1, S)
+    }
   }
   return requests;
 }
@@ -168,16 +198,18 @@ void static_batches(seq2seq::Model& model, std::vector<Request>& requests, int64
   }
 }
 
-/// The continuous server; returns the cache's bytes in use over the bytes of
+/// The continuous server (batch-invariant with GEMM blocks of
+/// `invariant_rows` rows, 0: not); returns the cache's bytes in use over the bytes of
 /// the positions it held, at the step where the bytes in use peaked.
-double continuous(seq2seq::Model& model, std::vector<Request>& requests, bool invariant) {
+double continuous(seq2seq::Model& model, std::vector<Request>& requests, int64_t invariant_rows) {
   auto& t = model->transformer;
   mha::TransformerDecoder decoder(t->decoder.ptr<mha::TransformerDecoderImpl>());
   mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions()
                                           .block_size(16)
                                           .num_blocks(4096)
                                           .num_memory_blocks(4096)
-                                          .batch_invariant(invariant));
+                                          .batch_invariant(invariant_rows > 0)
+                                          .invariant_rows(std::max<int64_t>(invariant_rows, 1)));
   const int64_t layers = static_cast<int64_t>(decoder->layers->size());
   const int64_t position_bytes =
       2 * model->config.d_model * 4 * layers;  // float32 k and v, all layers
@@ -251,36 +283,49 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   at::set_num_threads(static_cast<int>(args.threads));
   seq2seq::Model model = seq2seq::load_model(mha::read_state_dict(args.weights));
-  mha::prepack(model);
+  if (args.int8) {
+    mha::quantize_dynamic(model);
+  } else {
+    mha::prepack(model);
+  }
   torch::NoGradGuard no_grad;
   std::vector<Request> requests = make_requests(args, model->config.vocab);
   double rate = args.rate;
-  if (rate == 0) {  // the rate one request at a time serves, from the first 4 requests
+  if (args.at_once) {
+    for (auto& r : requests) r.arrival = 0;
+  } else if (rate == 0) {  // the rate one request at a time serves, from the first 4 requests
     std::vector<Request> probe(requests.begin(),
                                requests.begin() + std::min<int64_t>(4, args.requests));
     for (auto& r : probe) r.arrival = 0;
     one_at_a_time(model, probe);
     rate = args.load * static_cast<double>(probe.size()) / probe.back().done;
   }
-  set_arrivals(requests, rate);
+  if (!args.at_once) set_arrivals(requests, rate);
+  const std::string arrivals = args.at_once
+                                   ? "all arriving at once"
+                                   : fmt::format("Poisson arrivals at {:.2f} requests/s", rate);
+  const std::string outputs = args.out_len > 0 ? std::to_string(args.out_len) : "as the lengths";
   std::printf(
-      "serving_bench: %ld requests, lengths %ld-%ld, Poisson arrivals at %.2f requests/s, "
-      "%ld thread(s)\n\n| server | tokens/s | makespan s | time to first token p50 / "
-      "p99 ms | per token p50 / p99 ms | cache bytes / held |\n|---|---|---|---|---|---|\n",
+      "serving_bench: %ld requests, lengths %ld-%ld, outputs %s, %s weights, %s, %ld thread(s)\n\n"
+      "| server | tokens/s | makespan s | time to first token p50 / p99 ms | per token p50 / "
+      "p99 ms | cache bytes / held |\n|---|---|---|---|---|---|\n",
       static_cast<long>(args.requests), static_cast<long>(args.min_len),
-      static_cast<long>(args.max_len), rate, static_cast<long>(args.threads));
+      static_cast<long>(args.max_len), outputs.c_str(), args.int8 ? "int8" : "prepacked float32",
+      arrivals.c_str(), static_cast<long>(args.threads));
   auto run = requests;
-  one_at_a_time(model, run);
-  report("one at a time", run, " - |");
+  if (!args.only_continuous) {
+    one_at_a_time(model, run);
+    report("one at a time", run, " - |");
+    run = requests;
+    static_batches(model, run, 8);
+    report("static batches of 8", run, " - |");
+  }
   run = requests;
-  static_batches(model, run, 8);
-  report("static batches of 8", run, " - |");
-  run = requests;
-  const double ratio = continuous(model, run, false);
+  const double ratio = continuous(model, run, 0);
   report("continuous", run, " " + std::to_string(ratio).substr(0, 4) + " |");
   if (args.invariant_too) {
     run = requests;
-    const double invariant_ratio = continuous(model, run, true);
+    const double invariant_ratio = continuous(model, run, args.invariant_rows);
     report("continuous, batch_invariant", run,
            " " + std::to_string(invariant_ratio).substr(0, 4) + " |");
   }

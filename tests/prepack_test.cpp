@@ -231,25 +231,17 @@ TEST_F(PrepackTest, ConcurrentCallsAgreeBitwise) {
   for (const auto& out : outs) EXPECT_TRUE(bitwise_equal(out, expected));
 }
 
-/// Three requests of a prepacked causal stack (E = 512) decoded alone and
-/// together in batch-invariant mode: the same bits, step for step.
-TEST_F(PrepackTest, BatchInvariantServingIsBitwisePerRequest) {
-  mha::TransformerEncoder stack(
-      mha::TransformerEncoderOptions(
-          mha::TransformerEncoderLayer(
-              mha::TransformerEncoderLayerOptions(512, 8).dim_feedforward(2048).dropout(0.0)),
-          2)
-          .enable_nested_tensor(false));
-  stack->eval();
-  mha::prepack(stack);
-  const auto options =
-      mha::ContinuousBatchOptions().block_size(16).num_blocks(32).batch_invariant(true);
-  std::vector<std::vector<Tensor>> inputs;  // per request: a prompt (L, E), then single rows
-  for (int64_t r = 0; r < 3; ++r) {
-    inputs.push_back({torch::randn({3 + 5 * r, 512})});
-    for (int step = 0; step < 3; ++step) inputs.back().push_back(torch::randn({1, 512}));
-  }
-  const c10::InferenceMode inference;
+/// Each request of `inputs` (per request: its rows per step) served with the
+/// others by a batch-invariant ContinuousBatch with GEMM row blocks of
+/// `block_rows` is bitwise the request served alone, step for step.
+void expect_bitwise_per_request(mha::TransformerEncoder& stack,
+                                const std::vector<std::vector<Tensor>>& inputs,
+                                int64_t block_rows) {
+  const auto options = mha::ContinuousBatchOptions()
+                           .block_size(16)
+                           .num_blocks(32)
+                           .batch_invariant(true)
+                           .invariant_rows(block_rows);
   std::vector<std::vector<Tensor>> expected;
   for (const auto& request : inputs) {
     mha::ContinuousBatch alone(stack, options);
@@ -266,9 +258,30 @@ TEST_F(PrepackTest, BatchInvariantServingIsBitwisePerRequest) {
     const auto outs = batch.step(rows);
     for (size_t r = 0; r < inputs.size(); ++r) {
       EXPECT_TRUE(bitwise_equal(outs.at(ids[r]), expected[r][step]))
-          << "request " << r << ", step " << step;
+          << "request " << r << ", step " << step << ", invariant_rows " << block_rows;
     }
   }
+}
+
+/// Three requests of a prepacked causal stack (E = 512) decoded alone and
+/// together in batch-invariant mode: the same bits, step for step, with GEMM
+/// row blocks of 8 (several per step) and of 32 (one per step).
+TEST_F(PrepackTest, BatchInvariantServingIsBitwisePerRequest) {
+  mha::TransformerEncoder stack(
+      mha::TransformerEncoderOptions(
+          mha::TransformerEncoderLayer(
+              mha::TransformerEncoderLayerOptions(512, 8).dim_feedforward(2048).dropout(0.0)),
+          2)
+          .enable_nested_tensor(false));
+  stack->eval();
+  mha::prepack(stack);
+  std::vector<std::vector<Tensor>> inputs;  // per request: a prompt (L, E), then single rows
+  for (int64_t r = 0; r < 3; ++r) {
+    inputs.push_back({torch::randn({3 + 5 * r, 512})});
+    for (int step = 0; step < 3; ++step) inputs.back().push_back(torch::randn({1, 512}));
+  }
+  const c10::InferenceMode inference;
+  for (const int64_t block_rows : {8, 32}) expect_bitwise_per_request(stack, inputs, block_rows);
 }
 
 }  // namespace

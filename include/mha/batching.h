@@ -32,12 +32,17 @@ struct ContinuousBatchOptions {
   /// Blocks of each layer's cross-attention pool (the memories).
   TORCH_ARG(int64_t, num_memory_blocks) = 1024;
   /// Batch invariance (float32 weights): every GEMM of a step runs on blocks
-  /// of exactly `ContinuousBatch::kInvariantRows` rows (the last padded with
-  /// zeros), so its shape, kernel and thread split never depend on the batch;
-  /// each sequence's attention is its own call in every mode. A request's
-  /// outputs are then bitwise those of the request decoded alone in this
-  /// mode, whichever requests share its steps. Costs the padded rows' work.
+  /// of exactly `invariant_rows` rows (the last padded with zeros), so its
+  /// shape, kernel and thread split never depend on the batch; attention is
+  /// per (sequence, head) in every mode (the paged decode kernel) or per
+  /// sequence (SDPA over a prompt chunk). A request's outputs are then bitwise
+  /// those of the request decoded alone in this mode, whichever requests share
+  /// its steps. Costs the padded rows' work, and a GEMM call per block.
   TORCH_ARG(bool, batch_invariant) = false;
+  /// The GEMMs' row block with `batch_invariant` (> 0): larger blocks stream
+  /// the weights fewer times per step when many requests are active, smaller
+  /// ones pad fewer rows when few are (docs/decoding.md measures the choice).
+  TORCH_ARG(int64_t, invariant_rows) = 8;
 };
 
 /// Serves many requests of one `mha::TransformerDecoder`, or of a causal
@@ -72,9 +77,6 @@ struct ContinuousBatchOptions {
 /// ```
 class ContinuousBatch {
  public:
-  /// The GEMMs' row block with `batch_invariant`.
-  static constexpr int64_t kInvariantRows = 8;
-
   /// Pools for `decoder` (eval mode; its layers' dtype and device).
   ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options = {});
   /// Pools for a causal `TransformerEncoder` stack (`num_memory_blocks` unused).
@@ -108,7 +110,7 @@ class ContinuousBatch {
   /// The decoder or the causal stack, with its paged caches (each kind of
   /// self-attention and memory caches over one block table for all layers).
   std::unique_ptr<detail::ServingStack> stack_;
-  bool batch_invariant_;
+  int64_t invariant_rows_;  // the GEMMs' row block with batch_invariant; 0: any rows
   mutable std::mutex mutex_;
 };
 

@@ -17,6 +17,15 @@ using torch::Tensor;
 
 namespace {
 
+/// The row block of `options`' batch invariance (checked), 0 without it.
+int64_t invariant_rows(const ContinuousBatchOptions& options) {
+  if (!options.batch_invariant()) return 0;
+  TORCH_CHECK_VALUE(options.invariant_rows() > 0,
+                    "ContinuousBatchOptions: expected invariant_rows > 0, but got ",
+                    options.invariant_rows());
+  return options.invariant_rows();
+}
+
 /// The checks both constructors make of the stack.
 void check_stack(const torch::nn::Module& stack, size_t layers, bool batch_invariant) {
   TORCH_CHECK_VALUE(layers > 0, "ContinuousBatch: expected a stack with layers");
@@ -32,16 +41,16 @@ void check_stack(const torch::nn::Module& stack, size_t layers, bool batch_invar
 
 ContinuousBatch::ContinuousBatch(TransformerEncoder causal_stack,
                                  const ContinuousBatchOptions& options)
-    : batch_invariant_(options.batch_invariant()) {
+    : invariant_rows_(invariant_rows(options)) {
   TORCH_CHECK_VALUE(!causal_stack.is_empty(), "ContinuousBatch: expected a stack, not nullptr");
-  check_stack(*causal_stack, causal_stack->layers->size(), batch_invariant_);
+  check_stack(*causal_stack, causal_stack->layers->size(), invariant_rows_ > 0);
   stack_ = detail::make_causal_serving_stack(std::move(causal_stack), options);
 }
 
 ContinuousBatch::ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options)
-    : batch_invariant_(options.batch_invariant()) {
+    : invariant_rows_(invariant_rows(options)) {
   TORCH_CHECK_VALUE(!decoder.is_empty(), "ContinuousBatch: expected a decoder, not nullptr");
-  check_stack(*decoder, decoder->layers->size(), batch_invariant_);
+  check_stack(*decoder, decoder->layers->size(), invariant_rows_ > 0);
   stack_ = detail::make_decoder_serving_stack(std::move(decoder), options);
 }
 
@@ -67,7 +76,7 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
     offsets.push_back(offsets.back() + x.size(0));
   }
   if (ids.empty()) return {};
-  TORCH_CHECK(!(batch_invariant_ && is_quantized(stack_->module())),
+  TORCH_CHECK(!(invariant_rows_ > 0 && is_quantized(stack_->module())),
               "ContinuousBatch::step: the batch was made with "
               "ContinuousBatchOptions::batch_invariant(true), but its stack has int8 weights now "
               "(mha::quantize_dynamic after the batch was made): int8 activations are quantized "
@@ -79,7 +88,7 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
       "more blocks (ContinuousBatchOptions::num_blocks)");
   torch::NoGradGuard no_grad;
   std::optional<detail::FixedRowBlocks> fixed_rows;
-  if (batch_invariant_) fixed_rows.emplace(kInvariantRows);
+  if (invariant_rows_ > 0) fixed_rows.emplace(invariant_rows_);
   const Tensor cu_seqlens = torch::tensor(offsets);
   const Tensor x = stack_->step(at::cat(rows), ids, cu_seqlens);  // (T, E): layers, final norm
   std::map<int64_t, Tensor> outputs;
