@@ -6,7 +6,9 @@
 //                  longest (src_key_padding_mask), decoded until the longest
 //                  output is done
 //   continuous     mha::ContinuousBatch: admitted on arrival, one token per
-//                  active request per step, removed when done (and with
+//                  active request per step (the packed step: the step's tokens
+//                  embedded, and their logits projected, in one call each),
+//                  removed when done (and with
 //                  --batch-invariant-too, again in batch_invariant mode)
 // Requests (fixed seed): source lengths and output lengths uniform in
 // [--min-len, --max-len]; each request ends after its output length (the
@@ -216,7 +218,7 @@ double continuous(seq2seq::Model& model, std::vector<Request>& requests, int64_t
   const auto start = Clock::now();
   std::map<int64_t, size_t> active;  // id -> request
   std::map<size_t, int64_t> made;    // request -> tokens made
-  std::map<size_t, Tensor> newest;   // request -> (1, 1) its last token
+  std::map<size_t, int64_t> newest;  // request -> its last token
   size_t next = 0;
   int64_t peak_used = 0;
   double peak_ratio = 0;
@@ -226,28 +228,33 @@ double continuous(seq2seq::Model& model, std::vector<Request>& requests, int64_t
       const Tensor memory =
           t->encode(model->inputs(requests[next].src, 0));  // (1, S, E) or (S, 1, E)
       active[batch.add(memory.reshape({-1, memory.size(-1)}))] = next;
-      newest[next] = torch::full({1, 1}, model->config.bos, torch::kLong);
+      newest[next] = model->config.bos;
       made[next] = 0;
     }
-    std::map<int64_t, Tensor> inputs;
+    // The step packed: every active request's newest token, embedded in one call.
+    std::vector<int64_t> ids, tokens, positions;
     int64_t held = 0;
     for (const auto& [id, r] : active) {
-      inputs[id] = model->inputs(newest[r], made[r]).view({1, -1});
+      ids.push_back(id);
+      tokens.push_back(newest[r]);
+      positions.push_back(made[r]);
       held += batch.length(id) + 1 + requests[r].src.size(1);  // self (after the step) and memory
     }
-    const auto outputs = batch.step(inputs);
+    const Tensor rows = model->embed(torch::tensor(tokens)) + model->pos(torch::tensor(positions));
+    const Tensor out = batch.step(rows, ids, std::vector<int64_t>(ids.size(), 1));  // (N, E)
     if (batch.used_bytes() > peak_used) {
       peak_used = batch.used_bytes();
       peak_ratio = static_cast<double>(peak_used) / static_cast<double>(held * position_bytes);
     }
-    for (const auto& [id, out] : outputs) {
-      const size_t r = active[id];
-      newest[r] = next_tokens(model, out.view({1, 1, -1}));
+    const Tensor chosen = mha::linear(model->out, out).argmax(-1);  // (N,): one projection
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const size_t r = active[ids[i]];
+      newest[r] = chosen[static_cast<int64_t>(i)].item<int64_t>();
       if (made[r]++ == 0) requests[r].first_token = now(start);
       if (made[r] == requests[r].out_len) {
         requests[r].done = now(start);
-        batch.remove(id);
-        active.erase(id);
+        batch.remove(ids[i]);
+        active.erase(ids[i]);
       }
     }
   }

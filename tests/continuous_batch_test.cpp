@@ -215,6 +215,49 @@ TEST(ContinuousBatchingDecoderOnly, EachRequestEqualsItsDecodingAlone) {
                          "a decoder-only stack's requests have none");
 }
 
+/// The packed step (rows (T, E), ids, lengths) is the map form's step: two
+/// batches of the same requests, one stepped each way, give the same bits;
+/// its own bad input throws and changes no request.
+TEST(ContinuousBatchingPacked, ThePackedStepIsTheMapStep) {
+  auto decoder = make_decoder(false);
+  const auto requests = make_requests(3);
+  torch::NoGradGuard no_grad;
+  const auto options = mha::ContinuousBatchOptions().block_size(4).num_blocks(64);
+  mha::ContinuousBatch by_map(decoder, options), packed(decoder, options);
+  std::vector<int64_t> ids;
+  for (const auto& r : requests) {
+    ids.push_back(by_map.add(r.memory));
+    EXPECT_EQ(packed.add(r.memory), ids.back());
+  }
+  for (size_t step = 0; step < 4; ++step) {
+    std::map<int64_t, Tensor> inputs;
+    std::vector<Tensor> rows;
+    std::vector<int64_t> lengths;
+    for (size_t r = 0; r < requests.size(); ++r) {
+      inputs[ids[r]] = requests[r].inputs[step];
+      rows.push_back(requests[r].inputs[step]);
+      lengths.push_back(requests[r].inputs[step].size(0));
+    }
+    const auto expected = by_map.step(inputs);
+    const Tensor out = packed.step(torch::cat(rows), ids, lengths);  // (T, E)
+    int64_t begin = 0;
+    for (size_t r = 0; r < requests.size(); ++r) {
+      EXPECT_TRUE(mha::test::bitwise_equal(out.narrow(0, begin, lengths[r]), expected.at(ids[r])))
+          << "request " << r << ", step " << step;
+      begin += lengths[r];
+    }
+  }
+  const Tensor two = torch::randn({2, kE});
+  MHA_ASSERT_THROWS_WITH(packed.step(two, {ids[0], ids[1]}, {1}),
+                         "expected one length per id (2), but got 1 lengths");
+  MHA_ASSERT_THROWS_WITH(packed.step(two, {ids[0]}, {3}),
+                         "expected rows of 3 positions (the sum of lengths), but got 2");
+  MHA_ASSERT_THROWS_WITH(packed.step(two, {ids[0], ids[0]}, {1, 1}),
+                         "expected distinct sequence ids");
+  MHA_ASSERT_THROWS_WITH(packed.step(two, {ids[0], 99}, {1, 1}), "unknown request id 99");
+  for (const int64_t id : ids) EXPECT_EQ(packed.length(id), by_map.length(id));
+}
+
 TEST(ContinuousBatchingErrors, AFailedAddOrStepChangesNoRequest) {
   auto decoder = make_decoder(false);
   mha::ContinuousBatch batch(

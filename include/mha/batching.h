@@ -91,6 +91,14 @@ class ContinuousBatch {
   /// For each id of `inputs`, its (L_i, E) new positions (a prompt chunk or
   /// one token): their (L_i, E) outputs, as one variable-length batch.
   std::map<int64_t, torch::Tensor> step(const std::map<int64_t, torch::Tensor>& inputs);
+  /// The packed form of `step`, for a server that embeds and projects all of
+  /// a step's rows in one call each: `rows` (T, E) holds the new positions of
+  /// `ids` in that order, `lengths[i]` rows for `ids[i]` (their sum T);
+  /// returns their outputs, (T, E) in the same order. The same checks, the
+  /// same results as the map form.
+  torch::Tensor step(const torch::Tensor& rows,
+                     const std::vector<int64_t>& ids,
+                     const std::vector<int64_t>& lengths);
   /// Forgets request `id` and frees its blocks.
   void remove(int64_t id);
 
@@ -110,6 +118,12 @@ class ContinuousBatch {
   /// The decoder or the causal stack, with its paged caches (each kind of
   /// self-attention and memory caches over one block table for all layers).
   std::unique_ptr<detail::ServingStack> stack_;
+  /// The step of `rows` (T, E), checked, for `ids` (known, distinct) of
+  /// `lengths`; the mutex held.
+  torch::Tensor run_step(const torch::Tensor& rows,
+                         const std::vector<int64_t>& ids,
+                         const std::vector<int64_t>& lengths);
+
   int64_t invariant_rows_;  // the GEMMs' row block with batch_invariant; 0: any rows
   mutable std::mutex mutex_;
 };

@@ -65,7 +65,6 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
   const std::lock_guard<std::mutex> lock(mutex_);
   std::vector<int64_t> ids, lengths;
   std::vector<Tensor> rows;
-  std::vector<int64_t> offsets{0};
   for (const auto& [id, x] : inputs) {
     TORCH_CHECK_INDEX(stack_->table().contains(id), "ContinuousBatch::step: unknown request id ",
                       id, "; add() gives the ids");
@@ -73,15 +72,54 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
     ids.push_back(id);
     lengths.push_back(x.size(0));
     rows.push_back(x);
-    offsets.push_back(offsets.back() + x.size(0));
   }
   if (ids.empty()) return {};
+  const Tensor x = run_step(at::cat(rows), ids, lengths);  // (T, E)
+  std::map<int64_t, Tensor> outputs;
+  int64_t begin = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    outputs.emplace(ids[i], x.narrow(0, begin, lengths[i]));  // (L_i, E)
+    begin += lengths[i];
+  }
+  return outputs;
+}
+
+Tensor ContinuousBatch::step(const Tensor& rows,
+                             const std::vector<int64_t>& ids,
+                             const std::vector<int64_t>& lengths) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  detail::check_serving_rows(rows, "rows", stack_->input_attention());
+  TORCH_CHECK_VALUE(ids.size() == lengths.size(),
+                    fmt::format("ContinuousBatch::step: expected one length per id ({}), but "
+                                "got {} lengths",
+                                ids.size(), lengths.size()));
+  int64_t total = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    TORCH_CHECK_INDEX(stack_->table().contains(ids[i]),
+                      "ContinuousBatch::step: unknown request id ", ids[i],
+                      "; add() gives the ids");
+    TORCH_CHECK_VALUE(lengths[i] >= 0, "ContinuousBatch::step: expected lengths[", i,
+                      "] >= 0, but got ", lengths[i]);
+    total += lengths[i];
+  }
+  TORCH_CHECK_VALUE(total == rows.size(0),
+                    fmt::format("ContinuousBatch::step: expected rows of {} positions (the sum of "
+                                "lengths), but got {}",
+                                total, rows.size(0)));
+  if (ids.empty()) return rows;
+  return run_step(rows, ids, lengths);
+}
+
+Tensor ContinuousBatch::run_step(const Tensor& rows,
+                                 const std::vector<int64_t>& ids,
+                                 const std::vector<int64_t>& lengths) {
   TORCH_CHECK(!(invariant_rows_ > 0 && is_quantized(stack_->module())),
               "ContinuousBatch::step: the batch was made with "
               "ContinuousBatchOptions::batch_invariant(true), but its stack has int8 weights now "
               "(mha::quantize_dynamic after the batch was made): int8 activations are quantized "
               "per call, over all of a step's rows; make the batch without batch_invariant");
-  // The blocks of every layer's step: checked once, on the shared table.
+  // The blocks of every layer's step: checked once, on the shared table (and
+  // the ids distinct).
   stack_->check_room(
       ids, lengths,
       "ContinuousBatch::step: remove() finished requests, step fewer of them, or give the batch "
@@ -89,13 +127,9 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
   torch::NoGradGuard no_grad;
   std::optional<detail::FixedRowBlocks> fixed_rows;
   if (invariant_rows_ > 0) fixed_rows.emplace(invariant_rows_);
-  const Tensor cu_seqlens = torch::tensor(offsets);
-  const Tensor x = stack_->step(at::cat(rows), ids, cu_seqlens);  // (T, E): layers, final norm
-  std::map<int64_t, Tensor> outputs;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    outputs.emplace(ids[i], x.narrow(0, offsets[i], lengths[i]));  // (L_i, E)
-  }
-  return outputs;
+  std::vector<int64_t> offsets{0};
+  for (const int64_t length : lengths) offsets.push_back(offsets.back() + length);
+  return stack_->step(rows, ids, torch::tensor(offsets));  // (T, E): layers, final norm
 }
 
 void ContinuousBatch::remove(int64_t id) {
