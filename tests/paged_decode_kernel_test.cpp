@@ -46,24 +46,23 @@ PagedDecodeArgs make_step(const std::vector<int32_t>& lengths,
   }
   const auto opts = torch::TensorOptions().dtype(dtype);
   return {torch::randn({n, heads, dim}, opts),
-          torch::randn({pool_blocks * block_size, heads, dim}, opts),
-          torch::randn({pool_blocks * block_size, heads, dim}, opts),
-          table,
-          torch::tensor(lengths, torch::kInt),
-          block_size};
+          torch::randn({pool_blocks, block_size, heads, dim}, opts),
+          torch::randn({pool_blocks, block_size, heads, dim}, opts), table,
+          torch::tensor(lengths, torch::kInt)};
 }
 
 /// Sequence `n`'s attention in float64 over its keys gathered by the table: (H, hd).
 torch::Tensor reference(const PagedDecodeArgs& a, int64_t n) {
-  const int64_t len = a.lengths[n].item<int64_t>();
+  const int64_t len = a.lengths[n].item<int64_t>(), block_size = a.keys.size(1);
   const torch::Tensor pos = torch::arange(len);
   const torch::Tensor rows =
-      a.block_table[n].to(torch::kLong).index_select(0, pos.div(a.block_size, "floor")) *
-          a.block_size +
-      pos.remainder(a.block_size);                                            // (S,)
-  const torch::Tensor k = a.keys.index_select(0, rows).to(torch::kDouble);    // (S, H, hd)
-  const torch::Tensor v = a.values.index_select(0, rows).to(torch::kDouble);  // (S, H, hd)
-  const torch::Tensor q = a.query[n].to(torch::kDouble).unsqueeze(1);         // (H, 1, hd)
+      a.block_table[n].to(torch::kLong).index_select(0, pos.div(block_size, "floor")) * block_size +
+      pos.remainder(
+          block_size);  // (S,): rows of the pool flattened to (blocks * block_size, H, hd)
+  const torch::Tensor k =
+      a.keys.flatten(0, 1).index_select(0, rows).to(torch::kDouble);  // (S, H, hd)
+  const torch::Tensor v = a.values.flatten(0, 1).index_select(0, rows).to(torch::kDouble);
+  const torch::Tensor q = a.query[n].to(torch::kDouble).unsqueeze(1);  // (H, 1, hd)
   const torch::Tensor out =
       torch::scaled_dot_product_attention(q, k.transpose(0, 1), v.transpose(0, 1));  // (H, 1, hd)
   return out.squeeze(1);
@@ -71,12 +70,8 @@ torch::Tensor reference(const PagedDecodeArgs& a, int64_t n) {
 
 /// The step's sequences `n` alone: its query, table row and length.
 PagedDecodeArgs alone(const PagedDecodeArgs& a, int64_t n) {
-  return {a.query.narrow(0, n, 1),
-          a.keys,
-          a.values,
-          a.block_table.narrow(0, n, 1),
-          a.lengths.narrow(0, n, 1).contiguous(),
-          a.block_size};
+  return {a.query.narrow(0, n, 1), a.keys, a.values, a.block_table.narrow(0, n, 1),
+          a.lengths.narrow(0, n, 1).contiguous()};
 }
 
 TEST(PagedDecodeKernel, EveryCapabilityMatchesAttentionOverGatheredKeys) {
@@ -139,6 +134,23 @@ TEST(PagedDecodeKernel, TheBestCapabilityIsTheDefaultChoice) {
   std::cout << "paged decode kernel on this CPU: " << detail::capability_name(best) << "\n";
 }
 
+TEST(PagedDecodeKernel, DenseBuffersAreOneBlockPerSequence) {
+  torch::manual_seed(4);
+  // A KVCache's buffers: (N, H, capacity, hd), the first S positions attended.
+  const torch::Tensor buffer_k = torch::randn({3, 8, 50, 64}),
+                      buffer_v = torch::randn({3, 8, 50, 64});
+  const torch::Tensor keys = buffer_k.narrow(2, 0, 37), values = buffer_v.narrow(2, 0, 37);
+  const torch::Tensor q = torch::randn({3, 8, 64});
+  const torch::Tensor expected = torch::scaled_dot_product_attention(  // (N, H, 1, hd)
+      q.to(torch::kDouble).unsqueeze(2), keys.to(torch::kDouble), values.to(torch::kDouble));
+  for (const CpuCapability c : detail::available_cpu_capabilities()) {
+    const torch::Tensor out =
+        detail::paged_decode_attention(detail::dense_blocks(q, keys, values), c);
+    EXPECT_TRUE(tensors_close(out.to(torch::kDouble), expected.squeeze(2), 1e-5, 1e-6))
+        << detail::capability_name(c);
+  }
+}
+
 TEST(PagedDecodeKernel, AnEmptySequenceGivesZeros) {
   const PagedDecodeArgs a = make_step({0, 9}, 2, 32, 4, torch::kFloat);
   const torch::Tensor out = detail::paged_decode_attention(a);
@@ -163,7 +175,7 @@ TEST(PagedDecodeKernel, BadArgumentsThrowNamingThem) {
   bad = a;
   bad.values = a.values.to(torch::kDouble);
   MHA_ASSERT_THROWS_WITH(detail::paged_decode_attention(bad),
-                         "expected contiguous pools (rows, 2, 32) of Float");
+                         "expected keys and values (blocks, block_size, 2, 32) of Float");
 }
 
 }  // namespace

@@ -68,10 +68,12 @@ Tensor attend(const detail::PagedKVCacheState& state,
       decode_rows.push_back(offsets.queries[i]);
     }
   }
+  const int64_t block_size = state.blocks->block_size();
   auto kernel = [&](const Tensor& queries, const Tensor& table, const Tensor& lengths) {
-    return detail::paged_decode_attention(
-               {queries, state.keys, state.values, table, lengths, state.blocks->block_size()})
-        .flatten(1);  // (n, H, hd) -> (n, E)
+    return detail::paged_decode_attention({queries, state.keys.unflatten(0, {-1, block_size}),
+                                           state.values.unflatten(0, {-1, block_size}), table,
+                                           lengths})  // pools (blocks, block_size, H, hd)
+        .flatten(1);                                  // (n, H, hd) -> (n, E)
   };
   if (decode_rows.size() == static_cast<size_t>(q.size(0)) &&
       decode_seqs.size() == seq_ids.size()) {

@@ -41,15 +41,14 @@ void check_args(const PagedDecodeArgs& a) {
                     "paged decode: expected a float32 or bfloat16 query, but got ",
                     q.scalar_type());
   for (const Tensor* pool : {&a.keys, &a.values}) {
-    TORCH_CHECK_VALUE(pool->dim() == 3 && pool->is_contiguous() && pool->size(1) == q.size(1) &&
-                          pool->size(2) == q.size(2) && pool->scalar_type() == q.scalar_type(),
-                      "paged decode: expected contiguous pools (rows, ", q.size(1), ", ", q.size(2),
-                      ") of ", q.scalar_type(), ", but got ", pool->sizes(), " of ",
-                      pool->scalar_type());
+    TORCH_CHECK_VALUE(pool->dim() == 4 && pool->stride(3) == 1 && pool->size(2) == q.size(1) &&
+                          pool->size(3) == q.size(2) && pool->size(1) > 0 &&
+                          pool->sizes() == a.keys.sizes() && pool->scalar_type() == q.scalar_type(),
+                      "paged decode: expected keys and values (blocks, block_size, ", q.size(1),
+                      ", ", q.size(2), ") of ", q.scalar_type(), " with contiguous rows, but got ",
+                      pool->sizes(), " of ", pool->scalar_type(), " with strides ",
+                      pool->strides());
   }
-  TORCH_CHECK_VALUE(a.block_size > 0 && a.keys.size(0) % a.block_size == 0,
-                    "paged decode: expected block_size > 0 dividing the pool's ", a.keys.size(0),
-                    " rows, but got ", a.block_size);
   TORCH_CHECK_VALUE(a.block_table.dim() == 2 && a.block_table.size(0) == q.size(0) &&
                         a.block_table.scalar_type() == at::kInt && a.block_table.stride(1) == 1,
                     "paged decode: expected block_table (", q.size(0),
@@ -63,13 +62,13 @@ void check_args(const PagedDecodeArgs& a) {
 
 /// Throws unless every block a sequence reads is in the table and the pool.
 void check_blocks(const PagedDecodeArgs& a) {
-  const int64_t pool_blocks = a.keys.size(0) / a.block_size;
+  const int64_t pool_blocks = a.keys.size(0), block_size = a.keys.size(1);
   const int32_t* lengths = a.lengths.data_ptr<int32_t>();
   for (int64_t n = 0; n < a.query.size(0); ++n) {
-    const int64_t used = (lengths[n] + a.block_size - 1) / a.block_size;
+    const int64_t used = (lengths[n] + block_size - 1) / block_size;
     TORCH_CHECK_VALUE(lengths[n] >= 0 && used <= a.block_table.size(1),
                       "paged decode: expected lengths[", n, "] in [0, ",
-                      a.block_table.size(1) * a.block_size, "], but got ", lengths[n]);
+                      a.block_table.size(1) * block_size, "], but got ", lengths[n]);
     const int32_t* row = a.block_table.data_ptr<int32_t>() + n * a.block_table.stride(0);
     for (int64_t b = 0; b < used; ++b) {
       TORCH_CHECK_VALUE(row[b] >= 0 && row[b] < pool_blocks, "paged decode: expected block_table[",
@@ -79,6 +78,13 @@ void check_blocks(const PagedDecodeArgs& a) {
 }
 
 }  // namespace
+
+PagedDecodeArgs dense_blocks(const Tensor& query, const Tensor& keys, const Tensor& values) {
+  const int64_t n = keys.size(0), length = keys.size(2);
+  return {query, keys.transpose(1, 2), values.transpose(1, 2),  // (N, S, H, hd) views
+          at::arange(n, at::kInt).unsqueeze(1),                 // sequence i: block i
+          at::full({n}, length, at::kInt)};
+}
 
 std::vector<CpuCapability> available_cpu_capabilities() {
   std::vector<CpuCapability> available;

@@ -1,11 +1,12 @@
 #pragma once
 
-// Private: batched decode attention over a paged key/value pool. One call
-// attends one query row of every sequence of a step over that sequence's
-// cached keys and values, read in place through a block table (no gather),
-// parallel over (sequence, head). Compiled once per CPU capability (scalar,
-// AVX2, AVX-512: paged_decode_<capability>.cpp, from paged_decode_kernel.h);
-// the best one this CPU runs is chosen at run time.
+// Private: batched decode attention over cached keys and values in blocks.
+// One call attends one query row of every sequence of a step over that
+// sequence's cached keys and values, read in place through a block table (no
+// gather), parallel over (sequence, head): a paged pool's blocks, or a
+// KVCache's buffers (each sequence one block, `dense_blocks`). Compiled once per CPU capability
+// (scalar, AVX2, AVX-512: paged_decode_<capability>.cpp, from paged_decode_kernel.h); the best one
+// this CPU runs is chosen at run time.
 
 #include <torch/types.h>
 
@@ -23,12 +24,18 @@ enum class CpuCapability { kDefault, kAvx2, kAvx512 };
 /// but its own keys, so a sequence's result is the same in any batch.
 struct PagedDecodeArgs {
   torch::Tensor query;        ///< (N, H, hd), the last dimension contiguous
-  torch::Tensor keys;         ///< (blocks * block_size, H, hd), contiguous: a pool
-  torch::Tensor values;       ///< same shape as `keys`
+  torch::Tensor keys;         ///< (blocks, block_size, H, hd), the last dimension contiguous
+  torch::Tensor values;       ///< the same shape as `keys`, its own strides
   torch::Tensor block_table;  ///< (N, max_blocks) int32: each sequence's blocks in order
   torch::Tensor lengths;      ///< (N,) int32: the positions each sequence attends over
-  int64_t block_size = 0;
 };
+
+/// `keys`, `values` (N, H, S, hd) buffers of N sequences (a KVCache's views)
+/// as decode arguments for `query` (N, H, hd): each sequence one block of S
+/// positions, all attended.
+PagedDecodeArgs dense_blocks(const torch::Tensor& query,
+                             const torch::Tensor& keys,
+                             const torch::Tensor& values);
 
 /// softmax(q k^T / sqrt(hd)) v of each sequence's query over its first
 /// `lengths[n]` positions; (N, H, hd) in the query's dtype. A sequence of

@@ -103,33 +103,42 @@ struct Scratch {
       : scores(std::max<int64_t>(max_length, 1)), q(dim), acc(dim), row(dim) {}
 };
 
+/// Where position j of a sequence's head h lies in a pool of blocks: its
+/// block from the table, then the row in the block and the head (elements).
+struct BlockAddress {
+  const int32_t* table;
+  int64_t block_size, block_stride, row_stride, head_offset;
+  int64_t operator()(int64_t j) const {
+    return static_cast<int64_t>(table[j / block_size]) * block_stride +
+           (j % block_size) * row_stride + head_offset;
+  }
+};
+
 /// One (sequence, head): writes its attention row (hd) into `out`.
 template <typename T>
 void attend_one(const PagedDecodeArgs& a, int64_t n, int64_t h, Scratch& s, T* out) {
-  const int64_t dim = a.query.size(2), heads = a.query.size(1);
+  const int64_t dim = a.query.size(2);
   const int64_t length = a.lengths.data_ptr<int32_t>()[n];
   const int32_t* table = a.block_table.data_ptr<int32_t>() + n * a.block_table.stride(0);
+  const BlockAddress key_at{table, a.keys.size(1), a.keys.stride(0), a.keys.stride(1),
+                            h * a.keys.stride(2)};
+  const BlockAddress value_at{table, a.values.size(1), a.values.stride(0), a.values.stride(1),
+                              h * a.values.stride(2)};
   const T* keys = a.keys.data_ptr<T>();
   const T* values = a.values.data_ptr<T>();
-  const int64_t row_stride = heads * dim;  // one pool row: (H, hd)
-  auto row_of = [&](int64_t j) {
-    return (static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size) *
-               row_stride +
-           h * dim;
-  };
   const T* q = a.query.data_ptr<T>() + n * a.query.stride(0) + h * a.query.stride(1);
   to_float(q, s.q.data(), dim);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   for (int64_t d = 0; d < dim; ++d) s.q[d] *= scale;
   float max = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < length; ++j) {  // scores (S,)
-    s.scores[j] = dot(s.q.data(), keys + row_of(j), s.row.data(), dim);
+    s.scores[j] = dot(s.q.data(), keys + key_at(j), s.row.data(), dim);
     max = std::max(max, s.scores[j]);
   }
   const float sum = exp_and_sum(s.scores.data(), length, max);
   std::fill(s.acc.begin(), s.acc.end(), 0.0f);
   for (int64_t j = 0; j < length; ++j) {  // (hd,) += p_j * v_j
-    add_scaled(s.acc.data(), s.scores[j], values + row_of(j), s.row.data(), dim);
+    add_scaled(s.acc.data(), s.scores[j], values + value_at(j), s.row.data(), dim);
   }
   const float inv = length > 0 ? 1.0f / sum : 0.0f;
   for (int64_t d = 0; d < dim; ++d) s.acc[d] *= inv;
