@@ -59,7 +59,9 @@ struct TransformerEncoderOptions {
 class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImpl> {
  public:
   /// Clones the layer `num_layers` times; warns as Python does when
-  /// `enable_nested_tensor` is set but the layer cannot use nested tensors.
+  /// `enable_nested_tensor` is set but the layer cannot use nested tensors,
+  /// each reason once per process (Python's default warning filter), not
+  /// once per stack built.
   explicit TransformerEncoderImpl(TransformerEncoderOptions options);
 
   /// Python's `TransformerEncoder.forward`: src as the layer's, `mask` (L, L)
