@@ -172,13 +172,12 @@ void static_batches(seq2seq::Model& model, std::vector<Request>& requests, int64
 /// the positions it held, at the step where the bytes in use peaked.
 double continuous(seq2seq::Model& model, std::vector<Request>& requests, bool invariant) {
   auto& t = model->transformer;
-  mha::TransformerDecoder decoder(t->decoder.ptr<mha::TransformerDecoderImpl>());
-  mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions()
-                                          .block_size(16)
-                                          .num_blocks(4096)
-                                          .num_memory_blocks(4096)
-                                          .batch_invariant(invariant));
-  const int64_t layers = static_cast<int64_t>(decoder->layers->size());
+  mha::ContinuousBatch batch(t, mha::ContinuousBatchOptions()
+                                    .block_size(16)
+                                    .num_blocks(4096)
+                                    .num_memory_blocks(4096)
+                                    .batch_invariant(invariant));
+  const int64_t layers = model->config.num_layers;  // the decoder's
   const int64_t position_bytes =
       2 * model->config.d_model * 4 * layers;  // float32 k and v, all layers
   const auto start = Clock::now();

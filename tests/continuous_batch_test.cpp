@@ -152,6 +152,50 @@ TEST(ContinuousBatchingInvariance, IsRefusedForInt8Weights) {
       "batch_invariant needs float weights");
 }
 
+/// A ContinuousBatch made from a Transformer steps the model's own decoder:
+/// bitwise the batch over that decoder unwrapped by hand.
+TEST(ContinuousBatchingFromATransformer, EqualsTheBatchOverItsDecoderUnwrappedByHand) {
+  torch::manual_seed(0);
+  mha::Transformer model(mha::TransformerOptions(kE, 4, 1, 2).dim_feedforward(64).dropout(0.0));
+  model->eval();
+  const auto requests = make_requests(3);
+  const auto options = mha::ContinuousBatchOptions().block_size(4).num_blocks(32);
+  torch::NoGradGuard no_grad;
+  mha::ContinuousBatch from_model(model, options);
+  mha::ContinuousBatch by_hand(
+      mha::TransformerDecoder(model->decoder.ptr<mha::TransformerDecoderImpl>()), options);
+  std::map<int64_t, size_t> active;  // the same ids in both batches
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const Tensor memory = model->encode(requests[r].memory);  // the source (S, E) -> (S, E)
+    const int64_t id = from_model.add(memory);
+    ASSERT_EQ(by_hand.add(memory), id);
+    active[id] = r;
+  }
+  size_t bitwise = 0, steps = 0;
+  for (size_t step = 0; step < 4; ++step) {  // every request has at least 5 inputs
+    std::map<int64_t, Tensor> inputs;
+    for (const auto& [id, r] : active) inputs[id] = requests[r].inputs[step];
+    const auto expected = by_hand.step(inputs);
+    for (const auto& [id, out] : from_model.step(inputs)) {
+      bitwise += mha::test::bitwise_equal(out, expected.at(id)) ? 1 : 0;
+      ++steps;
+    }
+  }
+  EXPECT_EQ(steps, 4 * requests.size());
+  EXPECT_EQ(bitwise, steps);
+}
+
+TEST(ContinuousBatchingFromATransformer, RefusesACustomDecoderOfAnotherType) {
+  mha::Transformer model(mha::TransformerOptions(kE, 4, 1, 1)
+                             .custom_decoder(torch::nn::AnyModule(torch::nn::Linear(kE, kE))));
+  model->eval();
+  MHA_ASSERT_THROWS_WITH(mha::ContinuousBatch{model},
+                         "ContinuousBatch: expected the Transformer's decoder to be a "
+                         "mha::TransformerDecoder, but it is torch::nn::LinearImpl");
+  MHA_ASSERT_THROWS_WITH(mha::ContinuousBatch{mha::Transformer(nullptr)},
+                         "ContinuousBatch: expected a Transformer, not nullptr");
+}
+
 mha::TransformerEncoder make_causal_stack() {
   torch::manual_seed(0);
   mha::TransformerEncoder stack(

@@ -60,12 +60,11 @@ struct ContinuousBatchOptions {
 ///
 /// Example:
 /// ```
-/// mha::TransformerDecoder decoder(mha::TransformerDecoderOptions(
-///     mha::TransformerDecoderLayer(mha::TransformerDecoderLayerOptions(32, 4)), 2));
-/// decoder->eval();
-/// mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions().num_blocks(64));
-/// const int64_t a = batch.add(torch::randn({7, 32}));   // memory (S, E)
-/// const int64_t b = batch.add(torch::randn({3, 32}));
+/// mha::Transformer model(mha::TransformerOptions(32, 4, 2, 2).dim_feedforward(64));
+/// model->eval();
+/// mha::ContinuousBatch batch(model, mha::ContinuousBatchOptions().num_blocks(64));
+/// const int64_t a = batch.add(model->encode(torch::randn({7, 32})));  // memory (S, E)
+/// const int64_t b = batch.add(torch::randn({3, 32}));  // a memory from anywhere
 /// auto out = batch.step({{a, torch::randn({4, 32})}, {b, torch::randn({1, 32})}});
 /// out = batch.step({{a, torch::randn({1, 32})}});        // (1, 32) for a only
 /// batch.remove(b);
@@ -77,6 +76,10 @@ class ContinuousBatch {
 
   /// Pools for `decoder` (eval mode; its layers' dtype and device).
   ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options = {});
+  /// Pools for `model`'s decoder, which must be a `mha::TransformerDecoder`
+  /// (the built one, or one given as `custom_decoder`); the caller encodes
+  /// with `model->encode`.
+  ContinuousBatch(const Transformer& model, const ContinuousBatchOptions& options = {});
   /// Pools for a causal `TransformerEncoder` stack (`num_memory_blocks` unused).
   ContinuousBatch(TransformerEncoder causal_stack, const ContinuousBatchOptions& options = {});
   /// Frees the pools.

@@ -28,7 +28,22 @@ void check_stack(const torch::nn::Module& stack, size_t layers, bool batch_invar
                     "(mha::quantize_dynamic) are quantized per call, over all of a step's rows");
 }
 
+/// `model`'s decoder, checked to be a `TransformerDecoder`.
+TransformerDecoder decoder_of(const Transformer& model) {
+  TORCH_CHECK_VALUE(!model.is_empty(), "ContinuousBatch: expected a Transformer, not nullptr");
+  const std::shared_ptr<torch::nn::Module> decoder = model->decoder.ptr();
+  auto built = std::dynamic_pointer_cast<TransformerDecoderImpl>(decoder);
+  TORCH_CHECK_TYPE(built != nullptr,
+                   "ContinuousBatch: expected the Transformer's decoder to be a "
+                   "mha::TransformerDecoder, but it is ",
+                   decoder->name(), " (a custom_decoder of another type)");
+  return TransformerDecoder(std::move(built));
+}
+
 }  // namespace
+
+ContinuousBatch::ContinuousBatch(const Transformer& model, const ContinuousBatchOptions& options)
+    : ContinuousBatch(decoder_of(model), options) {}
 
 ContinuousBatch::ContinuousBatch(TransformerEncoder causal_stack,
                                  const ContinuousBatchOptions& options)
