@@ -246,8 +246,9 @@ TEST(TransformerCached, TransformerEncodesOnceAndDecodesStepByStep) {
   const auto tol = mha::support::parity_tolerance(torch::kFloat32);
   const Tensor src = torch::randn({5, 2, 8}), tgt = torch::randn({4, 2, 8});
   const Tensor full = model->forward(src, tgt, {}, mha::generate_square_subsequent_mask(4));
-  const Tensor memory = model->encode(src);
-  auto cache = model->make_decoder_cache();
+  const mha::TransformerImpl& frozen = *model;  // encoding and a cache change no weight
+  const Tensor memory = frozen.encode(src);
+  auto cache = frozen.make_decoder_cache();
   for (int64_t i = 0; i < 4; ++i) {
     const Tensor out = model->decode_cached(tgt.narrow(0, i, 1), memory, cache);
     EXPECT_TRUE(mha::test::tensors_close(out, full.narrow(0, i, 1), tol.rtol, tol.atol)) << i;
