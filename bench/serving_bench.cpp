@@ -7,7 +7,10 @@
 //                  output is done
 //   continuous     mha::ContinuousBatch: admitted on arrival, one token per
 //                  active request per step, removed when done (and with
-//                  --batch-invariant-too, again in batch_invariant mode)
+//                  --batch-invariant-too, again in batch_invariant mode;
+//                  with --sources-together, again with the sources arrived
+//                  before a step encoded in one add_sources call instead of
+//                  one encode each). --continuous-only: no other server.
 // Requests (fixed seed): source lengths and output lengths uniform in
 // [--min-len, --max-len]; each request ends after its output length (the
 // seeded model has no end token). Arrivals: exponential gaps at
@@ -20,6 +23,7 @@
 // server's choice.
 // Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
 //        [--max-len=256] [--rate=R | --load=2] [--threads=T] [--batch-invariant-too]
+//        [--sources-together] [--continuous-only]
 
 #include <ATen/Parallel.h>
 #include <mha/batching.h>
@@ -53,7 +57,7 @@ struct Args {
   std::string weights;
   int64_t requests = 64, min_len = 16, max_len = 256, threads = 1;
   double rate = 0, load = 2;
-  bool invariant_too = false;
+  bool invariant_too = false, sources_together = false, continuous_only = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -78,6 +82,10 @@ Args parse(int argc, char** argv) {
       a.threads = std::stoll(value);
     else if (key == "--batch-invariant-too")
       a.invariant_too = true;
+    else if (key == "--sources-together")
+      a.sources_together = true;
+    else if (key == "--continuous-only")
+      a.continuous_only = true;
     else
       TORCH_CHECK(false, "serving_bench: unknown argument ", arg);
   }
@@ -168,9 +176,34 @@ void static_batches(seq2seq::Model& model, std::vector<Request>& requests, int64
   }
 }
 
+/// Admits the requests `arrived` to `batch`: each source encoded on its own
+/// and add()ed, or all in one add_sources call (`together`). Their ids.
+std::vector<int64_t> admit(seq2seq::Model& model,
+                           mha::ContinuousBatch& batch,
+                           const std::vector<Request>& requests,
+                           const std::vector<size_t>& arrived,
+                           bool together) {
+  auto& t = model->transformer;
+  std::vector<Tensor> sources;  // (S, E) each
+  std::vector<int64_t> ids;
+  for (const size_t r : arrived) {
+    const Tensor src = model->inputs(requests[r].src, 0);  // (1, S, E) or (S, 1, E)
+    if (together) {
+      sources.push_back(src.reshape({-1, src.size(-1)}));
+    } else {
+      const Tensor memory = t->encode(src);  // shaped as src
+      ids.push_back(batch.add(memory.reshape({-1, memory.size(-1)})));
+    }
+  }
+  return together ? batch.add_sources(sources) : ids;
+}
+
 /// The continuous server; returns the cache's bytes in use over the bytes of
 /// the positions it held, at the step where the bytes in use peaked.
-double continuous(seq2seq::Model& model, std::vector<Request>& requests, bool invariant) {
+double continuous(seq2seq::Model& model,
+                  std::vector<Request>& requests,
+                  bool invariant,
+                  bool sources_together) {
   auto& t = model->transformer;
   mha::ContinuousBatch batch(t, mha::ContinuousBatchOptions()
                                     .block_size(16)
@@ -189,13 +222,14 @@ double continuous(seq2seq::Model& model, std::vector<Request>& requests, bool in
   double peak_ratio = 0;
   while (next < requests.size() || !active.empty()) {
     if (active.empty()) wait_until(start, requests[next].arrival);
+    std::vector<size_t> arrived;
     for (; next < requests.size() && requests[next].arrival <= now(start); ++next) {
-      const Tensor memory =
-          t->encode(model->inputs(requests[next].src, 0));  // (1, S, E) or (S, 1, E)
-      active[batch.add(memory.reshape({-1, memory.size(-1)}))] = next;
+      arrived.push_back(next);
       newest[next] = torch::full({1, 1}, model->config.bos, torch::kLong);
       made[next] = 0;
     }
+    const std::vector<int64_t> ids = admit(model, batch, requests, arrived, sources_together);
+    for (size_t i = 0; i < ids.size(); ++i) active[ids[i]] = arrived[i];
     std::map<int64_t, Tensor> inputs;
     int64_t held = 0;
     for (const auto& [id, r] : active) {
@@ -269,19 +303,20 @@ int main(int argc, char** argv) {
       static_cast<long>(args.requests), static_cast<long>(args.min_len),
       static_cast<long>(args.max_len), rate, static_cast<long>(args.threads));
   auto run = requests;
-  one_at_a_time(model, run);
-  report("one at a time", run, " - |");
-  run = requests;
-  static_batches(model, run, 8);
-  report("static batches of 8", run, " - |");
-  run = requests;
-  const double ratio = continuous(model, run, false);
-  report("continuous", run, " " + std::to_string(ratio).substr(0, 4) + " |");
-  if (args.invariant_too) {
+  if (!args.continuous_only) {
+    one_at_a_time(model, run);
+    report("one at a time", run, " - |");
     run = requests;
-    const double invariant_ratio = continuous(model, run, true);
-    report("continuous, batch_invariant", run,
-           " " + std::to_string(invariant_ratio).substr(0, 4) + " |");
+    static_batches(model, run, 8);
+    report("static batches of 8", run, " - |");
   }
+  const auto serve = [&](const char* name, bool invariant, bool together) {
+    run = requests;
+    const double ratio = continuous(model, run, invariant, together);
+    report(name, run, " " + std::to_string(ratio).substr(0, 4) + " |");
+  };
+  serve("continuous", false, false);
+  if (args.sources_together) serve("continuous, sources encoded together", false, true);
+  if (args.invariant_too) serve("continuous, batch_invariant", true, false);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "mha/batching.h"
 #include "mha/quantization.h"
 #include "serving/serving_stack.h"
+#include "serving/source_encoding.h"
 
 namespace mha {
 
@@ -43,7 +44,9 @@ TransformerDecoder decoder_of(const Transformer& model) {
 }  // namespace
 
 ContinuousBatch::ContinuousBatch(const Transformer& model, const ContinuousBatchOptions& options)
-    : ContinuousBatch(decoder_of(model), options) {}
+    : ContinuousBatch(decoder_of(model), options) {
+  model_ = model;
+}
 
 ContinuousBatch::ContinuousBatch(TransformerEncoder causal_stack,
                                  const ContinuousBatchOptions& options)
@@ -65,6 +68,22 @@ ContinuousBatch::~ContinuousBatch() = default;
 int64_t ContinuousBatch::add(const Tensor& memory, const Tensor& memory_key_padding_mask) {
   const std::lock_guard<std::mutex> lock(mutex_);
   return stack_->add(memory, memory_key_padding_mask);
+}
+
+std::vector<int64_t> ContinuousBatch::add_sources(
+    const std::vector<Tensor>& sources, const std::vector<Tensor>& src_key_padding_masks) {
+  TORCH_CHECK(!model_.is_empty(),
+              "ContinuousBatch::add_sources: expected a batch made from an mha::Transformer (its "
+              "encoder encodes the sources); this one was made from a stack: add() its memories");
+  if (sources.empty()) return {};
+  torch::NoGradGuard no_grad;
+  // Outside the lock, as a caller's own encode: the model and the stack's modules are only read.
+  // memories: (S_i, E) each, from one encoder call unless batch-invariant
+  const std::vector<Tensor> memories =
+      detail::encode_sources(*model_, stack_->input_attention(), sources, src_key_padding_masks,
+                             /*one_call_each=*/batch_invariant_);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return stack_->add_all(memories, src_key_padding_masks);
 }
 
 std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>& inputs) {
