@@ -22,9 +22,12 @@
 // --int8: the decoder quantized by mha::quantize_dynamic (the tied output
 // projection stays float32), weights counted as their int8 bytes; then, per
 // N and threads, the top-level ATen ops of one step by total time.
+// --continuous-batch N[,N...]: instead, one step of an mha::ContinuousBatch
+// serving N requests of a 6 + 6-layer seq2seq Transformer, one token each
+// (continuous_batch_step.cpp), at --threads T (default 1); --prepack and
+// --int8 apply to it too.
 
 #include <ATen/Parallel.h>
-#include <ATen/record_function.h>
 #include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <mha/state_dict.h>
@@ -35,17 +38,22 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "continuous_batch_step.h"
+#include "step_timing.h"
+
 namespace {
 
+using step_timing::median;
+using step_timing::ms_since;
+using step_timing::ops_in;
+using step_timing::top_level_op_times;
 using torch::Tensor;
 
 constexpr int64_t kLayers = 6, kVocab = 1000, kMemory = 64, kPrompt = 32, kSteps = 64;
@@ -94,16 +102,6 @@ struct Decoder {
   }
 };
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 /// The median time of `kSteps` steps of `d`.
 double median_step_ms(Decoder& d) {
   std::vector<double> times;
@@ -115,19 +113,9 @@ double median_step_ms(Decoder& d) {
   return median(times);
 }
 
-std::atomic<int64_t> ops_seen{0};
-
 /// ATen ops in one step of `d`.
 int64_t ops_per_step(Decoder& d) {
-  ops_seen = 0;
-  const auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
-      [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
-        ++ops_seen;
-        return nullptr;
-      }));
-  d.step();
-  at::removeCallback(handle);
-  return ops_seen.load();
+  return ops_in([&] { d.step(); });
 }
 
 /// GB/s of a read-only sweep (sum) over `bytes` of float32.
@@ -142,48 +130,13 @@ double sweep_gbps(int64_t bytes) {
   return static_cast<double>(bytes) / median(times) / 1e6;
 }
 
-/// Total ms and calls per top-level ATen op name over one step of `d`
-/// (nested ops are in their caller's), most time first.
-std::vector<std::tuple<double, std::string, int64_t>> op_times(Decoder& d) {
-  struct Timing {
-    std::map<std::string, double> ms;
-    std::map<std::string, int64_t> calls;
-    std::vector<std::chrono::steady_clock::time_point> starts;
-  };
-  static thread_local Timing* timing = nullptr;
-  Timing t;
-  timing = &t;
-  const auto handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(
-          [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
-            timing->starts.push_back(std::chrono::steady_clock::now());
-            return nullptr;
-          },
-          [](const at::RecordFunction& fn, at::ObserverContext*) {
-            const double ms = ms_since(timing->starts.back());
-            timing->starts.pop_back();
-            if (timing->starts.empty()) {
-              timing->ms[fn.name()] += ms;
-              ++timing->calls[fn.name()];
-            }
-          })
-          .scopes({at::RecordScope::FUNCTION}));
-  d.step();
-  at::removeCallback(handle);
-  timing = nullptr;
-  std::vector<std::tuple<double, std::string, int64_t>> sorted;
-  for (const auto& [name, ms] : t.ms) sorted.emplace_back(ms, name, t.calls[name]);
-  std::sort(sorted.rbegin(), sorted.rend());
-  return sorted;
-}
-
 void print_top_ops(Decoder& d, int64_t n, int threads) {
-  const auto ops = op_times(d);
+  const auto ops = top_level_op_times([&] { d.step(); });
   std::printf("  N = %ld, %d thread(s), top-level ops by time (calls):", static_cast<long>(n),
               threads);
   for (size_t i = 0; i < std::min<size_t>(12, ops.size()); ++i) {
-    const auto& [ms, name, calls] = ops[i];
-    std::printf(" %s %.3f ms (%ld);", name.c_str(), ms, static_cast<long>(calls));
+    std::printf(" %s %.3f ms (%ld);", ops[i].name.c_str(), ops[i].ms,
+                static_cast<long>(ops[i].calls));
   }
   std::printf("\n");
 }
@@ -217,25 +170,50 @@ pid_t start_competitor() {
   return pid;
 }
 
+/// "1,8,48" -> {1, 8, 48}.
+std::vector<int64_t> parse_counts(const std::string& list) {
+  std::vector<int64_t> counts;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    counts.push_back(std::stoll(list.substr(start, comma - start)));
+    TORCH_CHECK(counts.back() > 0, "--continuous-batch: expected request counts > 0, but got ",
+                counts.back());
+    start = comma + 1;
+  }
+  return counts;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool competitor = false;
   std::string form = "float";
+  std::vector<int64_t> counts;  // --continuous-batch
+  int threads = 1;
   for (int i = 1; i < argc; ++i) {
     competitor = competitor || std::strcmp(argv[i], "--competitor") == 0;
     if (std::strcmp(argv[i], "--int8") == 0) form = "int8";
     if (std::strcmp(argv[i], "--prepack") == 0) form = "prepack";
+    if (std::strcmp(argv[i], "--continuous-batch") == 0 && i + 1 < argc) {
+      counts = parse_counts(argv[++i]);
+    }
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::stoi(argv[++i]);
   }
   const pid_t child = competitor ? start_competitor() : 0;
-  std::printf("decode_step_profile, %s%s (OMP_WAIT_POLICY=%s)\n\n", form.c_str(),
+  std::printf("decode_step_profile%s, %s%s (OMP_WAIT_POLICY=%s)\n\n",
+              counts.empty() ? "" : " --continuous-batch", form.c_str(),
               competitor ? ", one CPU-bound process beside it" : "",
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
-  std::printf(
-      "| N | threads | step ms | d_model 16 step ms (share) | ops (512 / 16) | weights per step "
-      "| weight GB/s | sweep GB/s | share of sweep |\n|---|---|---|---|---|---|---|---|---|\n");
-  for (const int threads : {1, 2}) {
-    for (const int64_t n : {1, 8}) profile(n, threads, form);
+  if (!counts.empty()) {
+    continuous_batch_step::profile(counts, threads, form);
+  } else {
+    std::printf(
+        "| N | threads | step ms | d_model 16 step ms (share) | ops (512 / 16) | weights per "
+        "step | weight GB/s | sweep GB/s | share of sweep "
+        "|\n|---|---|---|---|---|---|---|---|---|\n");
+    for (const int t : {1, 2}) {
+      for (const int64_t n : {1, 8}) profile(n, t, form);
+    }
   }
   if (child > 0) {
     kill(child, SIGKILL);

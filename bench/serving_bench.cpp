@@ -9,7 +9,10 @@
 //                  active request per step (the packed step: the step's tokens
 //                  embedded, and their logits projected, in one call each),
 //                  removed when done (and with
-//                  --batch-invariant-too, again in batch_invariant mode)
+//                  --batch-invariant-too, again in batch_invariant mode;
+//                  with --sources-together, again with the sources arrived
+//                  before a step encoded in one add_sources call instead of
+//                  one encode each). --continuous-only: no other server.
 // Requests (fixed seed): source lengths and output lengths uniform in
 // [--min-len, --max-len]; each request ends after its output length (the
 // seeded model has no end token). Arrivals: exponential gaps at
@@ -22,13 +25,14 @@
 // server's choice.
 // --out-len=N: every request generates N tokens (as CTranslate2's
 // translate_batch of scripts/bench_serving_ct2.py with --out-len N); --at-once:
-// all arrive at 0 (an offline batch); --requests-file=FILE: the sources
-// bench_serving_ct2.py --write-requests saved (the same requests for both); --int8:
-// mha::quantize_dynamic instead of prepacked float32; --only-continuous: the continuous server
-// only. Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
-//        [--max-len=256] [--out-len=N] [--requests-file=F] [--rate=R | --load=2 | --at-once]
-//        [--threads=T]
-//        [--int8] [--only-continuous] [--batch-invariant-too] [--invariant-rows=R]
+// all arrive at 0 (an offline batch); --requests-file=FILE: the sources that
+// bench_serving_ct2.py --write-requests saved (the same requests for both);
+// --int8: mha::quantize_dynamic instead of prepacked float32;
+// --invariant-rows=R: the batch-invariant run's GEMM row block (default 8).
+// Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
+//        [--max-len=256] [--out-len=N] [--requests-file=F]
+//        [--rate=R | --load=2 | --at-once] [--threads=T] [--int8]
+//        [--batch-invariant-too] [--invariant-rows=R] [--sources-together] [--continuous-only]
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -64,9 +68,10 @@ struct Args {
   std::string weights, requests_file;
   int64_t requests = 64, min_len = 16, max_len = 256, threads = 1;
   int64_t out_len = 0;  // 0: uniform in [min_len, max_len]
-  double rate = 0, load = 2;
   int64_t invariant_rows = 8;
-  bool invariant_too = false, at_once = false, int8 = false, only_continuous = false;
+  double rate = 0, load = 2;
+  bool invariant_too = false, sources_together = false, continuous_only = false;
+  bool at_once = false, int8 = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -101,8 +106,10 @@ Args parse(int argc, char** argv) {
       a.at_once = true;
     else if (key == "--int8")
       a.int8 = true;
-    else if (key == "--only-continuous")
-      a.only_continuous = true;
+    else if (key == "--sources-together")
+      a.sources_together = true;
+    else if (key == "--continuous-only")
+      a.continuous_only = true;
     else
       TORCH_CHECK(false, "serving_bench: unknown argument ", arg);
   }
@@ -200,19 +207,43 @@ void static_batches(seq2seq::Model& model, std::vector<Request>& requests, int64
   }
 }
 
-/// The continuous server (batch-invariant with GEMM blocks of
-/// `invariant_rows` rows, 0: not); returns the cache's bytes in use over the bytes of
-/// the positions it held, at the step where the bytes in use peaked.
-double continuous(seq2seq::Model& model, std::vector<Request>& requests, int64_t invariant_rows) {
+/// Admits the requests `arrived` to `batch`: each source encoded on its own
+/// and add()ed, or all in one add_sources call (`together`). Their ids.
+std::vector<int64_t> admit(seq2seq::Model& model,
+                           mha::ContinuousBatch& batch,
+                           const std::vector<Request>& requests,
+                           const std::vector<size_t>& arrived,
+                           bool together) {
   auto& t = model->transformer;
-  mha::TransformerDecoder decoder(t->decoder.ptr<mha::TransformerDecoderImpl>());
-  mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions()
-                                          .block_size(16)
-                                          .num_blocks(4096)
-                                          .num_memory_blocks(4096)
-                                          .batch_invariant(invariant_rows > 0)
-                                          .invariant_rows(std::max<int64_t>(invariant_rows, 1)));
-  const int64_t layers = static_cast<int64_t>(decoder->layers->size());
+  std::vector<Tensor> sources;  // (S, E) each
+  std::vector<int64_t> ids;
+  for (const size_t r : arrived) {
+    const Tensor src = model->inputs(requests[r].src, 0);  // (1, S, E) or (S, 1, E)
+    if (together) {
+      sources.push_back(src.reshape({-1, src.size(-1)}));
+    } else {
+      const Tensor memory = t->encode(src);  // shaped as src
+      ids.push_back(batch.add(memory.reshape({-1, memory.size(-1)})));
+    }
+  }
+  return together ? batch.add_sources(sources) : ids;
+}
+
+/// The continuous server (batch-invariant with GEMM blocks of
+/// `invariant_rows` rows, 0: not); returns the cache's bytes in use over the
+/// bytes of the positions it held, at the step where the bytes in use peaked.
+double continuous(seq2seq::Model& model,
+                  std::vector<Request>& requests,
+                  int64_t invariant_rows,
+                  bool sources_together) {
+  auto& t = model->transformer;
+  mha::ContinuousBatch batch(t, mha::ContinuousBatchOptions()
+                                    .block_size(16)
+                                    .num_blocks(4096)
+                                    .num_memory_blocks(4096)
+                                    .batch_invariant(invariant_rows > 0)
+                                    .invariant_rows(std::max<int64_t>(invariant_rows, 1)));
+  const int64_t layers = model->config.num_layers;  // the decoder's
   const int64_t position_bytes =
       2 * model->config.d_model * 4 * layers;  // float32 k and v, all layers
   const auto start = Clock::now();
@@ -224,13 +255,14 @@ double continuous(seq2seq::Model& model, std::vector<Request>& requests, int64_t
   double peak_ratio = 0;
   while (next < requests.size() || !active.empty()) {
     if (active.empty()) wait_until(start, requests[next].arrival);
+    std::vector<size_t> arrived;
     for (; next < requests.size() && requests[next].arrival <= now(start); ++next) {
-      const Tensor memory =
-          t->encode(model->inputs(requests[next].src, 0));  // (1, S, E) or (S, 1, E)
-      active[batch.add(memory.reshape({-1, memory.size(-1)}))] = next;
+      arrived.push_back(next);
       newest[next] = model->config.bos;
       made[next] = 0;
     }
+    const std::vector<int64_t> admitted = admit(model, batch, requests, arrived, sources_together);
+    for (size_t i = 0; i < admitted.size(); ++i) active[admitted[i]] = arrived[i];
     // The step packed: every active request's newest token, embedded in one call.
     std::vector<int64_t> ids, tokens, positions;
     int64_t held = 0;
@@ -320,21 +352,20 @@ int main(int argc, char** argv) {
       static_cast<long>(args.max_len), outputs.c_str(), args.int8 ? "int8" : "prepacked float32",
       arrivals.c_str(), static_cast<long>(args.threads));
   auto run = requests;
-  if (!args.only_continuous) {
+  if (!args.continuous_only) {
     one_at_a_time(model, run);
     report("one at a time", run, " - |");
     run = requests;
     static_batches(model, run, 8);
     report("static batches of 8", run, " - |");
   }
-  run = requests;
-  const double ratio = continuous(model, run, 0);
-  report("continuous", run, " " + std::to_string(ratio).substr(0, 4) + " |");
-  if (args.invariant_too) {
+  const auto serve = [&](const char* name, int64_t invariant_rows, bool together) {
     run = requests;
-    const double invariant_ratio = continuous(model, run, args.invariant_rows);
-    report("continuous, batch_invariant", run,
-           " " + std::to_string(invariant_ratio).substr(0, 4) + " |");
-  }
+    const double ratio = continuous(model, run, invariant_rows, together);
+    report(name, run, " " + std::to_string(ratio).substr(0, 4) + " |");
+  };
+  serve("continuous", 0, false);
+  if (args.sources_together) serve("continuous, sources encoded together", 0, true);
+  if (args.invariant_too) serve("continuous, batch_invariant", args.invariant_rows, false);
   return 0;
 }

@@ -152,6 +152,118 @@ TEST(ContinuousBatchingInvariance, IsRefusedForInt8Weights) {
       "batch_invariant needs float weights");
 }
 
+/// A ContinuousBatch made from a Transformer steps the model's own decoder:
+/// bitwise the batch over that decoder unwrapped by hand.
+TEST(ContinuousBatchingFromATransformer, EqualsTheBatchOverItsDecoderUnwrappedByHand) {
+  torch::manual_seed(0);
+  mha::Transformer model(mha::TransformerOptions(kE, 4, 1, 2).dim_feedforward(64).dropout(0.0));
+  model->eval();
+  const auto requests = make_requests(3);
+  const auto options = mha::ContinuousBatchOptions().block_size(4).num_blocks(32);
+  torch::NoGradGuard no_grad;
+  mha::ContinuousBatch from_model(model, options);
+  mha::ContinuousBatch by_hand(
+      mha::TransformerDecoder(model->decoder.ptr<mha::TransformerDecoderImpl>()), options);
+  std::map<int64_t, size_t> active;  // the same ids in both batches
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const Tensor memory = model->encode(requests[r].memory);  // the source (S, E) -> (S, E)
+    const int64_t id = from_model.add(memory);
+    ASSERT_EQ(by_hand.add(memory), id);
+    active[id] = r;
+  }
+  size_t bitwise = 0, steps = 0;
+  for (size_t step = 0; step < 4; ++step) {  // every request has at least 5 inputs
+    std::map<int64_t, Tensor> inputs;
+    for (const auto& [id, r] : active) inputs[id] = requests[r].inputs[step];
+    const auto expected = by_hand.step(inputs);
+    for (const auto& [id, out] : from_model.step(inputs)) {
+      bitwise += mha::test::bitwise_equal(out, expected.at(id)) ? 1 : 0;
+      ++steps;
+    }
+  }
+  EXPECT_EQ(steps, 4 * requests.size());
+  EXPECT_EQ(bitwise, steps);
+}
+
+/// The sources of one add_sources call, encoded together (padded, one with a
+/// padding mask of its own), against each source encoded alone and add()ed:
+/// within float32 rounding, bitwise with batch_invariant (one call each).
+TEST(ContinuousBatchingFromATransformer, SourcesEncodedTogetherEqualSourcesEncodedAlone) {
+  for (const bool invariant : {false, true}) {
+    torch::manual_seed(0);
+    mha::Transformer model(mha::TransformerOptions(kE, 4, 2, 2).dim_feedforward(64).dropout(0.0));
+    model->eval();
+    const auto requests = make_requests(4);  // their memories are the sources here
+    std::vector<Tensor> sources, masks;
+    for (const auto& r : requests) {
+      sources.push_back(r.memory);  // (S_i, E): 3, 5, 7, 9 positions
+      masks.push_back(Tensor());
+    }
+    masks[2] = torch::tensor({false, false, false, false, false, true, true});  // its own padding
+    const auto options =
+        mha::ContinuousBatchOptions().block_size(4).num_blocks(32).batch_invariant(invariant);
+    torch::NoGradGuard no_grad;
+    mha::ContinuousBatch together(model, options), alone(model, options);
+    const std::vector<int64_t> ids = together.add_sources(sources, masks);
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const Tensor mask = masks[i].defined() ? masks[i].unsqueeze(0) : Tensor();          // (1, S)
+      const Tensor memory = model->encode(sources[i].unsqueeze(1), {}, mask).squeeze(1);  // (S, E)
+      ASSERT_EQ(alone.add(memory, masks[i]), ids[i]);
+    }
+    size_t bitwise = 0, close = 0;
+    for (size_t step = 0; step < 4; ++step) {
+      std::map<int64_t, Tensor> inputs;
+      for (size_t i = 0; i < ids.size(); ++i) inputs[ids[i]] = requests[i].inputs[step];
+      const auto expected = alone.step(inputs);
+      for (const auto& [id, out] : together.step(inputs)) {
+        bitwise += mha::test::bitwise_equal(out, expected.at(id)) ? 1 : 0;
+        close += tensors_close(out, expected.at(id), 1e-5, 1e-5) ? 1 : 0;
+      }
+    }
+    EXPECT_EQ(close, 4 * ids.size()) << "batch_invariant " << invariant;
+    if (invariant) {
+      EXPECT_EQ(bitwise, 4 * ids.size());
+    }
+  }
+}
+
+TEST(ContinuousBatchingFromATransformer, AddSourcesIsAllOrNone) {
+  torch::manual_seed(0);
+  mha::Transformer model(mha::TransformerOptions(kE, 4, 1, 1).dim_feedforward(64).dropout(0.0));
+  model->eval();
+  mha::ContinuousBatch batch(
+      model, mha::ContinuousBatchOptions().block_size(4).num_blocks(8).num_memory_blocks(3));
+  torch::NoGradGuard no_grad;
+  MHA_ASSERT_THROWS_WITH(batch.add_sources({torch::randn({5, kE}), torch::randn({5, kE})}),
+                         "cannot admit the 2 requests: their memories need 4 blocks per layer, "
+                         "and 3 are free");
+  MHA_ASSERT_THROWS_WITH(batch.add_sources({torch::randn({5, kE}), torch::randn({4, kE + 1})}),
+                         "expected sources[1] of shape (rows, 32)");
+  MHA_ASSERT_THROWS_WITH(batch.add_sources({torch::randn({2, kE})}, {torch::tensor({true, true})}),
+                         "expected sources[0] of at least one unmasked position");
+  MHA_ASSERT_THROWS_WITH(batch.add_sources({torch::randn({2, kE})}, {Tensor(), Tensor()}),
+                         "expected no src_key_padding_masks or one per source (1), but got 2");
+  EXPECT_TRUE(batch.ids().empty());
+  EXPECT_EQ(batch.used_bytes(), 0);
+  EXPECT_EQ(batch.add_sources({torch::randn({5, kE}), torch::randn({3, kE})}).size(), 2u);
+  mha::ContinuousBatch from_a_stack(
+      mha::TransformerDecoder(model->decoder.ptr<mha::TransformerDecoderImpl>()));
+  MHA_ASSERT_THROWS_WITH(from_a_stack.add_sources({torch::randn({5, kE})}),
+                         "ContinuousBatch::add_sources: expected a batch made from an "
+                         "mha::Transformer");
+}
+
+TEST(ContinuousBatchingFromATransformer, RefusesACustomDecoderOfAnotherType) {
+  mha::Transformer model(mha::TransformerOptions(kE, 4, 1, 1)
+                             .custom_decoder(torch::nn::AnyModule(torch::nn::Linear(kE, kE))));
+  model->eval();
+  MHA_ASSERT_THROWS_WITH(mha::ContinuousBatch{model},
+                         "ContinuousBatch: expected the Transformer's decoder to be a "
+                         "mha::TransformerDecoder, but it is torch::nn::LinearImpl");
+  MHA_ASSERT_THROWS_WITH(mha::ContinuousBatch{mha::Transformer(nullptr)},
+                         "ContinuousBatch: expected a Transformer, not nullptr");
+}
+
 mha::TransformerEncoder make_causal_stack() {
   torch::manual_seed(0);
   mha::TransformerEncoder stack(

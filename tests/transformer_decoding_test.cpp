@@ -7,11 +7,14 @@
 // one call and a beam reorder, each against the same Python logits. Prints
 // how many steps' logits are bitwise equal to Python's.
 
+#include <mha/batching.h>
 #include <mha/state_dict.h>
 #include <mha/transformer.h>
 
 #include <algorithm>
 #include <iostream>
+#include <map>
+#include <vector>
 
 #include "parity_report.h"
 #include "seq2seq_model.h"
@@ -68,6 +71,41 @@ TEST_P(TransformerDecodingParity, GreedyTokensAndStepLogitsMatchPythonsGreedyLoo
   std::cout << GetParam() << ": " << ref.steps() << " steps, same tokens; " << bitwise
             << " steps' logits bitwise equal to Python's, max |diff| "
             << (logits - ref.logits).abs().max().item<double>() << "\n";
+}
+
+/// Greedy decoding through a ContinuousBatch, every source admitted by one
+/// add_sources call (one encoder call, the sources padded together): Python's tokens.
+TEST_P(TransformerDecodingParity, ContinuousBatchWithSourcesEncodedTogetherGivesPythonsTokens) {
+  Reference ref(GetParam());
+  auto& model = ref.model;
+  torch::NoGradGuard no_grad;
+  mha::ContinuousBatch batch(model->transformer,
+                             mha::ContinuousBatchOptions().block_size(4).num_blocks(256));
+  const int64_t n = ref.src.size(0);
+  std::vector<Tensor> sources, masks;
+  for (int64_t i = 0; i < n; ++i) {
+    const Tensor x = model->inputs(ref.src.narrow(0, i, 1), 0);  // (1, S, E) or (S, 1, E)
+    sources.push_back(x.reshape({-1, x.size(-1)}));              // (S, E)
+    masks.push_back(ref.src_key_padding_mask.defined() ? ref.src_key_padding_mask[i] : Tensor());
+  }
+  const std::vector<int64_t> ids = batch.add_sources(sources, masks);
+  Tensor tokens = ref.tokens.narrow(1, 0, 1).clone();  // BOS: (N, 1)
+  for (int64_t step = 0; step < ref.steps(); ++step) {
+    std::map<int64_t, Tensor> inputs;  // each request's newest token, embedded: (1, E)
+    for (int64_t i = 0; i < n; ++i) {
+      const Tensor newest = tokens.narrow(0, i, 1).narrow(1, step, 1);  // (1, 1)
+      inputs[ids[i]] = model->inputs(newest, step).reshape({1, -1});
+    }
+    const auto outputs = batch.step(inputs);
+    std::vector<Tensor> next;
+    for (int64_t i = 0; i < n; ++i) {
+      next.push_back(model->logits(outputs.at(ids[i]).unsqueeze(0)).argmax(-1));  // (1, 1)
+    }
+    tokens = torch::cat({tokens, torch::cat(next)}, 1);
+  }
+  EXPECT_TRUE(torch::equal(tokens, ref.tokens)) << "mha:\n"
+                                                << tokens << "\nPython:\n"
+                                                << ref.tokens;
 }
 
 /// Python's tokens fed back (teacher forcing), in calls of `chunk` positions, with the cache's

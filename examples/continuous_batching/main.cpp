@@ -63,8 +63,8 @@ bool serve(seq2seq::Model& model,
   const Tensor &src = file.at("src"), &python_tokens = file.at("tokens");  // (N, S), (N, 1 + steps)
   const auto padding = file.find("src_key_padding_mask");
   const int64_t n = src.size(0), max_steps = python_tokens.size(1) - 1;
-  mha::ContinuousBatch batch(
-      mha::TransformerDecoder(model->transformer->decoder.ptr<mha::TransformerDecoderImpl>()),
+  mha::ContinuousBatch batch(  // over the Transformer's decoder
+      model->transformer,
       mha::ContinuousBatchOptions().block_size(4).num_blocks(64).batch_invariant(batch_invariant));
   std::vector<Request> requests;
   std::map<int64_t, size_t> active;  // batch id -> request

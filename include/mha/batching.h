@@ -45,7 +45,8 @@ struct ContinuousBatchOptions {
   TORCH_ARG(int64_t, invariant_rows) = 8;
 };
 
-/// Serves many requests of one `mha::TransformerDecoder`, or of a causal
+/// Serves many requests of one `mha::TransformerDecoder` (or an
+/// `mha::Transformer`'s, which `add_sources` also encodes for), or of a causal
 /// `mha::TransformerEncoder` stack (a decoder-only model), at once: `add`
 /// admits a request (with its encoder memory for a decoder, projected into
 /// every layer's cross-attention pool at once; nothing for a decoder-only
@@ -59,18 +60,19 @@ struct ContinuousBatchOptions {
 /// Errors (`c10::Error`, no request changed): a memory the pools cannot hold
 /// (admission fails cleanly), a step needing more blocks than are free, an
 /// unknown id, a wrong shape or dtype. The methods lock one mutex: calls from
-/// several threads run one at a time. With int8 weights (`mha::quantize_dynamic`)
-/// a request's results depend on its neighbours (the activations' scale is
-/// per call), and `batch_invariant` is refused.
+/// several threads run one at a time (`add_sources` encodes before it
+/// locks). With int8 weights (`mha::quantize_dynamic`) a request's results
+/// depend on its neighbours (the activations' scale is per call), and
+/// `batch_invariant` is refused.
 ///
 /// Example:
 /// ```
-/// mha::TransformerDecoder decoder(mha::TransformerDecoderOptions(
-///     mha::TransformerDecoderLayer(mha::TransformerDecoderLayerOptions(32, 4)), 2));
-/// decoder->eval();
-/// mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions().num_blocks(64));
-/// const int64_t a = batch.add(torch::randn({7, 32}));   // memory (S, E)
-/// const int64_t b = batch.add(torch::randn({3, 32}));
+/// mha::Transformer model(mha::TransformerOptions(32, 4, 2, 2).dim_feedforward(64));
+/// model->eval();
+/// mha::ContinuousBatch batch(model, mha::ContinuousBatchOptions().num_blocks(64));
+/// const int64_t a = batch.add(model->encode(torch::randn({7, 32})));  // memory (S, E)
+/// const int64_t b = batch.add(torch::randn({3, 32}));  // a memory from anywhere
+/// auto more = batch.add_sources({torch::randn({5, 32}), torch::randn({2, 32})});  // 1 encode
 /// auto out = batch.step({{a, torch::randn({4, 32})}, {b, torch::randn({1, 32})}});
 /// out = batch.step({{a, torch::randn({1, 32})}});        // (1, 32) for a only
 /// batch.remove(b);
@@ -79,6 +81,10 @@ class ContinuousBatch {
  public:
   /// Pools for `decoder` (eval mode; its layers' dtype and device).
   ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options = {});
+  /// Pools for `model`'s decoder, which must be a `mha::TransformerDecoder`
+  /// (the built one, or one given as `custom_decoder`); the caller encodes
+  /// with `model->encode` for `add`, or `add_sources` encodes.
+  ContinuousBatch(const Transformer& model, const ContinuousBatchOptions& options = {});
   /// Pools for a causal `TransformerEncoder` stack (`num_memory_blocks` unused).
   ContinuousBatch(TransformerEncoder causal_stack, const ContinuousBatchOptions& options = {});
   /// Frees the pools.
@@ -88,6 +94,18 @@ class ContinuousBatch {
   /// for it, and `memory_key_padding_mask` (S) bool, true = padding (those
   /// positions are left out); for a decoder-only stack, nothing. Returns its id.
   int64_t add(const torch::Tensor& memory = {}, const torch::Tensor& memory_key_padding_mask = {});
+  /// Admits one request per source, for a batch made from a `Transformer`:
+  /// `sources[i]` (S_i, E), already embedded, and `src_key_padding_masks[i]`
+  /// (S_i) bool, true = padding, or undefined (the vector may be empty: no
+  /// masks). The sources are encoded together in one `encode` call, padded
+  /// to the longest (the padding masked), each memory's positions then
+  /// admitted as by `add` (masked ones left out); with `batch_invariant`, each
+  /// source is encoded by its own call, so a memory never depends on the
+  /// other sources. All or none: every source and the free memory blocks for
+  /// all are checked before any request is admitted. Returns their ids, in
+  /// the order of `sources`.
+  std::vector<int64_t> add_sources(const std::vector<torch::Tensor>& sources,
+                                   const std::vector<torch::Tensor>& src_key_padding_masks = {});
   /// For each id of `inputs`, its (L_i, E) new positions (a prompt chunk or
   /// one token): their (L_i, E) outputs, as one variable-length batch.
   std::map<int64_t, torch::Tensor> step(const std::map<int64_t, torch::Tensor>& inputs);
@@ -124,6 +142,8 @@ class ContinuousBatch {
                          const std::vector<int64_t>& ids,
                          const std::vector<int64_t>& lengths);
 
+  /// The model whose encoder `add_sources` calls; empty unless made from one.
+  Transformer model_{nullptr};
   int64_t invariant_rows_;  // the GEMMs' row block with batch_invariant; 0: any rows
   mutable std::mutex mutex_;
 };

@@ -59,7 +59,9 @@ struct TransformerEncoderOptions {
 class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImpl> {
  public:
   /// Clones the layer `num_layers` times; warns as Python does when
-  /// `enable_nested_tensor` is set but the layer cannot use nested tensors.
+  /// `enable_nested_tensor` is set but the layer cannot use nested tensors,
+  /// each reason once per process (Python's default warning filter), not
+  /// once per stack built.
   explicit TransformerEncoderImpl(TransformerEncoderOptions options);
 
   /// Python's `TransformerEncoder.forward`: src as the layer's, `mask` (L, L)
@@ -330,15 +332,16 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
                         bool memory_is_causal = false);
 
   /// The encoder alone (Python's `model.encoder(src, mask, src_key_padding_mask,
-  /// is_causal)`): the memory for `decode_cached`, shaped as src.
+  /// is_causal)`): the memory for `decode_cached`, shaped as src. Changes
+  /// nothing in the model.
   torch::Tensor encode(const torch::Tensor& src,
                        const torch::Tensor& src_mask = {},
                        const torch::Tensor& src_key_padding_mask = {},
-                       std::optional<bool> src_is_causal = std::nullopt);
+                       std::optional<bool> src_is_causal = std::nullopt) const;
 
   /// `TransformerDecoderImpl::make_cache` of the decoder (which must be the
   /// built one or a `TransformerDecoder` given as `custom_decoder`).
-  TransformerDecoderCache make_decoder_cache(int64_t max_len = 0);
+  TransformerDecoderCache make_decoder_cache(int64_t max_len = 0) const;
 
   /// `TransformerDecoderImpl::forward_cached` of the decoder: one greedy or
   /// beam step (or a prompt) given the memory from `encode`.
@@ -398,7 +401,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
                            {10, torch::nn::AnyValue(false)})
 
  private:
-  TransformerDecoderImpl& cached_decoder();
+  /// The decoder as a `TransformerDecoderImpl` (a c10::Error if it is not);
+  /// const as `decoder.ptr()` is: the handle, not the module it points to.
+  TransformerDecoderImpl& cached_decoder() const;
 };
 
 /// A `ModuleHolder` for `TransformerImpl`.

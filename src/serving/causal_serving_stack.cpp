@@ -26,6 +26,12 @@ class CausalServingStack final : public ServingStack {
                       "expected no memory: a decoder-only stack's requests have none");
     return self_.front().add_sequence();  // in every layer's cache: one table
   }
+  std::vector<int64_t> add_all(const std::vector<torch::Tensor>& memories,
+                               const std::vector<torch::Tensor>& /*masks*/) override {
+    TORCH_CHECK_VALUE(memories.empty(),
+                      "expected no memory: a decoder-only stack's requests have none");
+    return {};
+  }
   torch::Tensor step(const torch::Tensor& x,
                      const std::vector<int64_t>& ids,
                      const torch::Tensor& cu_seqlens) override {

@@ -10,6 +10,7 @@
 #include "mha/batching.h"
 #include "mha/quantization.h"
 #include "serving/serving_stack.h"
+#include "serving/source_encoding.h"
 
 namespace mha {
 
@@ -37,7 +38,24 @@ void check_stack(const torch::nn::Module& stack, size_t layers, bool batch_invar
                     "(mha::quantize_dynamic) are quantized per call, over all of a step's rows");
 }
 
+/// `model`'s decoder, checked to be a `TransformerDecoder`.
+TransformerDecoder decoder_of(const Transformer& model) {
+  TORCH_CHECK_VALUE(!model.is_empty(), "ContinuousBatch: expected a Transformer, not nullptr");
+  const std::shared_ptr<torch::nn::Module> decoder = model->decoder.ptr();
+  auto built = std::dynamic_pointer_cast<TransformerDecoderImpl>(decoder);
+  TORCH_CHECK_TYPE(built != nullptr,
+                   "ContinuousBatch: expected the Transformer's decoder to be a "
+                   "mha::TransformerDecoder, but it is ",
+                   decoder->name(), " (a custom_decoder of another type)");
+  return TransformerDecoder(std::move(built));
+}
+
 }  // namespace
+
+ContinuousBatch::ContinuousBatch(const Transformer& model, const ContinuousBatchOptions& options)
+    : ContinuousBatch(decoder_of(model), options) {
+  model_ = model;
+}
 
 ContinuousBatch::ContinuousBatch(TransformerEncoder causal_stack,
                                  const ContinuousBatchOptions& options)
@@ -59,6 +77,22 @@ ContinuousBatch::~ContinuousBatch() = default;
 int64_t ContinuousBatch::add(const Tensor& memory, const Tensor& memory_key_padding_mask) {
   const std::lock_guard<std::mutex> lock(mutex_);
   return stack_->add(memory, memory_key_padding_mask);
+}
+
+std::vector<int64_t> ContinuousBatch::add_sources(
+    const std::vector<Tensor>& sources, const std::vector<Tensor>& src_key_padding_masks) {
+  TORCH_CHECK(!model_.is_empty(),
+              "ContinuousBatch::add_sources: expected a batch made from an mha::Transformer (its "
+              "encoder encodes the sources); this one was made from a stack: add() its memories");
+  if (sources.empty()) return {};
+  torch::NoGradGuard no_grad;
+  // Outside the lock, as a caller's own encode: the model and the stack's modules are only read.
+  // memories: (S_i, E) each, from one encoder call unless batch-invariant
+  const std::vector<Tensor> memories =
+      detail::encode_sources(*model_, stack_->input_attention(), sources, src_key_padding_masks,
+                             /*one_call_each=*/invariant_rows_ > 0);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return stack_->add_all(memories, src_key_padding_masks);
 }
 
 std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>& inputs) {

@@ -29,6 +29,8 @@ class DecoderServingStack final : public ServingStack {
   const torch::nn::Module& module() const override { return *decoder_; }
   const MultiheadAttentionImpl& input_attention() const override { return *layer(0).self_attn; }
   int64_t add(const torch::Tensor& memory, const torch::Tensor& memory_key_padding_mask) override;
+  std::vector<int64_t> add_all(const std::vector<torch::Tensor>& memories,
+                               const std::vector<torch::Tensor>& masks) override;
   torch::Tensor step(const torch::Tensor& x,
                      const std::vector<int64_t>& ids,
                      const torch::Tensor& cu_seqlens) override {
@@ -47,6 +49,16 @@ class DecoderServingStack final : public ServingStack {
   TransformerDecoderLayerImpl& layer(size_t i) const {
     return *decoder_->layers->ptr(i)->as<TransformerDecoderLayerImpl>();
   }
+  /// `memory` (S, E) without the positions its mask (S) marks, both checked.
+  torch::Tensor unmasked(const torch::Tensor& memory,
+                         const torch::Tensor& memory_key_padding_mask) const;
+  /// Throws unless `memory` (S, E) has positions and the decoder's width,
+  /// dtype and device.
+  void check_memory(const torch::Tensor& memory) const;
+  /// Memory blocks of `positions` positions.
+  int64_t blocks_for(int64_t positions) const {
+    return (positions + cross_.front().block_size() - 1) / cross_.front().block_size();
+  }
   /// Admits `memory` (S, E), its unmasked rows; its id.
   int64_t admit(const torch::Tensor& memory);
   /// Projects `memory` (S, E) into every layer's memory pool for `id`.
@@ -58,9 +70,38 @@ class DecoderServingStack final : public ServingStack {
 
 int64_t DecoderServingStack::add(const torch::Tensor& memory,
                                  const torch::Tensor& memory_key_padding_mask) {
+  return admit(unmasked(memory, memory_key_padding_mask));
+}
+
+std::vector<int64_t> DecoderServingStack::add_all(const std::vector<torch::Tensor>& memories,
+                                                  const std::vector<torch::Tensor>& masks) {
+  std::vector<torch::Tensor> kept;  // (S_i', E): the unmasked positions
+  int64_t needed = 0;
+  for (size_t i = 0; i < memories.size(); ++i) {
+    kept.push_back(unmasked(memories[i], masks.empty() ? torch::Tensor() : masks[i]));
+    check_memory(kept.back());
+    needed += blocks_for(kept.back().size(0));
+  }
+  TORCH_CHECK(needed <= cross_.front().num_free_blocks(),
+              fmt::format("cannot admit the {} requests: their memories need {} blocks per layer, "
+                          "and {} are free; remove() finished requests or give the batch more "
+                          "memory blocks",
+                          memories.size(), needed, cross_.front().num_free_blocks()));
+  std::vector<int64_t> ids;
+  try {
+    for (const torch::Tensor& memory : kept) ids.push_back(admit(memory));
+  } catch (...) {
+    for (const int64_t id : ids) remove(id);  // all or none
+    throw;
+  }
+  return ids;
+}
+
+torch::Tensor DecoderServingStack::unmasked(const torch::Tensor& memory,
+                                            const torch::Tensor& memory_key_padding_mask) const {
   TORCH_CHECK(memory.defined() && memory.dim() == 2, "expected memory of shape (S, E), but got ",
               memory.defined() ? torch_size(memory.sizes()) : "an undefined tensor");
-  if (!memory_key_padding_mask.defined()) return admit(memory);
+  if (!memory_key_padding_mask.defined()) return memory;
   TORCH_CHECK(memory_key_padding_mask.scalar_type() == at::kBool &&
                   memory_key_padding_mask.sizes() == memory.sizes().slice(0, 1),
               fmt::format("expected memory_key_padding_mask of shape torch.Size([{}]) and dtype "
@@ -68,15 +109,18 @@ int64_t DecoderServingStack::add(const torch::Tensor& memory,
                           memory.size(0), torch_size(memory_key_padding_mask.sizes()),
                           c10::toString(memory_key_padding_mask.scalar_type())));
   // Padding positions are left out: attention over the rest is the masked attention.
-  return admit(memory.index_select(0, memory_key_padding_mask.logical_not().nonzero().flatten()));
+  return memory.index_select(0, memory_key_padding_mask.logical_not().nonzero().flatten());
+}
+
+void DecoderServingStack::check_memory(const torch::Tensor& memory) const {
+  TORCH_CHECK_VALUE(memory.size(0) > 0, "expected a memory of at least one unmasked position");
+  check_serving_rows(memory, "memory", *layer(0).multihead_attn);
 }
 
 int64_t DecoderServingStack::admit(const torch::Tensor& memory) {
   const int64_t positions = memory.size(0);  // memory: (S, E)
-  TORCH_CHECK_VALUE(positions > 0, "expected a memory of at least one unmasked position");
-  check_serving_rows(memory, "memory", *layer(0).multihead_attn);
-  const int64_t needed =
-      (positions + cross_.front().block_size() - 1) / cross_.front().block_size();
+  check_memory(memory);
+  const int64_t needed = blocks_for(positions);
   TORCH_CHECK(needed <= cross_.front().num_free_blocks(),
               fmt::format("cannot admit the request: its memory of {} positions needs {} blocks "
                           "per layer, and {} are free; remove() finished requests or give the "

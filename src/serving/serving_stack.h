@@ -31,6 +31,11 @@ class ServingStack {
   /// (S) bool; a decoder-only stack's: neither); its id. Nothing changes on error.
   virtual int64_t add(const torch::Tensor& memory,
                       const torch::Tensor& memory_key_padding_mask) = 0;
+  /// Admits one request per memory of `memories` (each as `add`'s, its mask
+  /// `masks[i]` or undefined), all or none: every memory and the free blocks
+  /// for all checked first. Their ids, in order.
+  virtual std::vector<int64_t> add_all(const std::vector<torch::Tensor>& memories,
+                                       const std::vector<torch::Tensor>& masks) = 0;
   /// The layers and the final norm on `x` (T, E), the new rows of `ids`
   /// (`cu_seqlens`): (T, E). Checked before any cache changes.
   virtual torch::Tensor step(const torch::Tensor& x,

@@ -2,6 +2,10 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <mutex>
+#include <set>
+#include <string>
+
 #include "attention/masks.h"
 #include "common/validated_scope.h"
 #include "linear/converted_module.h"
@@ -40,6 +44,20 @@ std::string why_not_nested_layer(const TransformerEncoderLayerImpl& layer) {
   return "";
 }
 
+/// Warns `message` the first time this process sees it, as Python's default
+/// warning filter shows each message of a call site once: a server that
+/// builds many stacks is told once.
+void warn_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  bool first = false;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    first = warned.insert(message).second;
+  }
+  if (first) TORCH_WARN(message);
+}
+
 /// Python's `_get_seq_len`: L of a batched or unbatched src; none for a
 /// nested src (its sequences have their own lengths).
 std::optional<int64_t> seq_len_of(const Tensor& src, bool batch_first) {
@@ -59,8 +77,8 @@ TransformerEncoderImpl::TransformerEncoderImpl(TransformerEncoderOptions options
   const std::string why_not = why_not_nested_layer(*options.encoder_layer());
   use_nested_tensor = options.enable_nested_tensor() && why_not.empty();
   if (options.enable_nested_tensor() && !why_not.empty()) {
-    TORCH_WARN("enable_nested_tensor is True, but self.use_nested_tensor is False because ",
-               why_not);
+    warn_once("enable_nested_tensor is True, but self.use_nested_tensor is False because " +
+              why_not);
   }
 }
 

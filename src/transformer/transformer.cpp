@@ -148,12 +148,14 @@ Tensor TransformerImpl::forward(const Tensor& src,
 Tensor TransformerImpl::encode(const Tensor& src,
                                const Tensor& src_mask,
                                const Tensor& src_key_padding_mask,
-                               std::optional<bool> src_is_causal) {
+                               std::optional<bool> src_is_causal) const {
+  // A second handle on the same encoder module: AnyModule::forward is not const.
+  torch::nn::AnyModule same_encoder = encoder;
   // memory: shaped as src
-  return encoder.forward<Tensor>(src, src_mask, src_key_padding_mask, src_is_causal);
+  return same_encoder.forward<Tensor>(src, src_mask, src_key_padding_mask, src_is_causal);
 }
 
-TransformerDecoderImpl& TransformerImpl::cached_decoder() {
+TransformerDecoderImpl& TransformerImpl::cached_decoder() const {
   auto* built = dynamic_cast<TransformerDecoderImpl*>(decoder.ptr().get());
   TORCH_CHECK(built != nullptr,
               "decode_cached needs a mha::TransformerDecoder as the decoder, but custom_decoder "
@@ -161,7 +163,7 @@ TransformerDecoderImpl& TransformerImpl::cached_decoder() {
   return *built;
 }
 
-TransformerDecoderCache TransformerImpl::make_decoder_cache(int64_t max_len) {
+TransformerDecoderCache TransformerImpl::make_decoder_cache(int64_t max_len) const {
   return cached_decoder().make_cache(max_len);
 }
 
