@@ -13,9 +13,10 @@
 //   weights/<byhead|native>/N:<n>/L:<l>/kpm:<0|1>/causal:<0|1>/avg:<0|1>/threads:<t>
 //                                                            the weights rule
 //   gemm/threads:<t>                                         at::mm, 2048^3
-// impl: ours (mha::MultiheadAttention), libtorch (torch::nn::MultiheadAttention),
-// floor (the raw ops). Counters: flops (per call, the formula),
-// peak_bytes (allocator bytes one call allocates, its output included),
+// impl: ours (mha::MultiheadAttention), seqfirst (the same module sequence-first,
+// nn.MultiheadAttention's default layout; need_weights=false only), libtorch
+// (torch::nn::MultiheadAttention), floor (the raw ops). Counters: flops (per call, the issue's
+// formula), peak_bytes (allocator bytes one call allocates, its output included),
 // python_path_peak_bytes (the same, for the ATen ops Python's module runs).
 //
 // Extra flags: --mha_smoke (CI: each shape once, with one flag combination per
@@ -161,9 +162,10 @@ bool shape_selected(Shape s) {
 struct Setup {
   Shape shape;
   mha::MultiheadAttention ours{nullptr};
+  mha::MultiheadAttention ours_seq{nullptr};  // the same weights, sequence-first
   torch::nn::MultiheadAttention libtorch{nullptr};
   Tensor x;             // (N, L, E), batch-first: ours, floor, Python
-  Tensor x_seq;         // (L, N, E), sequence-first copy: LibTorch
+  Tensor x_seq;         // (L, N, E), sequence-first copy: seqfirst, LibTorch
   Tensor kpm;           // (N, L) bool, true = padding
   Tensor causal;        // (L, L) bool, true = masked (MHA's convention)
   Tensor causal_float;  // (L, L) float, -inf above the diagonal (LibTorch needs float)
@@ -181,12 +183,17 @@ std::shared_ptr<Setup> make_setup(Shape s) {
       mha::MultiheadAttentionOptions(grid().embed_dim, grid().num_heads).batch_first(true));
   setup->libtorch = torch::nn::MultiheadAttention(
       torch::nn::MultiheadAttentionOptions(grid().embed_dim, grid().num_heads));
-  // Same weights in both (only for the output cross-check).
+  setup->ours_seq =
+      mha::MultiheadAttention(mha::MultiheadAttentionOptions(grid().embed_dim, grid().num_heads));
+  // Same weights in all three (only for the output cross-checks).
+  const auto weights = setup->ours->named_parameters();
+  for (auto& p : setup->ours_seq->named_parameters()) p.value().copy_(weights[p.key()]);
   setup->libtorch->in_proj_weight.copy_(setup->ours->in_proj_weight);
   setup->libtorch->in_proj_bias.copy_(setup->ours->in_proj_bias);
   setup->libtorch->out_proj->weight.copy_(setup->ours->out_proj->weight);
   setup->libtorch->out_proj->bias.copy_(setup->ours->out_proj->bias);
   setup->ours->eval();
+  setup->ours_seq->eval();
   setup->libtorch->eval();
 
   const int64_t n = s.batch, l = s.seq_len;
@@ -261,6 +268,13 @@ bool ours_is_native(const Setup& s, const InferConfig& c) {
   return ours_kernel(s, c) == FastPathKernel::kNative;
 }
 
+/// The sequence-first module on the (L, N, E) input.
+Tensor run_seqfirst(Setup& s, const InferConfig& c) {
+  return std::get<0>(s.ours_seq->forward(s.x_seq, s.x_seq, s.x_seq, c.kpm ? s.kpm : Tensor(),
+                                         c.need_weights, c.causal ? s.causal : Tensor(),
+                                         /*average_attn_weights=*/true, /*is_causal=*/c.causal));
+}
+
 Tensor run_libtorch(Setup& s, const InferConfig& c) {
   // LibTorch adds a bool attn_mask numerically, so it gets the float causal mask.
   return std::get<0>(s.libtorch->forward(s.x_seq, s.x_seq, s.x_seq, c.kpm ? s.kpm : Tensor(),
@@ -316,13 +330,14 @@ using InferFn = Tensor (*)(Setup&, const InferConfig&);
 
 InferFn infer_fn(const std::string& impl) {
   if (impl == "ours") return run_ours;
+  if (impl == "seqfirst") return run_seqfirst;
   if (impl == "libtorch") return run_libtorch;
   return run_floor;
 }
 
 /// Output in batch-first layout, for the cross-checks.
 Tensor batch_first(const std::string& impl, const Tensor& out) {
-  return impl == "libtorch" ? out.transpose(0, 1) : out;
+  return impl == "libtorch" || impl == "seqfirst" ? out.transpose(0, 1) : out;
 }
 
 std::string config_key(const InferConfig& c) {
@@ -555,7 +570,7 @@ const std::map<std::string, SmokeFlags> kSmokeFlags = {
     {"4x1024", {false, true, false}}, {"1x4096", {false, false, false}}};
 
 void register_all() {
-  const std::vector<std::string> impls = {"ours", "libtorch", "floor"};
+  const std::vector<std::string> impls = {"ours", "seqfirst", "libtorch", "floor"};
   if (flags.smoke) flags.threads.resize(1);
   if (flags.families.count("gemm")) {
     for (int t : flags.threads) {
@@ -582,6 +597,7 @@ void register_all() {
               }
               const InferConfig c{shape, nw, kpm, causal, t};
               for (const auto& impl : impls) {
+                if (impl == "seqfirst" && nw) continue;  // the functional steps, as Python's
                 const std::string name = "infer/" + impl + shape_str(shape) + flag_str("nw", nw) +
                                          flag_str("kpm", kpm) + flag_str("causal", causal) +
                                          "/threads:" + std::to_string(t);

@@ -179,6 +179,25 @@ def case_matrix():
     add("FastE512PackedWeights", **packed)
     add("FastE512PackedWeightsKpm", key_padding_mask="bool", **packed)
     add("NoGradSeqFirst", qkv="qkv", grad=False)
+    # Sequence-first (nn.MultiheadAttention's default layout) inference without weights at
+    # E = 512: Python's functional steps, which mha computes without their copies
+    # (src/attention/call_plan.h, kSequenceFirst); non-zero random biases.
+    seq_first = {"qkv": "qkv", "grad": False, "need_weights": False, "embed_dim": 512,
+                 "num_heads": 8, "weight_scale": 512 ** -0.5}
+    short, long = {"tgt_len": 16, "batch": 1}, {"tgt_len": 128, "batch": 8}
+    add("SeqFirstE512N1L16", **seq_first, **short)
+    add("SeqFirstE512N1L16Kpm", key_padding_mask="bool", **seq_first, **short)
+    add("SeqFirstE512N1L16Mask2d", attn_mask="bool2d", **seq_first, **short)
+    add("SeqFirstE512N1L16Mask3d", attn_mask="bool3d", **seq_first, **short)
+    add("SeqFirstE512N1L16Causal", attn_mask="causal", is_causal=True, **seq_first, **short)
+    add("SeqFirstE512N1L16CausalKpm", attn_mask="causal", is_causal=True,
+        key_padding_mask="bool", **seq_first, **short)
+    add("SeqFirstE512N1L16FullyMaskedKpm", key_padding_mask="bool", fully_masked=True,
+        **seq_first, **short)
+    add("SeqFirstE512N8L128", **seq_first, **long)
+    add("SeqFirstE512N8L128KpmMask", key_padding_mask="bool", attn_mask="bool2d",
+        **seq_first, **long)
+    add("SeqFirstE512N8L128Causal", attn_mask="causal", is_causal=True, **seq_first, **long)
     edge_cases(add, fast)
     return cases
 

@@ -290,6 +290,37 @@ TEST_F(MultiheadAttentionTest, FastPathCallsTakeTheKernelTheReadmeNames) {
   EXPECT_TRUE(mha::test::called(short_call, native));
 }
 
+// Sequence-first inference calls without weights (nn.MultiheadAttention's
+// default layout) take the sequence-first kernel: SDPA on views of one
+// projection, without the functional steps' split of it (`unflatten`), and a
+// contiguous output, as Python's. Their bits are Python's: reference_parity_test.cpp's
+// SeqFirstE512 cases. Weights, grad or Python's kernels keep the functional steps.
+TEST_F(MultiheadAttentionTest, SequenceFirstInferenceCallsTakeTheSequenceFirstKernel) {
+  MultiheadAttention attn(MultiheadAttentionOptions(512, 8));
+  attn->eval();
+  const auto x = torch::randn({128, 4, 512});  // (L, N, E)
+  const auto pad = torch::zeros({4, 128}, torch::kBool);
+  const std::string split = "aten::unflatten", sdpa = "aten::scaled_dot_product_attention";
+  auto call = [&](bool need_weights) {
+    Tensor out;
+    const auto ops = mha::test::ops_called(
+        [&] { out = std::get<0>(attn(x, x, x, pad, need_weights)); });  // (L, N, E)
+    EXPECT_TRUE(out.is_contiguous()) << need_weights;
+    return ops;
+  };
+  {
+    torch::NoGradGuard no_grad;
+    const auto fast = call(/*need_weights=*/false);
+    EXPECT_TRUE(mha::test::called(fast, sdpa));
+    EXPECT_FALSE(mha::test::called(fast, split));
+    EXPECT_FALSE(mha::test::called(fast, "aten::_native_multi_head_attention"));
+    EXPECT_TRUE(mha::test::called(call(/*need_weights=*/true), split));
+    const mha::PythonKernelsGuard pythons;
+    EXPECT_TRUE(mha::test::called(call(/*need_weights=*/false), split));
+  }
+  EXPECT_TRUE(mha::test::called(call(/*need_weights=*/false), split)) << "grad enabled";
+}
+
 // With Python's kernels the call that took mha's fused kernel above runs
 // Python's native op, merged float masks and all (its bits: reference_parity_test.cpp).
 TEST_F(MultiheadAttentionTest, PythonKernelsRunPythonsNativeOp) {

@@ -103,6 +103,46 @@ TEST_F(PrepackTest, AgreesWithTheFloatModuleAndIsPythonsBitsWithPythonsKernels) 
   }
 }
 
+// Sequence-first attention (nn.MultiheadAttention's default layout) with
+// non-zero biases: inference calls without weights take the sequence-first
+// kernel on the packed GEMMs, within float32 rounding of the float module;
+// with Python's kernels, Python's bits (the float module's: reference_parity_test.cpp).
+TEST_F(PrepackTest, SequenceFirstCallsAgreeWithTheFloatModuleAndArePythonsBitsWithPythonsKernels) {
+  mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(512, 8));
+  {
+    const torch::NoGradGuard no_grad;
+    attn->in_proj_bias.normal_(0.0, 0.05);
+    attn->out_proj->bias.normal_(0.0, 0.05);
+  }
+  attn->eval();
+  auto reference = mha::MultiheadAttention(
+      std::dynamic_pointer_cast<mha::MultiheadAttentionImpl>(attn->clone()));
+  mha::prepack(attn);
+  const auto run = [](mha::MultiheadAttention& m, const Tensor& x, const Tensor& kpm,
+                      const Tensor& mask) {
+    const c10::InferenceMode inference;
+    return std::get<0>(m->forward(x, x, x, kpm, /*need_weights=*/false, mask,
+                                  /*average_attn_weights=*/true, /*is_causal=*/mask.defined()));
+  };
+  for (const auto& [batch, length] : {std::pair<int64_t, int64_t>{1, 16}, {8, 128}}) {
+    const Tensor x = torch::randn({length, batch, 512});  // (L, N, E)
+    Tensor kpm = torch::zeros({batch, length}, torch::kBool);
+    kpm.select(0, 0).narrow(0, length / 2, length / 2).fill_(true);
+    const Tensor causal = torch::ones({length, length}, torch::kBool).triu(1);
+    for (const auto& [pad, mask] :
+         {std::pair<Tensor, Tensor>{}, {kpm, Tensor()}, {Tensor(), causal}, {kpm, causal}}) {
+      Tensor out;
+      const auto ops = ops_called([&] { out = run(attn, x, pad, mask); });
+      EXPECT_TRUE(called(ops, kPackedGemmOp));
+      EXPECT_FALSE(called(ops, "aten::unflatten")) << "the sequence-first kernel";
+      EXPECT_TRUE(out.is_contiguous());
+      expect_close(out, run(reference, x, pad, mask));
+      const mha::PythonKernelsGuard python_kernels(true);
+      EXPECT_TRUE(bitwise_equal(run(attn, x, pad, mask), run(reference, x, pad, mask)));
+    }
+  }
+}
+
 TEST_F(PrepackTest, AnEditThroughDataOfAFloatWeightIsSeen) {
   // A float module holds no packed copy: an edit through .data() (no version
   // bump) is what the next call computes with.

@@ -57,32 +57,39 @@ std::string expected_error(const std::string& path) {
   return top.contains("expected_error") ? top.at("expected_error").toStringRef() : "";
 }
 
-/// The kernel a case must take: Python's functional steps where Python's
-/// module ran them; where it ran its native op, mha's rule for the call
-/// (which gives `kPython` while Python's kernels are on).
+/// The kernel a case must take: where Python's module ran its functional
+/// steps, those, or `kSequenceFirst` where mha's rule takes it (never while
+/// Python's kernels are on); where it ran its native op, mha's rule for the
+/// call (which gives `kPython` while Python's kernels are on).
 AttentionKernel expected_kernel(const ReferenceCase& ref,
                                 const mha::MultiheadAttentionImpl& module,
-                                const Tensor& query,
-                                bool masked) {
-  if (ref.python_kernel != "native") return AttentionKernel::kFunctional;
-  const int64_t batch = query.size(0), seq_len = query.size(1);  // (N, L, E) on the fast path
-  return mha::detail::choose_fast_path_kernel(batch, seq_len, ref.need_weights, masked,
+                                const mha::detail::AttentionCall& call) {
+  if (ref.python_kernel != "native") {
+    return mha::detail::takes_sequence_first_kernel(module, call) ? AttentionKernel::kSequenceFirst
+                                                                  : AttentionKernel::kFunctional;
+  }
+  const int64_t batch = call.query.size(0), seq_len = call.query.size(1);  // (N, L, E)
+  return mha::detail::choose_fast_path_kernel(batch, seq_len, ref.need_weights, call.masked(),
                                               mha::detail::has_prepacked_projections(module));
 }
 
 /// Whether the ATen ops a call ran are those of `kernel`: Python's native op
-/// for kPython and kNative only, SDPA without it for kFused, neither for kByHead.
+/// for kPython and kNative only, SDPA without it for kFused, neither for
+/// kByHead; SDPA without the functional steps' split of the projection
+/// (`unflatten`) for kSequenceFirst.
 ::testing::AssertionResult ran_kernel(const std::vector<std::string>& ops, AttentionKernel kernel) {
   const bool native = mha::test::called(ops, "aten::_native_multi_head_attention");
   const bool sdpa = mha::test::called(ops, "aten::scaled_dot_product_attention");
+  const bool split = mha::test::called(ops, "aten::unflatten");
   const bool ok = kernel == AttentionKernel::kPython || kernel == AttentionKernel::kNative ? native
-                  : kernel == AttentionKernel::kFused  ? sdpa && !native
-                  : kernel == AttentionKernel::kByHead ? !sdpa && !native
-                                                       : !native;
+                  : kernel == AttentionKernel::kFused         ? sdpa && !native
+                  : kernel == AttentionKernel::kByHead        ? !sdpa && !native
+                  : kernel == AttentionKernel::kSequenceFirst ? sdpa && !native && !split
+                                                              : !native;
   if (ok) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << "kernel " << static_cast<int>(kernel) << " expected; native op ran: " << native
-         << ", SDPA ran: " << sdpa;
+         << ", SDPA ran: " << sdpa << ", the projection split: " << split;
 }
 
 using mha::test::ParityParam;
@@ -151,7 +158,14 @@ TEST_P(ReferenceParity, MatchesPython) {
   AttentionKernel kernel;
   {
     torch::AutoGradMode grad_mode(ref.grad);  // the rule reads it (prepacked weights need none)
-    kernel = expected_kernel(ref, *module, query, kpm.defined() || attn_mask.defined());
+    const mha::detail::AttentionCall call{
+        query,        key, value, kpm, attn_mask, ref.need_weights, ref.average_attn_weights,
+        ref.is_causal};
+    kernel = expected_kernel(ref, *module, call);
+    if (ref.name.rfind("SeqFirstE512", 0) == 0) {  // the cases written for it
+      EXPECT_EQ(kernel,
+                python_kernels ? AttentionKernel::kFunctional : AttentionKernel::kSequenceFirst);
+    }
     const auto ops = mha::test::ops_called([&] {
       std::tie(out, weights) = module(query, key, value, kpm, ref.need_weights, attn_mask,
                                       ref.average_attn_weights, ref.is_causal);
@@ -180,9 +194,9 @@ TEST_P(ReferenceParity, MatchesPython) {
   }
 
   // Python's kernel, Python's bits (on the CPU: other devices' kernels differ).
-  const bool pythons_kernel = kernel == AttentionKernel::kFunctional ||
-                              kernel == AttentionKernel::kPython ||
-                              kernel == AttentionKernel::kNative;
+  const bool pythons_kernel =
+      kernel == AttentionKernel::kFunctional || kernel == AttentionKernel::kPython ||
+      kernel == AttentionKernel::kNative || kernel == AttentionKernel::kSequenceFirst;
   if (pythons_kernel && device.is_cpu()) {
     EXPECT_TRUE(bitwise) << "the kernel is Python's, so every number must be Python's bits";
   }

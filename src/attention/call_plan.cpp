@@ -41,8 +41,11 @@ std::string why_not_devices_or_grad(const MultiheadAttentionImpl& m, const Tenso
   return "";
 }
 
-/// The module's conditions of Python's `why_not_fast_path`, after the inputs'.
-std::string why_not_module(const MultiheadAttentionImpl& m, const Tensor& query) {
+/// The module's conditions of Python's `why_not_fast_path`, after the inputs';
+/// `batch_first` among them only when `check_layout`.
+std::string why_not_module(const MultiheadAttentionImpl& m,
+                           const Tensor& query,
+                           bool check_layout) {
   const auto& o = m.options;
   const int64_t embed_dim = o.embed_dim();
   if (m.in_proj_bias.defined() && query.scalar_type() != m.in_proj_bias.scalar_type()) {
@@ -58,7 +61,7 @@ std::string why_not_module(const MultiheadAttentionImpl& m, const Tensor& query)
   }
   if (m.is_training()) return "training is enabled";
   if (o.num_heads() % 2 != 0) return "self.num_heads is not even";
-  if (!o.batch_first()) return "batch_first was not True";
+  if (check_layout && !o.batch_first()) return "batch_first was not True";
   if (m.bias_k.defined()) return "self.bias_k was not None";
   if (m.bias_v.defined()) return "self.bias_v was not None";
   if (o.add_zero_attn()) return "add_zero_attn was enabled";
@@ -68,9 +71,10 @@ std::string why_not_module(const MultiheadAttentionImpl& m, const Tensor& query)
   return "";
 }
 
-}  // namespace
-
-std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCall& call) {
+/// Python's `why_not_fast_path`, without its `batch_first` condition unless `check_layout`.
+std::string why_not_fast_path_checks(const MultiheadAttentionImpl& m,
+                                     const AttentionCall& call,
+                                     bool check_layout) {
   auto not_bool = [](const Tensor& mask) {
     return mask.defined() && mask.scalar_type() != at::kBool;
   };
@@ -86,7 +90,7 @@ std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCa
   if (!call.is_self_attention()) {
     return "non-self attention was used (query, key, and value are not the same Tensor)";
   }
-  std::string reason = why_not_module(m, call.query);
+  std::string reason = why_not_module(m, call.query, check_layout);
   if (!reason.empty()) return reason;
   if (call.query.is_nested() && call.masked()) {
     return "supplying both src_key_padding_mask and src_mask at the same time is not supported "
@@ -94,6 +98,21 @@ std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCa
   }
   if (at::autocast::is_autocast_enabled(at::kCUDA)) return "autocast is enabled";
   return why_not_devices_or_grad(m, call.query);
+}
+
+}  // namespace
+
+std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCall& call) {
+  return why_not_fast_path_checks(m, call, /*check_layout=*/true);
+}
+
+bool takes_sequence_first_kernel(const MultiheadAttentionImpl& m, const AttentionCall& call) {
+  // The hint without its mask, or an empty query: Python's steps and their errors.
+  const bool causal_without_mask = call.is_causal && !call.attn_mask.defined();
+  const bool empty = call.query.is_nested() || call.query.numel() == 0;
+  return !m.options.batch_first() && !call.need_weights && !python_kernels_enabled() &&
+         m.in_proj_bias.defined() && !causal_without_mask && !empty &&
+         why_not_fast_path_checks(m, call, /*check_layout=*/false).empty();
 }
 
 AttentionKernel choose_fast_path_kernel(
@@ -130,6 +149,9 @@ CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& ca
     return plan;
   }
   plan.attn_mask_dropped = causal_hint_drops_attn_mask(call);
+  if (takes_sequence_first_kernel(module, call)) {
+    plan.kernel = AttentionKernel::kSequenceFirst;
+  }
   return plan;
 }
 

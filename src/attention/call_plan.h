@@ -42,6 +42,12 @@ enum class AttentionKernel {
   /// projection. Averaged weights never hold (N, H, L, S): extra memory about
   /// three (N, L, S) tensors. Equal to Python within float32 rounding.
   kByHead,
+  /// A sequence-first (L, N, E) self-attention call without weights that
+  /// Python computes with its functional steps only because the module is not
+  /// `batch_first` (`takes_sequence_first_kernel`): the steps' GEMMs and SDPA
+  /// on the same layouts, without their copies (`sequence_first_attention`).
+  /// Python's bits; on prepacked weights, mha's GEMMs (within float32 rounding).
+  kSequenceFirst,
 };
 
 /// Shortest sequence length at which `choose_fast_path_kernel` picks `kFused`
@@ -93,13 +99,23 @@ struct CallPlan {
 /// dtype, which the functional path then rejects with Python's error.
 std::string why_not_fast_path(const MultiheadAttentionImpl& module, const AttentionCall& call);
 
+/// Whether `call` takes `kSequenceFirst`: the module is sequence-first, the
+/// call asks no weights, mha's kernels are on, the module has biases, the
+/// query is not empty, `is_causal` comes with its `attn_mask`, and every
+/// other condition of
+/// Python's `why_not_fast_path` holds (eval, no grad, self-attention, bool
+/// masks, even heads, no `bias_k`/`bias_v`/`add_zero_attn`, kdim == vdim == E,
+/// not int8).
+bool takes_sequence_first_kernel(const MultiheadAttentionImpl& module, const AttentionCall& call);
+
 /// Whether Python's functional path drops `call.attn_mask` before checking its
 /// shape: the causal hint wins with `is_causal`, no weights and no key padding mask.
 bool causal_hint_drops_attn_mask(const AttentionCall& call);
 
 /// The plan of `call` on `module`: the fast path where Python takes it (and
 /// the module has biases, without which Python's op is not called), with the
-/// kernel of `choose_fast_path_kernel`; else `kFunctional`.
+/// kernel of `choose_fast_path_kernel`; `kSequenceFirst` where
+/// `takes_sequence_first_kernel`; else `kFunctional`.
 CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& call);
 
 }  // namespace detail

@@ -213,6 +213,7 @@ std::tuple<Tensor, Tensor> fast_path_forward(AttentionKernel kernel,
       return by_head_attention(module, call.query, masked, call.average_attn_weights);
     }
     case AttentionKernel::kFunctional:
+    case AttentionKernel::kSequenceFirst:
       break;
   }
   TORCH_CHECK(false, "fast_path_forward: not a fast-path kernel");

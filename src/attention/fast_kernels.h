@@ -17,7 +17,7 @@ class MultiheadAttentionImpl;
 
 namespace detail {
 
-/// Computes a fast-path call with `kernel` (not `kFunctional`). The caller
+/// Computes a fast-path call with `kernel` (not `kFunctional` or `kSequenceFirst`). The caller
 /// has established that Python's module takes its fast path here
 /// (`plan_call`) and passes the original bool masks: query (N, L, E),
 /// `key_padding_mask` (N, L), `attn_mask` (L, L) or (N * H, L, L).

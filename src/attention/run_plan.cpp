@@ -6,6 +6,7 @@
 #include "attention/functional_steps.h"
 #include "attention/masks.h"
 #include "attention/projector.h"
+#include "attention/sequence_first_kernel.h"
 #include "linear/int8_linear.h"
 #include "mha/functional.h"
 #include "mha/multihead_attention.h"
@@ -70,6 +71,9 @@ std::tuple<Tensor, Tensor> run_plan(const CallPlan& plan,
                                     const AttentionCall& call) {
   if (plan.kernel == AttentionKernel::kFunctional) {
     return functional_path(module, call, plan.why_not_fast_path);
+  }
+  if (plan.kernel == AttentionKernel::kSequenceFirst) {
+    return {sequence_first_attention(module, call), Tensor()};
   }
   return fast_path_forward(plan.kernel, module, call);
 }

@@ -1,0 +1,48 @@
+#include "attention/sequence_first_kernel.h"
+
+#include <ATen/ATen.h>
+
+#include <optional>
+
+#include "attention/masks.h"
+#include "attention/projector.h"
+#include "linear/int8_linear.h"
+#include "mha/multihead_attention.h"
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+Tensor sequence_first_attention(const MultiheadAttentionImpl& m, const AttentionCall& call) {
+  const Tensor& query = call.query;  // (L, N, E)
+  const int64_t num_heads = m.options.num_heads();
+  const int64_t tgt_len = query.size(0), bsz = query.size(1), embed_dim = query.size(2);
+  const int64_t head_dim = embed_dim / num_heads;
+
+  // Python's one linear over the contiguous (L, N, E) input (one addmm). Its
+  // steps then copy q, k and v apart; SDPA reads the same values in place
+  // from (N, H, L, hd) views, and its result is the same bits.
+  const Tensor qkv = Projector::of(m).fused_qkv(query).view(
+      {tgt_len, bsz, 3, num_heads, head_dim});              // (L, N, 3, H, hd)
+  const Tensor q = qkv.select(2, 0).permute({1, 2, 0, 3});  // (N, H, L, hd)
+  const Tensor k = qkv.select(2, 1).permute({1, 2, 0, 3});  // (N, H, L, hd)
+  const Tensor v = qkv.select(2, 2).permute({1, 2, 0, 3});  // (N, H, L, hd)
+
+  // Python's masks: with the causal hint and no key padding mask, SDPA's causal
+  // mode (attn_mask dropped); else attn_mask and key padding merged, additive.
+  const bool causal = call.is_causal && !call.key_padding_mask.defined();
+  std::optional<Tensor> additive;  // an undefined Tensor would be rejected
+  if (!causal && call.masked()) {
+    const Tensor masked = merged_bool_mask(call.attn_mask, call.key_padding_mask, bsz, num_heads,
+                                           tgt_len);    // (N|1, H|1, L|1, L)
+    additive = additive_mask(masked, query.options());  // the same shape, 0 or -inf
+  }
+  Tensor out = at::scaled_dot_product_attention(q, k, v, additive, /*dropout_p=*/0.0, causal);
+  out = out.permute({2, 0, 1, 3}).contiguous().view({tgt_len * bsz, embed_dim});  // (L * N, E)
+  out = linear_int8_or_packed(*m.out_proj, out);                                  // (L * N, E)
+  return out.view({tgt_len, bsz, embed_dim});                                     // (L, N, E)
+}
+
+}  // namespace detail
+}  // namespace mha
