@@ -13,8 +13,10 @@
 //   GEMM           top-level linear, addmm, mm, matmul, bmm and the packed
 //                  and int8 linear ops, as a share of the profiled steps' wall
 //                  time
-//   SDPA           top-level scaled_dot_product_attention (one call per
-//                  request and layer in the per-sequence paged attention)
+//   attention      top-level scaled_dot_product_attention (one call per
+//                  request and layer in a per-sequence attention) and the
+//                  decode kernel, mha::paged_decode_attention (one call per
+//                  layer's attention and step)
 //   other ops      every other top-level op (gathers, norms, copies, ...)
 //   outside ops    the profiled step's wall time that no top-level op covers
 
@@ -137,7 +139,8 @@ void profile_steps(Server& server, Row& row) {
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.ms > b.ms; });
   for (size_t i = 0; i < ops.size(); ++i) {
     const auto& op = ops[i];
-    const bool sdpa = op.name == "aten::scaled_dot_product_attention";
+    const bool sdpa =
+        op.name == "aten::scaled_dot_product_attention" || op.name == "mha::paged_decode_attention";
     (is_gemm(op.name) ? row.gemm_ms : sdpa ? row.sdpa_ms : row.other_ms) += op.ms;
     if (i < 10) {
       row.top += " " + op.name + " " + std::to_string(op.ms).substr(0, 6) + " ms (" +
@@ -173,7 +176,7 @@ void profile(const std::vector<int64_t>& counts, int threads, const std::string&
   for (const int64_t n : counts) rows.push_back(measure(n, threads, form));
   std::printf(
       "| N | threads | step ms (median of %ld) | ms per request | ATen ops per step | profiled "
-      "ms | GEMM | SDPA | other ops | outside ops "
+      "ms | GEMM | attention | other ops | outside ops "
       "|\n|---|---|---|---|---|---|---|---|---|---|\n",
       static_cast<long>(kSteps));
   for (const Row& r : rows) {
