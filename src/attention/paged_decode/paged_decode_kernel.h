@@ -95,67 +95,109 @@ inline float exp_and_sum(float* scores, int64_t count, float max) {
   return sum;
 }
 
-/// Per-thread buffers: the scores of one (sequence, head), and a query,
-/// accumulator and converted row of `dim` floats each.
+/// Per-thread buffers for a group of up to `heads` heads of one sequence:
+/// their scores (heads x positions), and per head a query and an accumulator
+/// of `dim` floats; one converted row of `dim` floats.
 struct Scratch {
   std::vector<float> scores, q, acc, row;
-  Scratch(int64_t max_length, int64_t dim)
-      : scores(std::max<int64_t>(max_length, 1)), q(dim), acc(dim), row(dim) {}
+  int64_t max_length;
+  Scratch(int64_t heads, int64_t max_length, int64_t dim)
+      : scores(heads * std::max<int64_t>(max_length, 1)),
+        q(heads * dim),
+        acc(heads * dim),
+        row(dim),
+        max_length(std::max<int64_t>(max_length, 1)) {}
 };
 
-/// Where position j of a sequence's head h lies in a pool of blocks: its
-/// block from the table, then the row in the block and the head (elements).
-struct BlockAddress {
-  const int32_t* table;
-  int64_t block_size, block_stride, row_stride, head_offset;
-  int64_t operator()(int64_t j) const {
-    return static_cast<int64_t>(table[j / block_size]) * block_stride +
-           (j % block_size) * row_stride + head_offset;
-  }
+/// A pool's layout: the element offsets of a block, a row in it and a head.
+struct PoolStrides {
+  int64_t block, row, head;
+  explicit PoolStrides(const torch::Tensor& pool)
+      : block(pool.stride(0)), row(pool.stride(1)), head(pool.stride(2)) {}
 };
 
-/// One (sequence, head): writes its attention row (hd) into `out`.
-template <typename T>
-void attend_one(const PagedDecodeArgs& a, int64_t n, int64_t h, Scratch& s, T* out) {
-  const int64_t dim = a.query.size(2);
-  const int64_t length = a.lengths.data_ptr<int32_t>()[n];
-  const int32_t* table = a.block_table.data_ptr<int32_t>() + n * a.block_table.stride(0);
-  const BlockAddress key_at{table, a.keys.size(1), a.keys.stride(0), a.keys.stride(1),
-                            h * a.keys.stride(2)};
-  const BlockAddress value_at{table, a.values.size(1), a.values.stride(0), a.values.stride(1),
-                              h * a.values.stride(2)};
-  const T* keys = a.keys.data_ptr<T>();
-  const T* values = a.values.data_ptr<T>();
-  const T* q = a.query.data_ptr<T>() + n * a.query.stride(0) + h * a.query.stride(1);
-  to_float(q, s.q.data(), dim);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  for (int64_t d = 0; d < dim; ++d) s.q[d] *= scale;
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < length; ++j) {  // scores (S,)
-    s.scores[j] = dot(s.q.data(), keys + key_at(j), s.row.data(), dim);
-    max = std::max(max, s.scores[j]);
+/// Calls visit(j, row) for positions j = 0 .. length - 1 in order, `row`
+/// pointing at position j's row of `pool` (the table's blocks in order):
+/// block by block, so rows of a block are read one after the other.
+template <typename T, typename Visit>
+void for_each_row(const T* pool,
+                  const PoolStrides& strides,
+                  const int32_t* table,
+                  int64_t block_size,
+                  int64_t length,
+                  const Visit& visit) {
+  for (int64_t b = 0, j = 0; j < length; ++b) {
+    const T* block = pool + static_cast<int64_t>(table[b]) * strides.block;
+    for (int64_t r = 0; r < block_size && j < length; ++r, ++j) visit(j, block + r * strides.row);
   }
-  const float sum = exp_and_sum(s.scores.data(), length, max);
-  std::fill(s.acc.begin(), s.acc.end(), 0.0f);
-  for (int64_t j = 0; j < length; ++j) {  // (hd,) += p_j * v_j
-    add_scaled(s.acc.data(), s.scores[j], values + value_at(j), s.row.data(), dim);
-  }
-  const float inv = length > 0 ? 1.0f / sum : 0.0f;
-  for (int64_t d = 0; d < dim; ++d) s.acc[d] *= inv;
-  from_float(s.acc.data(), out, dim);
 }
 
-/// Every (sequence, head) of the step, split over ATen's threads.
+/// Heads [h0, h0 + g) of sequence n: writes their attention rows (g, hd)
+/// into `out`. Each head's scores, softmax and weighted sum run in position
+/// order, whatever the group, so a head's result depends on its own keys only.
+template <typename T>
+void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Scratch& s, T* out) {
+  const int64_t dim = a.query.size(2), length = a.lengths.data_ptr<int32_t>()[n];
+  const int32_t* table = a.block_table.data_ptr<int32_t>() + n * a.block_table.stride(0);
+  const PoolStrides k_strides(a.keys), v_strides(a.values);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  for (int64_t i = 0; i < g; ++i) {  // the group's queries, scaled: (g, hd)
+    float* q = s.q.data() + i * dim;
+    to_float(a.query.data_ptr<T>() + n * a.query.stride(0) + (h0 + i) * a.query.stride(1), q, dim);
+    for (int64_t d = 0; d < dim; ++d) q[d] *= scale;
+  }
+  float* scores = s.scores.data();  // (g, length), head i's at i * max_length
+  for_each_row(
+      a.keys.data_ptr<T>(), k_strides, table, a.keys.size(1), length, [&](int64_t j, const T* row) {
+        for (int64_t i = 0; i < g; ++i) {
+          scores[i * s.max_length + j] =
+              dot(s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
+        }
+      });
+  std::vector<float> inv(g, 0.0f);
+  for (int64_t i = 0; i < g; ++i) {
+    float* head_scores = scores + i * s.max_length;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < length; ++j) max = std::max(max, head_scores[j]);
+    const float sum = exp_and_sum(head_scores, length, max);
+    inv[i] = length > 0 ? 1.0f / sum : 0.0f;
+  }
+  std::fill(s.acc.begin(), s.acc.begin() + g * dim, 0.0f);
+  for_each_row(a.values.data_ptr<T>(), v_strides, table, a.values.size(1), length,
+               [&](int64_t j, const T* row) {  // (hd,) += p_j * v_j per head
+                 for (int64_t i = 0; i < g; ++i) {
+                   add_scaled(s.acc.data() + i * dim, scores[i * s.max_length + j],
+                              row + (h0 + i) * v_strides.head, s.row.data(), dim);
+                 }
+               });
+  for (int64_t i = 0; i < g; ++i) {
+    float* acc = s.acc.data() + i * dim;
+    for (int64_t d = 0; d < dim; ++d) acc[d] *= inv[i];
+    from_float(acc, out + i * dim, dim);
+  }
+}
+
+/// Every (sequence, head) of the step, split over ATen's threads in items of
+/// one sequence and a group of its heads: all heads per item when the
+/// sequences outnumber the threads (each pool row read whole, in order),
+/// smaller groups when they do not.
 template <typename T>
 void attend_all(const PagedDecodeArgs& a, torch::Tensor& out) {
   const int64_t batch = a.query.size(0), heads = a.query.size(1), dim = a.query.size(2);
   const int32_t* lengths = a.lengths.data_ptr<int32_t>();
   const int64_t max_length = batch == 0 ? 0 : *std::max_element(lengths, lengths + batch);
+  const int64_t threads = at::get_num_threads();
+  int64_t groups = 1;  // per sequence: the fewest that give every thread two items
+  while (groups < heads && batch * groups < 2 * threads) groups *= 2;
+  const int64_t group = (heads + groups - 1) / groups;
+  const int64_t items_per_seq = (heads + group - 1) / group;
   T* out_data = out.data_ptr<T>();
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-    Scratch scratch(max_length, dim);
+  at::parallel_for(0, batch * items_per_seq, 1, [&](int64_t begin, int64_t end) {
+    Scratch scratch(group, max_length, dim);
     for (int64_t i = begin; i < end; ++i) {
-      attend_one<T>(a, i / heads, i % heads, scratch, out_data + i * dim);
+      const int64_t n = i / items_per_seq, h0 = (i % items_per_seq) * group;
+      const int64_t g = std::min(group, heads - h0);
+      attend_group<T>(a, n, h0, g, scratch, out_data + (n * heads + h0) * dim);
     }
   });
 }
