@@ -4,8 +4,16 @@
 #include "attention/paged_decode/paged_decode.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
 
 namespace mha {
 namespace detail {
@@ -78,6 +86,69 @@ void check_blocks(const PagedDecodeArgs& a) {
   }
 }
 
+/// The items of a call of `batch` sequences of `heads` heads on `threads`
+/// threads: all heads per item when there are enough sequences (each pool row
+/// read whole), else groups of heads, halved until every thread has two.
+DecodeItems decode_items(int64_t batch, int64_t heads, int64_t threads) {
+  int64_t groups = 1;
+  while (groups < heads && batch * groups < 2 * threads) groups *= 2;
+  DecodeItems items;
+  items.heads = (heads + groups - 1) / groups;
+  items.per_sequence = (heads + items.heads - 1) / items.heads;
+  return items;
+}
+
+/// A call's chunks, claimed one at a time by the calling thread and by the
+/// tasks it launched; shared with those tasks, which may start after the call.
+struct Chunks {
+  std::function<void(int64_t)> run;
+  int64_t count = 0;
+  std::atomic<int64_t> next{0}, done{0};
+  std::mutex mutex;
+  std::condition_variable all_done;
+  std::exception_ptr error;
+
+  /// Runs chunks until none is left to claim.
+  void work() {
+    for (int64_t c = next++; c < count; c = next++) {
+      try {
+        run(c);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+      }
+      if (++done == count) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        all_done.notify_all();
+      }
+    }
+  }
+};
+
+/// f(begin, end) over [0, items) in at::get_num_threads() chunks. LibTorch's
+/// at::parallel_for runs OpenMP pragmas compiled into the caller, and mha is
+/// built without OpenMP (one OpenMP runtime per process: LibTorch's), so the
+/// chunks go to LibTorch's inter-op pool (at::launch); the caller works too,
+/// and waits only for chunks already taken, so a pool busy with callers of
+/// this function cannot deadlock it.
+void parallel_items(int64_t items, const std::function<void(int64_t, int64_t)>& f) {
+  const int64_t threads = std::min<int64_t>(at::get_num_threads(), items);
+  if (threads <= 1 || at::in_parallel_region()) {
+    f(0, items);
+    return;
+  }
+  auto chunks = std::make_shared<Chunks>();
+  chunks->count = threads;
+  chunks->run = [&f, items, threads](int64_t c) {
+    f(items * c / threads, items * (c + 1) / threads);
+  };
+  for (int64_t t = 1; t < threads; ++t) at::launch([chunks] { chunks->work(); });
+  chunks->work();
+  std::unique_lock<std::mutex> lock(chunks->mutex);
+  chunks->all_done.wait(lock, [&] { return chunks->done == chunks->count; });
+  if (chunks->error) std::rethrow_exception(chunks->error);
+}
+
 }  // namespace
 
 PagedDecodeArgs dense_blocks(const Tensor& query, const Tensor& keys, const Tensor& values) {
@@ -115,17 +186,15 @@ Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capabil
   check_args(args);
   check_blocks(args);
   Tensor out = at::empty(args.query.sizes(), args.query.options());  // (N, H, hd)
+  const int64_t batch = args.query.size(0), heads = args.query.size(1);
+  const DecodeItems items = decode_items(batch, heads, at::get_num_threads());
+  auto kernel = paged_decode_default;
 #if defined(MHA_PAGED_DECODE_X86)
-  if (capability == CpuCapability::kAvx512) {
-    paged_decode_avx512(args, out);
-    return out;
-  }
-  if (capability == CpuCapability::kAvx2) {
-    paged_decode_avx2(args, out);
-    return out;
-  }
+  if (capability == CpuCapability::kAvx512) kernel = paged_decode_avx512;
+  if (capability == CpuCapability::kAvx2) kernel = paged_decode_avx2;
 #endif
-  paged_decode_default(args, out);
+  parallel_items(batch * items.per_sequence,
+                 [&](int64_t begin, int64_t end) { kernel(args, items, begin, end, out); });
   return out;
 }
 

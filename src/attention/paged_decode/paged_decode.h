@@ -50,10 +50,29 @@ std::vector<CpuCapability> available_cpu_capabilities();
 /// "default", "avx2" or "avx512".
 const char* capability_name(CpuCapability capability);
 
-/// The kernels, one per capability object; `out` (N, H, hd) is preallocated.
-void paged_decode_default(const PagedDecodeArgs& args, torch::Tensor& out);
-void paged_decode_avx2(const PagedDecodeArgs& args, torch::Tensor& out);
-void paged_decode_avx512(const PagedDecodeArgs& args, torch::Tensor& out);
+/// How a call's (sequence, head) pairs are split into items, each one
+/// sequence and `heads` of its heads (`per_sequence` items per sequence).
+struct DecodeItems {
+  int64_t heads = 1, per_sequence = 1;
+};
+
+/// The kernels, one per capability object: items [begin, end) of `items`
+/// into `out` (N, H, hd), preallocated.
+void paged_decode_default(const PagedDecodeArgs& args,
+                          const DecodeItems& items,
+                          int64_t begin,
+                          int64_t end,
+                          torch::Tensor& out);
+void paged_decode_avx2(const PagedDecodeArgs& args,
+                       const DecodeItems& items,
+                       int64_t begin,
+                       int64_t end,
+                       torch::Tensor& out);
+void paged_decode_avx512(const PagedDecodeArgs& args,
+                         const DecodeItems& items,
+                         int64_t begin,
+                         int64_t end,
+                         torch::Tensor& out);
 
 }  // namespace detail
 }  // namespace mha

@@ -6,8 +6,12 @@
 namespace mha {
 namespace detail {
 
-void paged_decode_default(const PagedDecodeArgs& args, torch::Tensor& out) {
-  paged_decode_kernel::run(args, out);
+void paged_decode_default(const PagedDecodeArgs& args,
+                          const DecodeItems& items,
+                          int64_t begin,
+                          int64_t end,
+                          torch::Tensor& out) {
+  paged_decode_kernel::run(args, items, begin, end, out);
 }
 
 }  // namespace detail

@@ -7,7 +7,6 @@
 // positions in order, their max, exp and sum, then the weighted sum of the
 // values in position order; one thread does all of it.
 
-#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <c10/util/BFloat16.h>
@@ -116,19 +115,50 @@ struct PoolStrides {
       : block(pool.stride(0)), row(pool.stride(1)), head(pool.stride(2)) {}
 };
 
+/// The heads [h0, h0 + g) of a pool row: each head's `dim` elements.
+struct HeadSpan {
+  int64_t h0, g, dim, head_stride;
+};
+
+/// Asks the CPU to start loading a row's heads (a pool row is a few pages
+/// apart from the previous block's, where the hardware prefetcher stops).
+template <typename T>
+void prefetch_row(const T* row, const HeadSpan& heads) {
+  constexpr int64_t kLine = 64 / sizeof(T);  // elements per cache line
+  for (int64_t i = 0; i < heads.g; ++i) {
+    const T* head = row + (heads.h0 + i) * heads.head_stride;
+    for (int64_t d = 0; d < heads.dim; d += kLine) __builtin_prefetch(head + d);
+  }
+}
+
 /// Calls visit(j, row) for positions j = 0 .. length - 1 in order, `row`
 /// pointing at position j's row of `pool` (the table's blocks in order):
-/// block by block, so rows of a block are read one after the other.
+/// block by block, so rows of a block are read one after the other, each
+/// row's heads prefetched `kAhead` positions before they are read.
 template <typename T, typename Visit>
 void for_each_row(const T* pool,
                   const PoolStrides& strides,
                   const int32_t* table,
                   int64_t block_size,
                   int64_t length,
+                  const HeadSpan& heads,
                   const Visit& visit) {
+  constexpr int64_t kAhead = 4;
+  auto row_at = [&](int64_t j) {
+    return pool + static_cast<int64_t>(table[j / block_size]) * strides.block +
+           (j % block_size) * strides.row;
+  };
+  for (int64_t j = 0; j < std::min(kAhead, length); ++j) prefetch_row(row_at(j), heads);
   for (int64_t b = 0, j = 0; j < length; ++b) {
     const T* block = pool + static_cast<int64_t>(table[b]) * strides.block;
-    for (int64_t r = 0; r < block_size && j < length; ++r, ++j) visit(j, block + r * strides.row);
+    for (int64_t r = 0; r < block_size && j < length; ++r, ++j) {
+      if (j + kAhead < length) {
+        prefetch_row(
+            r + kAhead < block_size ? block + (r + kAhead) * strides.row : row_at(j + kAhead),
+            heads);
+      }
+      visit(j, block + r * strides.row);
+    }
   }
 }
 
@@ -147,13 +177,13 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
     for (int64_t d = 0; d < dim; ++d) q[d] *= scale;
   }
   float* scores = s.scores.data();  // (g, length), head i's at i * max_length
-  for_each_row(
-      a.keys.data_ptr<T>(), k_strides, table, a.keys.size(1), length, [&](int64_t j, const T* row) {
-        for (int64_t i = 0; i < g; ++i) {
-          scores[i * s.max_length + j] =
-              dot(s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
-        }
-      });
+  for_each_row(a.keys.data_ptr<T>(), k_strides, table, a.keys.size(1), length,
+               HeadSpan{h0, g, dim, k_strides.head}, [&](int64_t j, const T* row) {
+                 for (int64_t i = 0; i < g; ++i) {
+                   scores[i * s.max_length + j] = dot(
+                       s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
+                 }
+               });
   std::vector<float> inv(g, 0.0f);
   for (int64_t i = 0; i < g; ++i) {
     float* head_scores = scores + i * s.max_length;
@@ -164,6 +194,7 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
   }
   std::fill(s.acc.begin(), s.acc.begin() + g * dim, 0.0f);
   for_each_row(a.values.data_ptr<T>(), v_strides, table, a.values.size(1), length,
+               HeadSpan{h0, g, dim, v_strides.head},
                [&](int64_t j, const T* row) {  // (hd,) += p_j * v_j per head
                  for (int64_t i = 0; i < g; ++i) {
                    add_scaled(s.acc.data() + i * dim, scores[i * s.max_length + j],
@@ -177,37 +208,38 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
   }
 }
 
-/// Every (sequence, head) of the step, split over ATen's threads in items of
-/// one sequence and a group of its heads: all heads per item when the
-/// sequences outnumber the threads (each pool row read whole, in order),
-/// smaller groups when they do not.
+/// Items [begin, end) of `items` (a sequence and a group of its heads each).
 template <typename T>
-void attend_all(const PagedDecodeArgs& a, torch::Tensor& out) {
-  const int64_t batch = a.query.size(0), heads = a.query.size(1), dim = a.query.size(2);
-  const int32_t* lengths = a.lengths.data_ptr<int32_t>();
-  const int64_t max_length = batch == 0 ? 0 : *std::max_element(lengths, lengths + batch);
-  const int64_t threads = at::get_num_threads();
-  int64_t groups = 1;  // per sequence: the fewest that give every thread two items
-  while (groups < heads && batch * groups < 2 * threads) groups *= 2;
-  const int64_t group = (heads + groups - 1) / groups;
-  const int64_t items_per_seq = (heads + group - 1) / group;
+void attend_items(const PagedDecodeArgs& a,
+                  const DecodeItems& items,
+                  int64_t begin,
+                  int64_t end,
+                  torch::Tensor& out) {
+  const int64_t heads = a.query.size(1), dim = a.query.size(2);
+  int64_t max_length = 1;
+  for (int64_t i = begin; i < end; ++i) {
+    max_length =
+        std::max<int64_t>(max_length, a.lengths.data_ptr<int32_t>()[i / items.per_sequence]);
+  }
+  Scratch scratch(items.heads, max_length, dim);
   T* out_data = out.data_ptr<T>();
-  at::parallel_for(0, batch * items_per_seq, 1, [&](int64_t begin, int64_t end) {
-    Scratch scratch(group, max_length, dim);
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t n = i / items_per_seq, h0 = (i % items_per_seq) * group;
-      const int64_t g = std::min(group, heads - h0);
-      attend_group<T>(a, n, h0, g, scratch, out_data + (n * heads + h0) * dim);
-    }
-  });
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t n = i / items.per_sequence, h0 = (i % items.per_sequence) * items.heads;
+    const int64_t g = std::min(items.heads, heads - h0);
+    attend_group<T>(a, n, h0, g, scratch, out_data + (n * heads + h0) * dim);
+  }
 }
 
 /// The kernel of the including object's capability: float32 or bfloat16.
-inline void run(const PagedDecodeArgs& a, torch::Tensor& out) {
+inline void run(const PagedDecodeArgs& a,
+                const DecodeItems& items,
+                int64_t begin,
+                int64_t end,
+                torch::Tensor& out) {
   if (a.query.scalar_type() == at::kBFloat16) {
-    attend_all<c10::BFloat16>(a, out);
+    attend_items<c10::BFloat16>(a, items, begin, end, out);
   } else {
-    attend_all<float>(a, out);
+    attend_items<float>(a, items, begin, end, out);
   }
 }
 
