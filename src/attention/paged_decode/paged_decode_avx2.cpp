@@ -1,18 +1,6 @@
-// The paged decode kernel compiled for the avx2 capability (CMakeLists.txt
-// gives this file its flags and CPU_CAPABILITY macros).
+// The paged decode kernel compiled for the avx2 capability
+// (cmake/MhaPagedDecodeKernels.cmake gives this file its flags and macros).
 
 #include "attention/paged_decode/paged_decode_kernel.h"
 
-namespace mha {
-namespace detail {
-
-void paged_decode_avx2(const PagedDecodeArgs& args,
-                       const DecodeItems& items,
-                       int64_t begin,
-                       int64_t end,
-                       torch::Tensor& out) {
-  paged_decode_kernel::run(args, items, begin, end, out);
-}
-
-}  // namespace detail
-}  // namespace mha
+MHA_DEFINE_PAGED_DECODE_KERNEL(paged_decode_avx2)

@@ -246,3 +246,10 @@ inline void run(const PagedDecodeArgs& a,
 }  // namespace paged_decode_kernel
 }  // namespace detail
 }  // namespace mha
+
+/// Defines the kernel entry `name` (paged_decode.h) in the including object.
+#define MHA_DEFINE_PAGED_DECODE_KERNEL(name)                                                   \
+  void mha::detail::name(const PagedDecodeArgs& args, const DecodeItems& items, int64_t begin, \
+                         int64_t end, torch::Tensor& out) {                                    \
+    paged_decode_kernel::run(args, items, begin, end, out);                                    \
+  }
