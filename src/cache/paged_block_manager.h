@@ -2,9 +2,10 @@
 
 // Private: the block manager behind mha::PagedKVCache (vLLM's block manager):
 // the free list, the blocks' reference counts, each sequence's block table and
-// length, the id counter. It holds no tensors: every layer's pool
-// (PagedKVCacheState) that shares it stores its keys and values at the same
-// block indices, so one table serves all of a stack's layers.
+// length, the id counter, and a stack step's tables. It holds no keys or
+// values: every layer's pool (PagedKVCacheState) that shares it stores its
+// keys and values at the same block indices, so one table serves all of a
+// stack's layers.
 
 #include <torch/types.h>
 
