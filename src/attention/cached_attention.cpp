@@ -16,9 +16,8 @@ namespace {
 
 /// Whether the decode kernel takes q (N, H, L, hd) over keys, values: one
 /// query per sequence, on the CPU, float32 or bfloat16, rows contiguous.
-bool decode_kernel_reads(const Tensor& q, const Tensor& keys, const Tensor& values) {
-  return q.size(2) == 1 && keys.size(2) > 0 && q.device().is_cpu() &&
-         (q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16) &&
+bool decode_kernel_takes(const Tensor& q, const Tensor& keys, const Tensor& values) {
+  return q.size(2) == 1 && keys.size(2) > 0 && decode_kernel_reads(q) &&
          keys.scalar_type() == q.scalar_type() && values.scalar_type() == q.scalar_type() &&
          q.stride(3) == 1 && keys.stride(3) == 1 && values.stride(3) == 1;
 }
@@ -30,7 +29,7 @@ std::tuple<Tensor, Tensor> attend_over_keys(const Tensor& q,
                                             const Tensor& values,
                                             const Tensor& mask,
                                             bool need_weights) {
-  if (!need_weights && !mask.defined() && decode_kernel_reads(q, keys, values)) {
+  if (!need_weights && !mask.defined() && decode_kernel_takes(q, keys, values)) {
     // One query per sequence: the decode kernel over the buffers in place.
     const Tensor out = paged_decode_attention(dense_blocks(q.squeeze(2), keys, values));
     return {out.unsqueeze(2), Tensor()};  // (N, H, hd) -> (N, H, 1, hd)

@@ -27,11 +27,6 @@ using torch::Tensor;
 
 namespace {
 
-/// Whether the decode kernel reads `q`'s pools: on the CPU, float32 or bfloat16.
-bool decode_kernel_reads(const Tensor& q) {
-  return q.device().is_cpu() && (q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16);
-}
-
 /// Sequence `i`'s new queries `q` (rows, H, hd) over its keys gathered from
 /// the pools, one SDPA; self-attention's causal mask aligned to the bottom
 /// right. Writes its (L, E) rows of `out`.
@@ -61,9 +56,10 @@ Tensor attend(const detail::PagedKVCacheState& state,
               const detail::PagedOffsets& offsets,
               const detail::PagedStepTables& tables,
               const Tensor& q) {
+  const bool kernel_reads = detail::decode_kernel_reads(q);
   std::vector<int64_t> decode_seqs, decode_rows;
   for (size_t i = 0; i < seq_ids.size(); ++i) {
-    if (offsets.queries[i + 1] - offsets.queries[i] == 1 && decode_kernel_reads(q)) {
+    if (offsets.queries[i + 1] - offsets.queries[i] == 1 && kernel_reads) {
       decode_seqs.push_back(static_cast<int64_t>(i));
       decode_rows.push_back(offsets.queries[i]);
     }
@@ -88,7 +84,7 @@ Tensor attend(const detail::PagedKVCacheState& state,
   }
   for (size_t i = 0; i < seq_ids.size(); ++i) {
     const int64_t begin = offsets.queries[i], new_len = offsets.queries[i + 1] - begin;
-    if (new_len > 1 || (new_len == 1 && !decode_kernel_reads(q))) {
+    if (new_len > 1 || (new_len == 1 && !kernel_reads)) {
       attend_gathered(state, seq_ids[i], begin, new_len, q, out);
     }
   }

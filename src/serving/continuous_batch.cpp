@@ -27,6 +27,12 @@ int64_t invariant_rows(const ContinuousBatchOptions& options) {
   return options.invariant_rows();
 }
 
+/// Throws unless `stack` holds request `id` (`method`: the call, for the message).
+void check_known(const detail::ServingStack& stack, int64_t id, const char* method) {
+  TORCH_CHECK_INDEX(stack.table().contains(id), "ContinuousBatch::", method,
+                    ": unknown request id ", id, "; add() gives the ids");
+}
+
 /// The checks both constructors make of the stack.
 void check_stack(const torch::nn::Module& stack, size_t layers, bool batch_invariant) {
   TORCH_CHECK_VALUE(layers > 0, "ContinuousBatch: expected a stack with layers");
@@ -100,8 +106,7 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
   std::vector<int64_t> ids, lengths;
   std::vector<Tensor> rows;
   for (const auto& [id, x] : inputs) {
-    TORCH_CHECK_INDEX(stack_->table().contains(id), "ContinuousBatch::step: unknown request id ",
-                      id, "; add() gives the ids");
+    check_known(*stack_, id, "step");
     detail::check_serving_rows(x, fmt::format("inputs[{}]", id), stack_->input_attention());
     ids.push_back(id);
     lengths.push_back(x.size(0));
@@ -129,9 +134,7 @@ Tensor ContinuousBatch::step(const Tensor& rows,
                                 ids.size(), lengths.size()));
   int64_t total = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    TORCH_CHECK_INDEX(stack_->table().contains(ids[i]),
-                      "ContinuousBatch::step: unknown request id ", ids[i],
-                      "; add() gives the ids");
+    check_known(*stack_, ids[i], "step");
     TORCH_CHECK_VALUE(lengths[i] >= 0, "ContinuousBatch::step: expected lengths[", i,
                       "] >= 0, but got ", lengths[i]);
     total += lengths[i];
@@ -168,8 +171,7 @@ Tensor ContinuousBatch::run_step(const Tensor& rows,
 
 void ContinuousBatch::remove(int64_t id) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK_INDEX(stack_->table().contains(id), "ContinuousBatch::remove: unknown request id ",
-                    id);
+  check_known(*stack_, id, "remove");
   stack_->remove(id);
 }
 

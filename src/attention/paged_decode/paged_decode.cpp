@@ -46,9 +46,9 @@ void check_args(const PagedDecodeArgs& a) {
   TORCH_CHECK_VALUE(q.dim() == 3 && q.stride(2) == 1,
                     "paged decode: expected query (N, H, hd) with contiguous rows, but got sizes ",
                     q.sizes(), " and strides ", q.strides());
-  TORCH_CHECK_VALUE(q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16,
-                    "paged decode: expected a float32 or bfloat16 query, but got ",
-                    q.scalar_type());
+  TORCH_CHECK_VALUE(decode_kernel_reads(q),
+                    "paged decode: expected a float32 or bfloat16 CPU query, but got ",
+                    q.scalar_type(), " on ", q.device());
   for (const Tensor* pool : {&a.keys, &a.values}) {
     TORCH_CHECK_VALUE(pool->dim() == 4 && pool->stride(3) == 1 && pool->size(2) == q.size(1) &&
                           pool->size(3) == q.size(2) && pool->size(1) > 0 &&
@@ -150,6 +150,10 @@ void parallel_items(int64_t items, const std::function<void(int64_t, int64_t)>& 
 }
 
 }  // namespace
+
+bool decode_kernel_reads(const Tensor& t) {
+  return t.device().is_cpu() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
+}
 
 PagedDecodeArgs dense_blocks(const Tensor& query, const Tensor& keys, const Tensor& values) {
   const int64_t n = keys.size(0), length = keys.size(2);

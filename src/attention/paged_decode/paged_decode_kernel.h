@@ -95,15 +95,16 @@ inline float exp_and_sum(float* scores, int64_t count, float max) {
 }
 
 /// Per-thread buffers for a group of up to `heads` heads of one sequence:
-/// their scores (heads x positions), and per head a query and an accumulator
-/// of `dim` floats; one converted row of `dim` floats.
+/// their scores (heads x positions), per head a query and an accumulator of
+/// `dim` floats and its softmax's 1 / sum; one converted row of `dim` floats.
 struct Scratch {
-  std::vector<float> scores, q, acc, row;
+  std::vector<float> scores, q, acc, inv_sum, row;
   int64_t max_length;
   Scratch(int64_t heads, int64_t max_length, int64_t dim)
       : scores(heads * std::max<int64_t>(max_length, 1)),
         q(heads * dim),
         acc(heads * dim),
+        inv_sum(heads),
         row(dim),
         max_length(std::max<int64_t>(max_length, 1)) {}
 };
@@ -184,13 +185,12 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
                        s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
                  }
                });
-  std::vector<float> inv(g, 0.0f);
   for (int64_t i = 0; i < g; ++i) {
     float* head_scores = scores + i * s.max_length;
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < length; ++j) max = std::max(max, head_scores[j]);
     const float sum = exp_and_sum(head_scores, length, max);
-    inv[i] = length > 0 ? 1.0f / sum : 0.0f;
+    s.inv_sum[i] = length > 0 ? 1.0f / sum : 0.0f;
   }
   std::fill(s.acc.begin(), s.acc.begin() + g * dim, 0.0f);
   for_each_row(a.values.data_ptr<T>(), v_strides, table, a.values.size(1), length,
@@ -203,7 +203,7 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
                });
   for (int64_t i = 0; i < g; ++i) {
     float* acc = s.acc.data() + i * dim;
-    for (int64_t d = 0; d < dim; ++d) acc[d] *= inv[i];
+    for (int64_t d = 0; d < dim; ++d) acc[d] *= s.inv_sum[i];
     from_float(acc, out + i * dim, dim);
   }
 }
