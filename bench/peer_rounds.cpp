@@ -101,21 +101,18 @@ int64_t config(const File& file, const std::string& key) {
   return file.at("config." + key).item<int64_t>();
 }
 
-/// mha::MultiheadAttention on the file's input, q = k = v, without weights.
-/// The module is batch-first, a server's choice for speed: Python's fast path,
-/// and mha's fast kernels, run only for batch-first calls. The peers export
-/// the sequence-first module; the output is compared sequence-first.
+/// mha::MultiheadAttention on the file's input, q = k = v, without weights,
+/// sequence-first as the peers export it (nn.MultiheadAttention's default):
+/// (L, N, E) in and out, mha's kernels on strided views, prepacked.
 Call attention(const File& file) {
   mha::MultiheadAttention attn(
-      mha::MultiheadAttentionOptions(config(file, "embed_dim"), config(file, "num_heads"))
-          .batch_first(true));
+      mha::MultiheadAttentionOptions(config(file, "embed_dim"), config(file, "num_heads")));
   mha::load_state_dict(attn, file, mha::LoadOptions().prefix("model."));
   attn->eval();
   mha::prepack(attn);
-  const Tensor x = file.at("input").transpose(0, 1).contiguous();  // (L, N, E) -> (N, L, E)
+  const Tensor x = file.at("input");  // (L, N, E)
   return [attn, x]() mutable {
-    const Tensor out = std::get<0>(attn->forward(x, x, x, {}, /*need_weights=*/false));
-    return out.transpose(0, 1);  // (N, L, E) -> (L, N, E)
+    return std::get<0>(attn->forward(x, x, x, {}, /*need_weights=*/false));  // (L, N, E)
   };
 }
 

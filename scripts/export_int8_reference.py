@@ -87,6 +87,11 @@ CASES = (
     Case("EncoderLayerLinearsOnly", "encoder_layer", attention=False),
     Case("DecoderLayer", "decoder_layer", attn_mask=True, key_padding_mask=True),
     Case("DecoderLayerTorchAo", "decoder_layer", recipe="torch_ao", norm_first=True),
+    # A served size: FBGEMM's packed GEMMs over K = 512 and 2048 and M = 16 rows.
+    Case("EncoderLayerServed", "encoder_layer", e=512, heads=8, ff=2048, batch_first=True,
+         key_padding_mask=True, src_len=8, tgt_len=8, batch=2),
+    Case("DecoderLayerServed", "decoder_layer", e=512, heads=8, ff=2048, attn_mask=True,
+         tgt_len=8, src_len=16, batch=2),
 )
 
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "linear/int8_linear.h"
 #include "linear/packed_linear.h"
 #include "support.h"
 #include "tolerances.h"
@@ -246,6 +247,24 @@ TEST_F(PrepackTest, RefusesWhatItCannotConvertChangingNothing) {
   MHA_ASSERT_THROWS_WITH(mha::prepack(attn), "expected a 2-D float32 CPU weight");
   EXPECT_EQ(attn->in_proj_weight.numel(), 3 * 512 * 512);
   EXPECT_FALSE(mha::is_prepacked(*attn));
+}
+
+TEST_F(PrepackTest, TheFeedForwardsReluIsFusedIntoThePackedGemm) {
+  // oneDNN's ReLU post-op: the GEMM followed by a ReLU, bit for bit, in one
+  // op; a prepacked layer's call runs no separate aten::relu.
+  mha::TransformerEncoderLayer layer = serving_layer();
+  mha::prepack(layer);
+  const auto form = mha::detail::linear_form(*layer->linear1);
+  ASSERT_TRUE(form);
+  const Tensor& bias = layer->linear1->bias;
+  const c10::InferenceMode inference;
+  for (const int64_t m : {1, 8, 48}) {
+    const Tensor x = torch::randn({m, 512});
+    EXPECT_TRUE(bitwise_equal(form->forward_relu(x, bias), at::relu(form->forward(x, bias)))) << m;
+  }
+  const auto ops = ops_called([&] { run(layer, src); });
+  EXPECT_TRUE(called(ops, kPackedGemmOp));
+  EXPECT_FALSE(called(ops, "aten::relu"));
 }
 
 TEST_F(PrepackTest, DecoderLayerCallsAgreeWithTheFloatModule) {

@@ -348,6 +348,32 @@ TEST(Int8Linear, LibTorchsForwardRaisesAndMhaLinearComputes) {
       << printed.str();
 }
 
+TEST(Int8Linear, TheDirectCallIsTheBoxedOpBitwise) {
+  // The GEMM calls the packed object (no dispatcher); the boxed op is the
+  // fallback where the packed value is of another class. At a served size
+  // (2048 x 512, M = 1, 8, 48: FBGEMM's packed kernels), both recipes.
+  using mha::detail::Int8GemmOps;
+  const Int8GemmOps boxed("quantized::linear_prepack", "quantized::linear_dynamic",
+                          "quantized::linear_unpack", /*call_directly=*/false);
+  torch::manual_seed(0);
+  const Tensor weight = torch::randn({2048, 512}) / 512;
+  for (const auto recipe :
+       {mha::QuantizeRecipe::kPerChannel, mha::QuantizeRecipe::kTorchAoDefault}) {
+    const mha::detail::Int8Values values = mha::detail::quantize_weight(weight, recipe);
+    mha::detail::Int8WeightImpl direct(values, recipe, {2048});
+    mha::detail::Int8WeightImpl fallback(values, recipe, {512, 1536}, boxed);
+    direct.eval();
+    fallback.eval();
+    for (const int64_t m : {1, 8, 48}) {
+      const Tensor x = torch::randn({m, 512});
+      EXPECT_TRUE(bitwise_equal(direct.forward(x, {}), fallback.forward(x, {}))) << m;
+    }
+  }
+  const Tensor qweight = at::quantize_per_tensor(weight, 0.01, 0, at::kQInt8);
+  EXPECT_TRUE(Int8GemmOps::fbgemm().pack(qweight).direct);  // this LibTorch's class
+  EXPECT_FALSE(boxed.pack(qweight).direct);
+}
+
 TEST(Int8Decoding, CachedDecodingOfAQuantizedDecoderMatchesItsForward) {
   // A prompt of the whole target at once: the cached call's projections see
   // the rows the plain forward sees (the activations' scales are per call), so

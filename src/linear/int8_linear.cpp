@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/stack.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -50,8 +51,14 @@ double torch_ao_weight_scale(const Tensor& weight) {
 
 }  // namespace
 
-Int8GemmOps::Int8GemmOps(const char* prepack_op, const char* dynamic_op, const char* unpack_op)
-    : prepack_(find_op(prepack_op)), dynamic_(find_op(dynamic_op)), unpack_(find_op(unpack_op)) {}
+Int8GemmOps::Int8GemmOps(const char* prepack_op,
+                         const char* dynamic_op,
+                         const char* unpack_op,
+                         bool call_directly)
+    : prepack_(find_op(prepack_op)),
+      dynamic_(find_op(dynamic_op)),
+      unpack_(find_op(unpack_op)),
+      call_directly_(call_directly) {}
 
 const Int8GemmOps& Int8GemmOps::fbgemm() {
   static const Int8GemmOps ops("quantized::linear_prepack", "quantized::linear_dynamic",
@@ -74,23 +81,46 @@ std::string Int8GemmOps::unavailable_reason() const {
   return "";
 }
 
-c10::IValue Int8GemmOps::pack(const Tensor& qweight) const {
+namespace {
+
+/// The packed object behind `packed`, or null when it is not ATen's
+/// `LinearPackedParamsBase` (the type check is the custom class registry's).
+c10::intrusive_ptr<LinearPackedParamsBase> packed_object(const c10::IValue& packed) {
+  if (!packed.isObject()) return {};
+  try {
+    return packed.toCustomClass<LinearPackedParamsBase>();
+  } catch (const c10::Error&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+PackedInt8Block Int8GemmOps::pack(const Tensor& qweight) const {
   // linear_prepack(Tensor W, Tensor? B=None) -> LinearPackedParamsBase
   torch::jit::Stack stack{qweight, c10::IValue()};
   prepack_->callBoxed(stack);
-  return stack.back();
+  PackedInt8Block block{stack.back(), {}};
+  if (call_directly_) block.direct = packed_object(block.packed);
+  return block;
 }
 
-Tensor Int8GemmOps::multiply(const Tensor& x, const c10::IValue& packed, bool reduce_range) const {
+Tensor Int8GemmOps::multiply(const Tensor& x,
+                             const PackedInt8Block& block,
+                             bool reduce_range) const {
+  if (block.direct) {
+    RECORD_FUNCTION("mha::int8_linear", std::vector<c10::IValue>({x}));
+    return block.direct->apply_dynamic(x, reduce_range);  // linear_dynamic's body
+  }
   // linear_dynamic(Tensor X, LinearPackedParamsBase W_prepack, bool reduce_range=False) -> Tensor
-  torch::jit::Stack stack{x, packed, reduce_range};
+  torch::jit::Stack stack{x, block.packed, reduce_range};
   dynamic_->callBoxed(stack);
   return stack.back().toTensor();
 }
 
-Tensor Int8GemmOps::unpack(const c10::IValue& packed) const {
+Tensor Int8GemmOps::unpack(const PackedInt8Block& block) const {
   // linear_unpack(LinearPackedParamsBase W_prepack) -> (Tensor W_origin, Tensor? B_origin)
-  torch::jit::Stack stack{packed};
+  torch::jit::Stack stack{block.packed};
   unpack_->callBoxed(stack);
   return stack.front().toTensor();
 }

@@ -4,10 +4,14 @@
 // dynamic int8 linear (`quantized::linear_prepack`, `quantized::linear_dynamic`,
 // `quantized::linear_unpack`: dispatcher ops, no `at::` functions) holds a
 // weight packed for its GEMM; activations are quantized per call from their
-// min and max. A converted parameter is a placeholder and its int8 form the
-// child module `<name>_int8` of the module holding it (linear/weight_form.h).
+// min and max. The GEMM calls the packed object's `apply_dynamic` directly
+// (the op's own body, aten/src/ATen/native/quantized/cpu/qlinear_dynamic.cpp),
+// without the dispatcher's boxing of every call; where the packed value is not
+// `LinearPackedParamsBase` it falls back to the boxed op. A converted parameter is a placeholder
+// and its int8 form the child module `<name>_int8` of the module holding it (linear/weight_form.h).
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/quantized/PackedParams.h>
 #include <mha/quantization.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/linear.h>
@@ -26,12 +30,23 @@
 namespace mha {
 namespace detail {
 
+/// One packed block: the op's value and, where it holds ATen's
+/// `LinearPackedParamsBase`, that object (called without the dispatcher).
+struct PackedInt8Block {
+  c10::IValue packed;
+  c10::intrusive_ptr<LinearPackedParamsBase> direct;  // null: the boxed op
+};
+
 /// FBGEMM's three dynamic int8 linear ops, found by name.
 class Int8GemmOps {
  public:
   /// Looks the ops up (e.g. "quantized::linear_prepack"); a name this LibTorch
-  /// does not register leaves `unavailable_reason()` non-empty.
-  Int8GemmOps(const char* prepack_op, const char* dynamic_op, const char* unpack_op);
+  /// does not register leaves `unavailable_reason()` non-empty. With
+  /// `call_directly` false every GEMM goes through the boxed op (the fallback).
+  Int8GemmOps(const char* prepack_op,
+              const char* dynamic_op,
+              const char* unpack_op,
+              bool call_directly = true);
   /// This process's FBGEMM ops, looked up once.
   static const Int8GemmOps& fbgemm();
 
@@ -39,16 +54,17 @@ class Int8GemmOps {
   /// for FBGEMM (x86 or fbgemm); else why not, for an error message.
   std::string unavailable_reason() const;
   /// A qint8 weight (out, in), per channel or per tensor -> FBGEMM's packed form.
-  c10::IValue pack(const torch::Tensor& qweight) const;
+  PackedInt8Block pack(const torch::Tensor& qweight) const;
   /// x (M, in) float32 times the packed weight -> (M, out) float32.
   torch::Tensor multiply(const torch::Tensor& x,
-                         const c10::IValue& packed,
+                         const PackedInt8Block& block,
                          bool reduce_range) const;
   /// The packed weight's qint8 tensor (out, in), as it was packed.
-  torch::Tensor unpack(const c10::IValue& packed) const;
+  torch::Tensor unpack(const PackedInt8Block& block) const;
 
  private:
   std::optional<c10::OperatorHandle> prepack_, dynamic_, unpack_;
+  bool call_directly_;
 };
 
 /// A weight's int8 values and scales: values int8 (out, in); scales float64,
@@ -122,7 +138,7 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl>, public Weigh
   /// x (M, in) -> (M, rows of block `block`).
   torch::Tensor multiply_block(int64_t block, const torch::Tensor& x) const;
 
-  std::vector<c10::IValue> blocks_;  // FBGEMM's packed weights, one per block
+  std::vector<PackedInt8Block> blocks_;  // FBGEMM's packed weights, one per block
   std::vector<int64_t> block_rows_;
   torch::Tensor scales_;  // float64 (out) or 0-d
   int64_t in_features_;

@@ -34,13 +34,16 @@ Tensor PackedLinearOps::pack(const Tensor& weight) const {
   return stack.back().toTensor();
 }
 
-Tensor PackedLinearOps::multiply(const Tensor& x, const Tensor& packed, const Tensor& bias) const {
+Tensor PackedLinearOps::multiply(const Tensor& x,
+                                 const Tensor& packed,
+                                 const Tensor& bias,
+                                 bool relu) const {
   // _linear_pointwise(Tensor X, Tensor W, Tensor? B, str attr, Scalar?[] scalars,
-  // str? algorithm) -> Tensor; attr "none": no fused activation
+  // str? algorithm) -> Tensor; attr "none": no fused activation, "relu": ReLU
   torch::jit::Stack stack{x,
                           packed,
                           bias.defined() ? c10::IValue(bias) : c10::IValue(),
-                          std::string("none"),
+                          std::string(relu ? "relu" : "none"),
                           c10::List<std::optional<c10::Scalar>>(),
                           c10::IValue()};
   linear_->callBoxed(stack);

@@ -47,6 +47,8 @@ class PackedWeightImpl : public torch::nn::Cloneable<PackedWeightImpl>, public W
                              int64_t rows,
                              const torch::Tensor& x,
                              const torch::Tensor& bias) const override;
+  /// One GEMM with oneDNN's ReLU post-op (one block; else as WeightForm's).
+  torch::Tensor forward_relu(const torch::Tensor& x, const torch::Tensor& bias) const override;
   /// The float32 (out, in) values, unpacked (a copy).
   std::optional<torch::Tensor> float_weight() const override;
   int64_t out_features() const override;
@@ -72,6 +74,12 @@ class PackedWeightImpl : public torch::nn::Cloneable<PackedWeightImpl>, public W
 
  private:
   void check_input(const torch::Tensor& x) const;
+  /// forward_rows, then the ReLU when `relu` (fused when one block is all rows).
+  torch::Tensor gemm(int64_t begin,
+                     int64_t rows,
+                     const torch::Tensor& x,
+                     const torch::Tensor& bias,
+                     bool relu) const;
 
   std::vector<torch::Tensor> blocks_;  // oneDNN's packed (rows_i, in), one per block
   std::vector<int64_t> block_rows_;

@@ -34,6 +34,12 @@ class WeightForm {
                                      int64_t rows,
                                      const torch::Tensor& x,
                                      const torch::Tensor& bias) const = 0;
+  /// relu(forward(x, bias)): the form's GEMM with the ReLU fused where it
+  /// takes it as a post-op (prepacked), else `forward` and an in-place ReLU;
+  /// the same values either way (ReLU is exact).
+  virtual torch::Tensor forward_relu(const torch::Tensor& x, const torch::Tensor& bias) const {
+    return forward(x, bias).relu_();
+  }
   /// The weight's float32 (out, in) values, bit for bit, when the form keeps
   /// them (prepacked); nullopt for int8.
   virtual std::optional<torch::Tensor> float_weight() const = 0;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "linear/int8_linear.h"
+#include "linear/packed_linear.h"
+#include "linear/weight_form.h"
 
 namespace mha {
 
@@ -55,14 +57,30 @@ torch::Tensor apply_activation(const TransformerActivation& activation, const to
   }
 }
 
+namespace {
+
+/// activation(linear(x)): (..., in) -> (..., out); a ReLU after a converted
+/// weight is the form's `forward_relu` (fused into a prepacked GEMM).
+torch::Tensor activated_linear(const TransformerActivation& activation,
+                               const torch::nn::LinearImpl& linear,
+                               const torch::Tensor& x) {
+  const auto form = detail::linear_form(linear);
+  if (form && activation_relu_or_gelu(activation) == 1) {
+    return detail::in_row_blocks(
+        x, [&](const torch::Tensor& rows) { return form->forward_relu(rows, linear.bias); });
+  }
+  return apply_activation(activation, detail::linear_int8_or_packed(linear, x));
+}
+
+}  // namespace
+
 torch::Tensor feed_forward(const TransformerActivation& activation,
                            const torch::nn::LinearImpl& linear1,
                            torch::nn::DropoutImpl& dropout,
                            const torch::nn::LinearImpl& linear2,
                            const torch::Tensor& x) {
   // (..., E) -> (..., dim_feedforward) -> (..., E)
-  const torch::Tensor hidden =
-      dropout.forward(apply_activation(activation, detail::linear_int8_or_packed(linear1, x)));
+  const torch::Tensor hidden = dropout.forward(activated_linear(activation, linear1, x));
   return detail::linear_int8_or_packed(linear2, hidden);
 }
 
