@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cctype>
 #include <numeric>
 #include <random>
 
@@ -132,6 +133,17 @@ TEST(PagedDecodeKernel, TheBestCapabilityIsTheDefaultChoice) {
   EXPECT_TRUE(
       bitwise_equal(detail::paged_decode_attention(a), detail::paged_decode_attention(a, best)));
   std::cout << "paged decode kernel on this CPU: " << detail::capability_name(best) << "\n";
+}
+
+TEST(PagedDecodeKernel, EachCapabilityRunsItsOwnBody) {
+  // The three objects' inline functions share mangled names unless each is in
+  // its capability's namespace; then the linker keeps one body (the scalar
+  // one) for every entry, and the comparisons above still pass.
+  for (const CpuCapability c : detail::available_cpu_capabilities()) {
+    std::string expected = detail::capability_name(c);
+    for (char& ch : expected) ch = static_cast<char>(std::toupper(ch));
+    EXPECT_EQ(detail::paged_decode_compiled_for(c), expected);
+  }
 }
 
 TEST(PagedDecodeKernel, DenseBuffersAreOneBlockPerSequence) {

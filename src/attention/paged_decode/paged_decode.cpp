@@ -182,6 +182,14 @@ const char* capability_name(CpuCapability capability) {
   return "default";
 }
 
+const char* paged_decode_compiled_for(CpuCapability capability) {
+#if defined(MHA_PAGED_DECODE_X86)
+  if (capability == CpuCapability::kAvx512) return paged_decode_avx512_compiled_for();
+  if (capability == CpuCapability::kAvx2) return paged_decode_avx2_compiled_for();
+#endif
+  return paged_decode_default_compiled_for();
+}
+
 Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capability) {
   TORCH_CHECK_VALUE(cpu_runs(capability), "paged decode: this build or CPU has no ",
                     capability_name(capability), " kernel");

@@ -76,6 +76,15 @@ void paged_decode_avx512(const PagedDecodeArgs& args,
                          int64_t begin,
                          int64_t end,
                          torch::Tensor& out);
+/// The capability each object's body was compiled for ("DEFAULT", "AVX2",
+/// "AVX512"), from inside that body.
+const char* paged_decode_default_compiled_for();
+const char* paged_decode_avx2_compiled_for();
+const char* paged_decode_avx512_compiled_for();
+
+/// What the kernel that `capability` runs was compiled for (a test that the
+/// objects kept their own bodies).
+const char* paged_decode_compiled_for(CpuCapability capability);
 
 }  // namespace detail
 }  // namespace mha

@@ -5,10 +5,14 @@
 // that capability's flags and CPU_CAPABILITY macros, so ATen's Vectorized<float>
 // is that width there. Per (sequence, head): scores q.k over the sequence's
 // positions in order, their max, exp and sum, then the weighted sum of the
-// values in position order; one thread does all of it.
+// values in position order; one thread does all of it. Everything here is in
+// the inline namespace CPU_CAPABILITY, as ATen's own vec code: without it the
+// three objects' inline functions have one mangled name, and the linker keeps
+// one of them (the scalar one) for every entry.
 
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
+#include <c10/macros/Macros.h>
 #include <c10/util/BFloat16.h>
 
 #include <algorithm>
@@ -21,8 +25,12 @@
 namespace mha {
 namespace detail {
 namespace paged_decode_kernel {
+inline namespace CPU_CAPABILITY {
 
 using Vec = at::vec::Vectorized<float>;
+
+/// The capability this object's body was compiled for: "DEFAULT", "AVX2", "AVX512".
+inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
 
 /// `count` elements of `src` as float into `dst`.
 inline void to_float(const float* src, float* dst, int64_t count) {
@@ -243,13 +251,16 @@ inline void run(const PagedDecodeArgs& a,
   }
 }
 
+}  // namespace CPU_CAPABILITY
 }  // namespace paged_decode_kernel
 }  // namespace detail
 }  // namespace mha
 
-/// Defines the kernel entry `name` (paged_decode.h) in the including object.
+/// Defines the kernel entry `name` (paged_decode.h) in the including object,
+/// and `name##_compiled_for`.
 #define MHA_DEFINE_PAGED_DECODE_KERNEL(name)                                                   \
   void mha::detail::name(const PagedDecodeArgs& args, const DecodeItems& items, int64_t begin, \
                          int64_t end, torch::Tensor& out) {                                    \
     paged_decode_kernel::run(args, items, begin, end, out);                                    \
-  }
+  }                                                                                            \
+  const char* mha::detail::name##_compiled_for() { return paged_decode_kernel::compiled_for(); }
