@@ -9,10 +9,12 @@
 #include <mha/mha.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <vector>
 
+#include "serving/source_encoding.h"
 #include "support.h"
 
 namespace {
@@ -185,9 +187,10 @@ TEST(ContinuousBatchingFromATransformer, EqualsTheBatchOverItsDecoderUnwrappedBy
   EXPECT_EQ(bitwise, steps);
 }
 
-/// The sources of one add_sources call, encoded together (padded, one with a
-/// padding mask of its own), against each source encoded alone and add()ed:
-/// within float32 rounding, bitwise with batch_invariant (one call each).
+/// The sources of one add_sources call, encoded together (grouped by length:
+/// {9, 7} and {5, 3} positions, each group padded, one source with a padding
+/// mask of its own), against each source encoded alone and add()ed: within
+/// float32 rounding, bitwise with batch_invariant (one call each).
 TEST(ContinuousBatchingFromATransformer, SourcesEncodedTogetherEqualSourcesEncodedAlone) {
   for (const bool invariant : {false, true}) {
     torch::manual_seed(0);
@@ -225,6 +228,36 @@ TEST(ContinuousBatchingFromATransformer, SourcesEncodedTogetherEqualSourcesEncod
       EXPECT_EQ(bitwise, 4 * ids.size());
     }
   }
+}
+
+TEST(ContinuousBatchingFromATransformer, SourcesAreEncodedInGroupsOfSimilarLengths) {
+  using mha::detail::length_groups;
+  const auto of_lengths = [](const std::vector<int64_t>& lengths) {
+    std::vector<Tensor> sources;
+    for (const int64_t length : lengths) sources.push_back(torch::zeros({length, 2}));
+    return sources;
+  };
+  using Groups = std::vector<std::vector<size_t>>;
+  EXPECT_EQ(length_groups(of_lengths({3, 5, 7, 9})), (Groups{{3, 2}, {1, 0}}));
+  EXPECT_EQ(length_groups(of_lengths({4, 4, 4})), (Groups{{0, 1, 2}}));
+  // A serving admission: 48 sources of 16-128 positions.
+  std::mt19937 random(0);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 48; ++i) lengths.push_back(16 + static_cast<int64_t>(random() % 113));
+  const auto sources = of_lengths(lengths);
+  const Groups groups = length_groups(sources);
+  EXPECT_GE(groups.size(), 2u);
+  EXPECT_LE(groups.size(), 6u);
+  std::vector<size_t> seen;
+  for (const auto& group : groups) {
+    int64_t real = 0;
+    for (const size_t i : group) real += lengths[i];
+    const int64_t padded = static_cast<int64_t>(group.size()) * lengths[group.front()];
+    EXPECT_LE(padded, 1.25 * real);
+    seen.insert(seen.end(), group.begin(), group.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i);  // each source once
 }
 
 TEST(ContinuousBatchingFromATransformer, AddSourcesIsAllOrNone) {

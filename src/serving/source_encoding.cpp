@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "common/shape_format.h"
 #include "serving/serving_stack.h"
@@ -15,6 +16,31 @@ namespace mha {
 namespace detail {
 
 using torch::Tensor;
+
+/// A group's padded positions may be this many times its real ones.
+constexpr double kPaddedShare = 1.25;
+
+std::vector<std::vector<size_t>> length_groups(const std::vector<Tensor>& sources) {
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size(0) > sources[b].size(0); });
+  std::vector<std::vector<size_t>> groups;
+  int64_t longest = 0, real = 0;  // the open group's first length and its sum
+  for (const size_t i : order) {
+    const int64_t length = sources[i].size(0);
+    const auto padded =
+        static_cast<double>((groups.empty() ? 0 : groups.back().size() + 1) * longest);
+    if (!groups.empty() && padded <= kPaddedShare * static_cast<double>(real + length)) {
+      groups.back().push_back(i);
+      real += length;
+    } else {
+      groups.push_back({i});
+      longest = real = length;
+    }
+  }
+  return groups;
+}
 
 namespace {
 
@@ -40,7 +66,8 @@ Tensor model_layout(const TransformerImpl& model, const Tensor& x) {
   return model.options.batch_first() ? x : x.transpose(0, 1);
 }
 
-/// The memories of `sources` in one encoder call: (S_i, E) each.
+/// The memories of `sources` in one encoder call, padded to the longest:
+/// (S_i, E) each.
 std::vector<Tensor> encode_padded(const TransformerImpl& model,
                                   const std::vector<Tensor>& sources,
                                   const std::vector<Tensor>& masks) {
@@ -67,6 +94,23 @@ std::vector<Tensor> encode_padded(const TransformerImpl& model,
   return memories;
 }
 
+/// The memories of `sources`, one padded encoder call per length group.
+std::vector<Tensor> encode_grouped(const TransformerImpl& model,
+                                   const std::vector<Tensor>& sources,
+                                   const std::vector<Tensor>& masks) {
+  std::vector<Tensor> memories(sources.size());
+  for (const auto& group : length_groups(sources)) {
+    std::vector<Tensor> group_sources, group_masks;
+    for (const size_t i : group) {
+      group_sources.push_back(sources[i]);
+      if (!masks.empty()) group_masks.push_back(masks[i]);
+    }
+    const std::vector<Tensor> encoded = encode_padded(model, group_sources, group_masks);
+    for (size_t j = 0; j < group.size(); ++j) memories[group[j]] = encoded[j];
+  }
+  return memories;
+}
+
 }  // namespace
 
 std::vector<Tensor> encode_sources(const TransformerImpl& model,
@@ -80,7 +124,7 @@ std::vector<Tensor> encode_sources(const TransformerImpl& model,
   for (size_t i = 0; i < sources.size(); ++i) {
     check_source(sources[i], masks.empty() ? Tensor() : masks[i], i, attn);
   }
-  if (sources.size() > 1 && !one_call_each) return encode_padded(model, sources, masks);
+  if (sources.size() > 1 && !one_call_each) return encode_grouped(model, sources, masks);
   std::vector<Tensor> memories;
   for (size_t i = 0; i < sources.size(); ++i) {  // a batch of one each: (1, S_i, E) or (S_i, 1, E)
     const Tensor& mask = masks.empty() ? Tensor() : masks[i];

@@ -1,11 +1,12 @@
 #pragma once
 
-// Private: ContinuousBatch::add_sources's encoder call, the sources of one
-// admission padded into one batch.
+// Private: ContinuousBatch::add_sources's encoder calls, the sources of one
+// admission padded into batches of similar lengths.
 
 #include <mha/transformer.h>
 #include <torch/types.h>
 
+#include <cstddef>
 #include <vector>
 
 namespace mha {
@@ -14,8 +15,16 @@ namespace detail {
 /// The memories of `sources` (each (S_i, E); `masks` empty or one (S_i)
 /// bool, true = padding, or undefined tensor per source; all checked first,
 /// the sources against `attn`'s width, dtype and device), each (S_i, E),
-/// encoded by `model`: in one call, padded to the longest with a key padding
-/// mask, or with `one_call_each` one call per source (a batch of one).
+/// encoded by `model`: grouped by length (longest first, a group's padded
+/// positions within 1.25x of its real ones), one call per group padded to
+/// its longest with a key padding mask; or with `one_call_each` one call per
+/// source (a batch of one).
+/// The sources' indices in groups of one padded encoder call each: longest
+/// first, a group taking the next source while its padded positions stay
+/// within 1.25x of its real ones (48 sources of 16-128 positions: 3-4 calls
+/// and ~1.1x the real positions, where one call computes ~1.7x).
+std::vector<std::vector<size_t>> length_groups(const std::vector<torch::Tensor>& sources);
+
 std::vector<torch::Tensor> encode_sources(const TransformerImpl& model,
                                           const MultiheadAttentionImpl& attn,
                                           const std::vector<torch::Tensor>& sources,
