@@ -29,15 +29,14 @@ std::vector<std::vector<size_t>> length_groups(const std::vector<Tensor>& source
   int64_t longest = 0, real = 0;  // the open group's first length and its sum
   for (const size_t i : order) {
     const int64_t length = sources[i].size(0);
-    const auto padded =
-        static_cast<double>((groups.empty() ? 0 : groups.back().size() + 1) * longest);
-    if (!groups.empty() && padded <= kPaddedShare * static_cast<double>(real + length)) {
+    if (!groups.empty() && static_cast<double>((groups.back().size() + 1) * longest) <=
+                               kPaddedShare * static_cast<double>(real + length)) {
       groups.back().push_back(i);
       real += length;
-    } else {
-      groups.push_back({i});
-      longest = real = length;
+      continue;
     }
+    groups.push_back({i});
+    longest = real = length;
   }
   return groups;
 }
