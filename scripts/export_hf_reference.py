@@ -4,15 +4,26 @@ C++ tests of mha/hugging_face.h and the examples hf_encoder and hf_seq2seq.
 
 Each model is built from a config with a fixed seed (no download), saved as
 transformers publishes checkpoints (save_pretrained: config.json and
-model.safetensors, sharded for one, a pytorch_model.bin for one, float16 and
+model.safetensors, sharded for one, a pytorch_model.bin for two, float16 and
 bfloat16 for one each), and run in float32, eval, with padding masks. Each
 directory gets `mha_reference.pt`, a plain dict of CPU tensors:
-- encoders: `input_ids` or `pixel_values`, `attention_mask`, `embeddings`
-  (hidden_states[0]) and `last_hidden_state`;
-- seq2seq models: `input_ids`, `attention_mask`, `decoder_input_ids`,
-  `encoder_embeddings`, `encoder_last_hidden_state`, `decoder_embeddings`,
-  `decoder_last_hidden_state` (teacher-forced), and for the generating model
-  `generated` (greedy `generate`, padded with -1).
+- encoders (bert, bert_float16, roberta, distilbert, electra, electra_small:
+  an ElectraForPreTraining; vit, deit_bfloat16): `input_ids` or
+  `pixel_values`, `attention_mask`, `embeddings` (hidden_states[0]),
+  `last_hidden_state`, `token_type_ids` where the config has token types,
+  `pooler_output` where the model has a pooler, and `logits` for a head;
+- seq2seq models (bart, mbart, marian; the language models bart_lm, mbart_lm):
+  `input_ids`, `attention_mask`, `decoder_input_ids`, `encoder_embeddings`,
+  `encoder_last_hidden_state`, `decoder_embeddings`,
+  `decoder_last_hidden_state` (teacher-forced), `logits` for a language model
+  (marian too), and for the generating model `generated` (greedy `generate`,
+  padded with -1);
+- causal language models (gpt2, gpt2_legacy: the same model as a pytorch_model.bin
+  of old GPT-2's layout; opt, opt_350m): left-padded `input_ids`,
+  `attention_mask`, `position_ids` (as `generate` computes them), `logits` and
+  `last_hidden_state` with those positions, `logits_default_positions` (the
+  model's own positions) and `prompt_logits_unpadded` (the padded row alone,
+  unpadded).
 A model saved in float16 or bfloat16 is run in float32 from the rounded weights.
 
 Usage: export_hf_reference.py --out DIR
@@ -29,15 +40,25 @@ MAGIC = 20261202
 SEED = 0
 
 
-def tokens(batch, length, vocab, lengths, pad):
-    """Random token ids (never `pad`) and a right-padded attention mask."""
+def tokens(batch, length, vocab, lengths, pad, left=False):
+    """Random token ids (never `pad`) and a right-padded (or left-padded) attention mask."""
     g = torch.Generator().manual_seed(SEED + 1)
     ids = torch.randint(3, vocab - 2, (batch, length), generator=g)
     mask = torch.zeros(batch, length, dtype=torch.long)
     for i, n in enumerate(lengths):
         mask[i, :n] = 1
         ids[i, n:] = pad
+        if left:
+            ids[i], mask[i] = ids[i].roll(length - n), mask[i].roll(length - n)
     return ids, mask
+
+
+def token_types(config, ids, random):
+    """Random 0/1 token types, or transformers' default (zeros)."""
+    if not random:
+        return torch.zeros_like(ids)
+    g = torch.Generator().manual_seed(SEED + 3)
+    return torch.randint(0, config.type_vocab_size, ids.shape, generator=g)
 
 
 def save(model, directory, dtype=None, shard=None, bin_file=False):
@@ -55,22 +76,51 @@ def save(model, directory, dtype=None, shard=None, bin_file=False):
     return model.float().eval()
 
 
+def save_legacy_gpt2(model, directory):
+    """Saves a GPT2LMHeadModel as older GPT-2 checkpoints were published: a
+    pytorch_model.bin of the GPT2Model (no `transformer.` prefix, no lm_head)
+    with the buffers transformers 4 wrote: `attn.bias`, the causal tril as
+    uint8 (1, 1, n_positions, n_positions), and `attn.masked_bias` (-1e4)."""
+    os.makedirs(directory, exist_ok=True)
+    model.config.save_pretrained(directory)
+    state = dict(model.transformer.state_dict())
+    n = model.config.n_positions
+    for i in range(model.config.n_layer):
+        state[f"h.{i}.attn.bias"] = torch.tril(torch.ones(n, n, dtype=torch.uint8)).view(1, 1, n, n)
+        state[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    torch.save(state, os.path.join(directory, "pytorch_model.bin"))
+
+
 def write(directory, values):
     values = {k: v.detach().contiguous() for k, v in values.items()}
     values["magic"] = torch.tensor(MAGIC)
     torch.save(values, os.path.join(directory, "mha_reference.pt"))
 
 
+def heads(result, values):
+    """Adds the pooler's and the head's outputs, where the model has them."""
+    for key in ("pooler_output", "logits"):
+        if getattr(result, key, None) is not None:
+            values[key] = getattr(result, key)
+    return values
+
+
 @torch.no_grad()
-def text_encoder(out, name, config, **save_args):
+def text_encoder(out, name, config, build=T.AutoModel.from_config, random_types=False,
+                 **save_args):
     torch.manual_seed(SEED)
-    model = save(T.AutoModel.from_config(config).eval(), os.path.join(out, name), **save_args)
+    model = save(build(config).eval(), os.path.join(out, name), **save_args)
     pad = config.pad_token_id if config.pad_token_id is not None else 0
     ids, mask = tokens(2, 7, config.vocab_size, [7, 4], pad)
-    result = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-    write(os.path.join(out, name), {"input_ids": ids, "attention_mask": mask,
-                                    "embeddings": result.hidden_states[0],
-                                    "last_hidden_state": result.last_hidden_state})
+    values = {"input_ids": ids, "attention_mask": mask}
+    if hasattr(config, "type_vocab_size"):
+        values["token_type_ids"] = token_types(config, ids, random_types)
+    result = model(**values, output_hidden_states=True)
+    # hidden_states (the base model's, under a head too): [0] is the input of
+    # layer 0 (for ELECTRA after embeddings_project where there is one), [-1]
+    # is last_hidden_state.
+    values.update(embeddings=result.hidden_states[0], last_hidden_state=result.hidden_states[-1])
+    write(os.path.join(out, name), heads(result, values))
 
 
 @torch.no_grad()
@@ -82,9 +132,9 @@ def vision_encoder(out, name, config, **save_args):
     pixels = torch.randn(2, config.num_channels, config.image_size, config.image_size,
                          generator=torch.Generator().manual_seed(SEED + 1))
     result = model(pixel_values=pixels, output_hidden_states=True)
-    write(os.path.join(out, name), {"pixel_values": pixels,
-                                    "embeddings": result.hidden_states[0],
-                                    "last_hidden_state": result.last_hidden_state})
+    write(os.path.join(out, name), heads(result, {"pixel_values": pixels,
+                                                  "embeddings": result.hidden_states[0],
+                                                  "last_hidden_state": result.last_hidden_state}))
 
 
 @torch.no_grad()
@@ -105,6 +155,7 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
               "decoder_last_hidden_state": (result.last_hidden_state
                                             if hasattr(result, "last_hidden_state")
                                             else result.decoder_hidden_states[-1])}
+    heads(result, values)
     if generate:
         model.generation_config.min_new_tokens = 2
         model.generation_config.max_new_tokens = 9
@@ -116,6 +167,34 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
         # The first token is the decoder start, which is also the pad token.
         values["generated"][:, 0] = config.decoder_start_token_id
     write(directory, values)
+
+
+@torch.no_grad()
+def causal_lm(out, name, config, model_class, legacy=None):
+    """A causal language model on left-padded prompts; `legacy` also writes the
+    same GPT-2 model and values in old GPT-2's layout under that name."""
+    torch.manual_seed(SEED)
+    directory = os.path.join(out, name)
+    model = save(model_class(config).eval(), directory)
+    pad = config.pad_token_id if config.pad_token_id is not None else 0
+    ids, mask = tokens(2, 7, config.vocab_size, [7, 4], pad, left=True)
+    # As generate: 0.. from each row's first real token, 1 at the pads.
+    positions = (mask.cumsum(-1) - 1).masked_fill_(mask == 0, 1)
+    result = model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                   output_hidden_states=True)
+    values = {"input_ids": ids, "attention_mask": mask, "position_ids": positions,
+              "logits": result.logits,
+              # last_hidden_state as the lm_head reads it: after ln_f (GPT-2),
+              # after final_layer_norm and project_out where the OPT has them.
+              "last_hidden_state": result.hidden_states[-1],
+              # GPT-2's own positions are 0.. whatever the padding; OPT's are
+              # cumsum(mask) * mask - 1 (-1 at the pads), offset by 2.
+              "logits_default_positions": model(input_ids=ids, attention_mask=mask).logits,
+              "prompt_logits_unpadded": model(input_ids=ids[1:, mask[1] == 1]).logits}
+    write(directory, values)
+    if legacy is not None:
+        save_legacy_gpt2(model, os.path.join(out, legacy))
+        write(os.path.join(out, legacy), values)
 
 
 def main():
@@ -137,6 +216,9 @@ def main():
                  T.DistilBertConfig(vocab_size=99, max_position_embeddings=32, dim=32, n_layers=2,
                                     n_heads=4, hidden_dim=48, activation="relu"),
                  bin_file=True)
+    text_encoder(out, "electra", T.ElectraConfig(embedding_size=32, **text), random_types=True)
+    text_encoder(out, "electra_small", T.ElectraConfig(embedding_size=16, **text),
+                 build=T.ElectraForPreTraining, random_types=True)
     vision = dict(image_size=16, patch_size=4, num_channels=3, **small)
     vision_encoder(out, "vit", T.ViTConfig(**vision), shard="20KB")
     vision_encoder(out, "deit_bfloat16", T.DeiTConfig(**vision), dtype=torch.bfloat16)
@@ -154,7 +236,30 @@ def main():
                            pad_token_id=98, decoder_start_token_id=98, eos_token_id=38,
                            forced_eos_token_id=38, **s2s),
             T.MarianMTModel, generate=True)
-    print(f"wrote 9 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
+    seq2seq(out, "bart_lm", T.BartConfig(**s2s), T.BartForConditionalGeneration)
+    seq2seq(out, "mbart_lm", T.MBartConfig(scale_embedding=True, decoder_start_token_id=2, **s2s),
+            T.MBartForConditionalGeneration)
+
+    # Weights of std 0.5 (initializer_range, init_std) rather than 0.02: logits
+    # of a few units rather than of a tenth. The lm_head is tied to the token
+    # embeddings, so save_pretrained writes no lm_head.weight.
+    causal_lm(out, "gpt2",
+              T.GPT2Config(vocab_size=99, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+                           n_inner=48, activation_function="gelu_new", initializer_range=0.5),
+              T.GPT2LMHeadModel, legacy="gpt2_legacy")
+    opt = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, ffn_dim=48,
+               num_attention_heads=4, max_position_embeddings=32, pad_token_id=1, init_std=0.5)
+    causal_lm(out, "opt", T.OPTConfig(word_embed_proj_dim=32, do_layer_norm_before=True, **opt),
+              T.OPTForCausalLM)
+    # As facebook/opt-350m: norms after the blocks, none at the end, and
+    # embeddings projected in and out. init_std 0.25: at 0.5 its logits reach
+    # 10, where float32 rounding alone (transformers' against itself, cached
+    # against whole) passes 1e-5.
+    causal_lm(out, "opt_350m",
+              T.OPTConfig(word_embed_proj_dim=16, do_layer_norm_before=False,
+                          **dict(opt, init_std=0.25)),
+              T.OPTForCausalLM)
+    print(f"wrote 17 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
 
 
 if __name__ == "__main__":

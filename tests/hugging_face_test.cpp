@@ -168,8 +168,8 @@ TEST(HfCheckpointErrors, UnsupportedModelType) {
   checkpoint.model_type = "gpt2";
   MHA_ASSERT_THROWS_WITH(mha::load_hf_encoder(checkpoint),
                          "model_type 'gpt2' is not supported by load_hf_encoder; supported: "
-                         "bert, deit, distilbert, roberta, vit (load_hf_seq2seq: bart, marian, "
-                         "mbart)");
+                         "bert, deit, distilbert, electra, roberta, vit (load_hf_seq2seq: bart, "
+                         "marian, mbart; load_hf_model: gpt2, opt)");
   checkpoint.model_type = "bert";
   MHA_ASSERT_THROWS_WITH(mha::load_hf_seq2seq(checkpoint),
                          "model_type 'bert' is not supported by load_hf_seq2seq");

@@ -81,9 +81,13 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
   /// `TransformerEncoderLayerImpl::forward_cached` with its cache, then the
   /// final norm. `src` holds the new positions (a prompt, then one position per
   /// step). Returns them within float32 rounding of `forward` on the whole
-  /// prefix with the causal mask. `cache` from `make_cache`; bad input throws
-  /// `c10::Error` before any cache changes.
-  torch::Tensor forward_cached(const torch::Tensor& src, std::vector<KVCache>& cache);
+  /// prefix with the causal mask. `key_padding_mask` (N, S), S the cached
+  /// plus new positions, masks keys in every layer (a left-padded batch's
+  /// padding). `cache` from `make_cache`; bad input throws `c10::Error`
+  /// before any cache changes.
+  torch::Tensor forward_cached(const torch::Tensor& src,
+                               std::vector<KVCache>& cache,
+                               const torch::Tensor& key_padding_mask = {});
 
   /// One `PagedKVCache` per layer's self-attention over one block table
   /// shared by all (`PagedKVCache::for_layers`): `add_sequence`, `fork` and

@@ -98,9 +98,13 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
   /// holds the new positions, shaped as for `forward`; they attend to the
   /// positions in `cache` (a `KVCache::self_attention()`) and causally to
   /// each other. Returns them within float32 rounding of the matching rows of
-  /// `forward` on the whole prefix with the causal `src_mask`. Bad input
-  /// throws `c10::Error` before the cache changes.
-  torch::Tensor forward_cached(const torch::Tensor& src, KVCache& cache);
+  /// `forward` on the whole prefix with the causal `src_mask`.
+  /// `key_padding_mask` (N, S) or (S), S the cached plus new positions, masks
+  /// keys as `MultiheadAttentionImpl::forward_cached`'s (left-padded batches).
+  /// Bad input throws `c10::Error` before the cache changes.
+  torch::Tensor forward_cached(const torch::Tensor& src,
+                               KVCache& cache,
+                               const torch::Tensor& key_padding_mask = {});
 
   /// `forward_cached` for several sequences at once: `src` (T, E) holds their
   /// new positions as rows, sequence i's at [cu_seqlens[i], cu_seqlens[i + 1]),

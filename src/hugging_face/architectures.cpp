@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <torch/nn/functional/activation.h>
 
+#include <algorithm>
 #include <array>
 
 namespace mha {
@@ -127,43 +128,148 @@ HfLayerNames bart_names(bool decoder) {
   return n;
 }
 
-[[noreturn]] void unsupported(const HfCheckpoint& checkpoint, bool seq2seq) {
-  const auto ours = seq2seq ? hf_seq2seq_model_types() : hf_encoder_model_types();
-  const auto other = seq2seq ? hf_encoder_model_types() : hf_seq2seq_model_types();
+/// GPT-2's block (modeling_gpt2.py): c_attn's fused q/k/v and every
+/// projection a Conv1D, pre-norm ln_1/ln_2.
+HfLayerNames gpt2_names() {
+  HfLayerNames n;
+  n.qkv = "attn.c_attn";
+  n.conv1d = true;
+  n.out = "attn.c_proj";
+  n.fc1 = "mlp.c_fc";
+  n.fc2 = "mlp.c_proj";
+  n.norm1 = "ln_1";
+  n.norm2 = "ln_2";
+  return n;
+}
+
+/// The loader of each kind, for messages.
+const char* loader_name(HfKind kind) {
+  switch (kind) {
+    case HfKind::kEncoder:
+      return "load_hf_encoder";
+    case HfKind::kSeq2Seq:
+      return "load_hf_seq2seq";
+    case HfKind::kCausal:
+      break;
+  }
+  return "load_hf_model";
+}
+
+[[noreturn]] void unsupported(const HfCheckpoint& checkpoint, HfKind kind) {
+  std::vector<std::string> others;
+  for (HfKind other : {HfKind::kEncoder, HfKind::kSeq2Seq, HfKind::kCausal}) {
+    if (other != kind) {
+      others.push_back(
+          fmt::format("{}: {}", loader_name(other), fmt::join(hf_model_types_of(other), ", ")));
+    }
+  }
   TORCH_CHECK(false, checkpoint.directory, ": model_type '", checkpoint.model_type,
-              "' is not supported by ", seq2seq ? "load_hf_seq2seq" : "load_hf_encoder",
-              "; supported: ", fmt::format("{}", fmt::join(ours, ", ")), " (",
-              seq2seq ? "load_hf_encoder" : "load_hf_seq2seq", ": ",
-              fmt::format("{}", fmt::join(other, ", ")), ")");
+              "' is not supported by ", loader_name(kind),
+              "; supported: ", fmt::format("{}", fmt::join(hf_model_types_of(kind), ", ")), " (",
+              fmt::format("{}", fmt::join(others, "; ")), ")");
+}
+
+/// GPT-2's options that change the attention's numbers: refused unless at
+/// the default (configuration_gpt2.py).
+void check_gpt2_attention(const HfConfig& c) {
+  TORCH_CHECK(c.boolean("scale_attn_weights", true), c.source(),
+              ": scale_attn_weights false (attention without the 1/sqrt(head_dim) scale) is not "
+              "supported; expected true");
+  for (const char* field :
+       {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"}) {
+    TORCH_CHECK(!c.boolean(field, false), c.source(), ": ", field,
+                " true is not supported by mha's GPT-2; expected false (transformers' default)");
+  }
+}
+
+/// OPT's options mha's layers do not compute: refused unless at the default
+/// (configuration_opt.py).
+void check_opt_options(const HfConfig& c) {
+  for (const char* field : {"enable_bias", "layer_norm_elementwise_affine"}) {
+    TORCH_CHECK(c.boolean(field, true), c.source(), ": ", field,
+                " false is not supported by mha's OPT; expected true (transformers' default)");
+  }
+}
+
+HfStack gpt2_stack(const HfConfig& c) {
+  check_gpt2_attention(c);
+  HfStack out =
+      stack(c, "h.", "n_embd", "n_head", "n_embd", "n_layer",
+            activation(c, "activation_function", "gelu_new"), c.number("layer_norm_epsilon", 1e-5),
+            /*norm_first=*/true, gpt2_names(), "ln_f");
+  // n_inner null: 4 * n_embd (GPT2MLP's inner_dim).
+  const int64_t inner = c.integer("n_inner", 4 * c.integer("n_embd"));
+  out.options.dim_feedforward(inner);
+  out.ffn_from = fmt::format("config.json: n_embd {}, n_inner {}", c.integer("n_embd"), inner);
+  return out;
+}
+
+HfStack opt_stack(const HfConfig& c) {
+  check_opt_options(c);
+  // modeling_opt.py: OPTDecoderLayer pre-norm when do_layer_norm_before (then
+  // the decoder's final_layer_norm unless _remove_final_layer_norm), post-norm
+  // otherwise (opt-350m); nn.LayerNorm's eps 1e-5.
+  const bool pre = c.boolean("do_layer_norm_before", true);
+  const bool final_norm = pre && !c.boolean("_remove_final_layer_norm", false);
+  return stack(c, "decoder.layers.", "hidden_size", "num_attention_heads", "ffn_dim",
+               "num_hidden_layers", activation(c, "activation_function", "relu"), 1e-5, pre,
+               bart_names(false), final_norm ? "decoder.final_layer_norm" : "");
 }
 
 }  // namespace
 
-HfArchitecture hf_architecture(const HfCheckpoint& checkpoint, bool seq2seq) {
+std::optional<HfKind> hf_kind(const std::string& model_type) {
+  for (HfKind kind : {HfKind::kEncoder, HfKind::kSeq2Seq, HfKind::kCausal}) {
+    const auto types = hf_model_types_of(kind);
+    if (std::find(types.begin(), types.end(), model_type) != types.end()) {
+      return kind;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> hf_model_types_of(HfKind kind) {
+  switch (kind) {
+    case HfKind::kEncoder:
+      return hf_encoder_model_types();
+    case HfKind::kSeq2Seq:
+      return hf_seq2seq_model_types();
+    case HfKind::kCausal:
+      break;
+  }
+  return {"gpt2", "opt"};
+}
+
+HfArchitecture hf_architecture(const HfCheckpoint& checkpoint, HfKind kind) {
   const HfConfig& c = checkpoint.config;
   const std::string& type = checkpoint.model_type;
+  const bool seq2seq = kind == HfKind::kSeq2Seq;
   HfArchitecture out;
-  if (!seq2seq && (type == "bert" || type == "roberta")) {
+  if (hf_kind(type) != kind) {
+    unsupported(checkpoint, kind);
+  }
+  if (type == "bert" || type == "roberta" || type == "electra") {
     // modeling_bert.py: BertLayer is post-norm; BertConfig.layer_norm_eps 1e-12.
+    // modeling_electra.py: ElectraLayer is BertLayer's copy.
     out.base_prefix = type + ".";
     out.encoder = stack(c, "encoder.layer.", "hidden_size", "num_attention_heads",
                         "intermediate_size", "num_hidden_layers",
                         activation(c, "hidden_act", "gelu"), c.number("layer_norm_eps", 1e-12),
                         /*norm_first=*/false, bert_names());
-  } else if (!seq2seq && type == "distilbert") {
+  } else if (type == "distilbert") {
     // modeling_distilbert.py: TransformerBlock, post-norm, nn.LayerNorm(eps=1e-12).
     out.base_prefix = "distilbert.";
     out.encoder =
         stack(c, "transformer.layer.", "dim", "n_heads", "hidden_dim", "n_layers",
               activation(c, "activation", "gelu"), 1e-12, /*norm_first=*/false, distilbert_names());
-  } else if (!seq2seq && (type == "vit" || type == "deit")) {
+  } else if (type == "vit" || type == "deit") {
     // modeling_vit.py: ViTLayer, pre-norm (layernorm_before/after); ViTModel.layernorm.
     out.base_prefix = type + ".";
     out.encoder = stack(c, "encoder.layer.", "hidden_size", "num_attention_heads",
                         "intermediate_size", "num_hidden_layers",
                         activation(c, "hidden_act", "gelu"), c.number("layer_norm_eps", 1e-12),
                         /*norm_first=*/true, vit_names(), "layernorm");
-  } else if (seq2seq && (type == "bart" || type == "marian" || type == "mbart")) {
+  } else if (seq2seq) {  // bart, marian, mbart
     // modeling_{bart,marian}.py: post-norm layers; modeling_mbart.py: pre-norm
     // layers and final encoder/decoder layer_norm. nn.LayerNorm's eps 1e-5.
     const bool pre = type == "mbart";
@@ -175,8 +281,12 @@ HfArchitecture hf_architecture(const HfCheckpoint& checkpoint, bool seq2seq) {
     out.decoder =
         stack(c, "decoder.layers.", "d_model", "decoder_attention_heads", "decoder_ffn_dim",
               "decoder_layers", act, 1e-5, pre, bart_names(true), pre ? "decoder.layer_norm" : "");
-  } else {
-    unsupported(checkpoint, seq2seq);
+  } else if (type == "gpt2") {
+    out.base_prefix = "transformer.";
+    out.encoder = gpt2_stack(c);
+  } else {  // opt
+    out.base_prefix = "model.";
+    out.encoder = opt_stack(c);
   }
   return out;
 }
@@ -190,11 +300,49 @@ std::string file_prefix(const HfCheckpoint& checkpoint, const HfArchitecture& ar
   return "";
 }
 
+namespace {
+
+/// A Conv1D weight (in, out) as a Linear weight (out, in).
+torch::Tensor transposed(const std::vector<torch::Tensor>& weight) {
+  return weight.front().t().contiguous();
+}
+
+/// `to.weight` from a Conv1D's `from.weight` (in, out), transposed to
+/// Linear's (out, in), and `to.bias` from `from.bias`.
+void rename_conv1d(CheckpointMap& map,
+                   const std::string& to,
+                   const std::string& from,
+                   const std::string& shape_from) {
+  map.add(to + ".weight", {from + ".weight"}, transposed, shape_from);
+  map.rename(to + ".bias", from + ".bias", shape_from);
+}
+
+}  // namespace
+
+void add_conv1d_layer_rules(CheckpointMap& map,
+                            const HfStack& stack,
+                            const std::string& to,
+                            const std::string& from) {
+  const HfLayerNames& n = stack.names;
+  map.add(to + "self_attn.in_proj_weight", {from + n.qkv + ".weight"}, transposed,
+          stack.width_from);  // (E, 3E) -> (3E, E): q, k, v rows as in_proj_weight's
+  map.rename(to + "self_attn.in_proj_bias", from + n.qkv + ".bias", stack.width_from);
+  rename_conv1d(map, to + "self_attn.out_proj", from + n.out, stack.width_from);
+  rename_conv1d(map, to + "linear1", from + n.fc1, stack.ffn_from);
+  rename_conv1d(map, to + "linear2", from + n.fc2, stack.ffn_from);
+  map.rename_weight_and_bias(to + "norm1", from + n.norm1, stack.width_from);
+  map.rename_weight_and_bias(to + "norm2", from + n.norm2, stack.width_from);
+}
+
 void add_stack_rules(CheckpointMap& map, const HfStack& stack, const std::string& to_prefix) {
   const HfLayerNames& n = stack.names;
   for (int64_t i = 0; i < stack.num_layers; ++i) {
     const std::string to = fmt::format("{}layers.{}.", to_prefix, i);
     const std::string from = fmt::format("{}{}.", stack.layer_prefix, i);
+    if (n.conv1d) {
+      add_conv1d_layer_rules(map, stack, to, from);
+      continue;
+    }
     map.attention(to + "self_attn.", from + n.q, from + n.k, from + n.v, from + n.out,
                   stack.width_from);
     if (!n.cross_q.empty()) {
@@ -217,7 +365,7 @@ void add_stack_rules(CheckpointMap& map, const HfStack& stack, const std::string
 }  // namespace detail
 
 std::vector<std::string> hf_encoder_model_types() {
-  return {"bert", "deit", "distilbert", "roberta", "vit"};
+  return {"bert", "deit", "distilbert", "electra", "roberta", "vit"};
 }
 
 std::vector<std::string> hf_seq2seq_model_types() { return {"bart", "marian", "mbart"}; }

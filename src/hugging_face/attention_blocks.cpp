@@ -3,6 +3,7 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <mha/hf_models.h>
 #include <mha/hugging_face.h>
 
 #include <algorithm>
@@ -21,10 +22,6 @@ std::string common_prefix(const std::vector<std::string>& keys) {
   }
   const auto dot = prefix.rfind('.');
   return dot == std::string::npos ? "" : prefix.substr(0, dot + 1);
-}
-
-bool supported(const std::vector<std::string>& types, const std::string& type) {
-  return std::find(types.begin(), types.end(), type) != types.end();
 }
 
 /// The stack's attention blocks; `base` is the prefix the file's keys carry.
@@ -50,7 +47,11 @@ void add_blocks(std::vector<HfAttentionBlock>& out,
       }
       out.push_back(std::move(block));
     };
-    add(n.q, n.k, n.v, n.out, "self_attn");
+    if (n.qkv.empty()) {
+      add(n.q, n.k, n.v, n.out, "self_attn");
+    } else {
+      add(n.qkv, n.qkv, n.qkv, n.out, "self_attn");
+    }
     if (!n.cross_q.empty()) {
       add(n.cross_q, n.cross_k, n.cross_v, n.cross_out, "multihead_attn");
     }
@@ -60,11 +61,17 @@ void add_blocks(std::vector<HfAttentionBlock>& out,
 }  // namespace
 
 std::vector<HfAttentionBlock> hf_attention_blocks(const HfCheckpoint& checkpoint) {
-  const bool seq2seq = supported(hf_seq2seq_model_types(), checkpoint.model_type);
-  const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, seq2seq);
+  const detail::HfKind kind =
+      detail::hf_kind(checkpoint.model_type).value_or(detail::HfKind::kEncoder);
+  const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, kind);
   const std::string base = detail::file_prefix(checkpoint, arch);
+  // The modules' names in what load_hf_encoder, load_hf_seq2seq and
+  // load_hf_model's CausalLM return.
+  const char* to = kind == detail::HfKind::kSeq2Seq  ? "encoder."
+                   : kind == detail::HfKind::kCausal ? "decoder."
+                                                     : "";
   std::vector<HfAttentionBlock> out;
-  add_blocks(out, checkpoint, arch.encoder, seq2seq ? "encoder." : "", base);
+  add_blocks(out, checkpoint, arch.encoder, to, base);
   if (arch.decoder) {
     add_blocks(out, checkpoint, *arch.decoder, "decoder.", base);
   }
@@ -72,14 +79,19 @@ std::vector<HfAttentionBlock> hf_attention_blocks(const HfCheckpoint& checkpoint
 }
 
 std::string hf_load_code(const HfCheckpoint& checkpoint) {
-  const char* loader = supported(hf_encoder_model_types(), checkpoint.model_type)   ? "encoder"
-                       : supported(hf_seq2seq_model_types(), checkpoint.model_type) ? "seq2seq"
-                                                                                    : nullptr;
-  if (loader == nullptr) {
+  const auto kind = detail::hf_kind(checkpoint.model_type);
+  if (!kind) {
     return "";
   }
-  return fmt::format("auto model = mha::load_hf_{}(mha::read_hf_checkpoint(\"{}\"));", loader,
-                     checkpoint.directory);
+  const std::string whole =
+      fmt::format("auto model = mha::load_hf_model(\"{}\").as<mha::{}>();", checkpoint.directory,
+                  hf_model_class(checkpoint.model_type));
+  if (*kind == detail::HfKind::kCausal) {
+    return whole;
+  }
+  return fmt::format(
+      "auto stacks = mha::load_hf_{}(mha::read_hf_checkpoint(\"{}\"));  // the layers alone\n{}",
+      *kind == detail::HfKind::kEncoder ? "encoder" : "seq2seq", checkpoint.directory, whole);
 }
 
 }  // namespace mha

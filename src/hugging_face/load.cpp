@@ -12,12 +12,10 @@
 #include "hugging_face/architectures.h"
 
 namespace mha {
-namespace {
+namespace detail {
 
-/// The checkpoint's tensors with the base model's prefix removed where the
-/// keys carry it; others (a head's) kept.
 std::map<std::string, torch::Tensor> without_base_prefix(const HfCheckpoint& checkpoint,
-                                                         const detail::HfArchitecture& arch) {
+                                                         const HfArchitecture& arch) {
   const std::string prefix = detail::file_prefix(checkpoint, arch);
   std::map<std::string, torch::Tensor> out;
   for (const auto& [key, tensor] : checkpoint.tensors) {
@@ -27,12 +25,34 @@ std::map<std::string, torch::Tensor> without_base_prefix(const HfCheckpoint& che
   return out;
 }
 
-/// The weights file a key is looked for in, for errors.
 std::string source_of(const HfCheckpoint& checkpoint) {
   const std::string file = checkpoint.weight_files.size() == 1 ? checkpoint.weight_files.front()
                                                                : "model.safetensors.index.json";
   return checkpoint.directory + "/" + file;
 }
+
+// modeling_marian.py's MarianSinusoidalPositionalEmbedding.create_weight.
+torch::Tensor marian_sinusoids(int64_t positions, int64_t dim) {
+  auto out = torch::empty({positions, dim}, torch::kFloat32);
+  auto a = out.accessor<float, 2>();
+  const int64_t sentinel = dim % 2 == 0 ? dim / 2 : dim / 2 + 1;
+  for (int64_t pos = 0; pos < positions; ++pos) {
+    for (int64_t j = 0; j < dim; ++j) {
+      const double angle =
+          static_cast<double>(pos) / std::pow(10000.0, 2.0 * static_cast<double>(j / 2) / dim);
+      if (j % 2 == 0) {
+        a[pos][j / 2] = static_cast<float>(std::sin(angle));
+      } else {
+        a[pos][sentinel + j / 2] = static_cast<float>(std::cos(angle));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
 
 /// The tensors no rule of `map` reads, as float32.
 std::map<std::string, torch::Tensor> rest(const std::map<std::string, torch::Tensor>& tensors,
@@ -70,26 +90,6 @@ TransformerDecoder make_decoder(const detail::HfStack& stack) {
           .norm(final_norm(stack)));
 }
 
-/// modeling_marian.py's MarianSinusoidalPositionalEmbedding.create_weight:
-/// sines in the first half of the columns, cosines in the second.
-torch::Tensor marian_sinusoids(int64_t positions, int64_t dim) {
-  auto out = torch::empty({positions, dim}, torch::kFloat32);
-  auto a = out.accessor<float, 2>();
-  const int64_t sentinel = dim % 2 == 0 ? dim / 2 : dim / 2 + 1;
-  for (int64_t pos = 0; pos < positions; ++pos) {
-    for (int64_t j = 0; j < dim; ++j) {
-      const double angle =
-          static_cast<double>(pos) / std::pow(10000.0, 2.0 * static_cast<double>(j / 2) / dim);
-      if (j % 2 == 0) {
-        a[pos][j / 2] = static_cast<float>(std::sin(angle));
-      } else {
-        a[pos][sentinel + j / 2] = static_cast<float>(std::cos(angle));
-      }
-    }
-  }
-  return out;
-}
-
 /// Tied and computed tensors a seq2seq file leaves out (transformers ties
 /// embed_tokens and lm_head to shared, and marian computes its positions).
 void add_seq2seq_defaults(const HfCheckpoint& checkpoint,
@@ -105,8 +105,8 @@ void add_seq2seq_defaults(const HfCheckpoint& checkpoint,
     }
   }
   if (checkpoint.model_type == "marian") {
-    const auto table = marian_sinusoids(checkpoint.config.integer("max_position_embeddings"),
-                                        checkpoint.config.integer("d_model"));
+    const auto table = detail::marian_sinusoids(
+        checkpoint.config.integer("max_position_embeddings"), checkpoint.config.integer("d_model"));
     tensors.emplace("encoder.embed_positions.weight", table);
     tensors.emplace("decoder.embed_positions.weight", table);
   }
@@ -115,23 +115,23 @@ void add_seq2seq_defaults(const HfCheckpoint& checkpoint,
 }  // namespace
 
 HfEncoder load_hf_encoder(const HfCheckpoint& checkpoint) {
-  const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, /*seq2seq=*/false);
-  const auto tensors = without_base_prefix(checkpoint, arch);
+  const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, detail::HfKind::kEncoder);
+  const auto tensors = detail::without_base_prefix(checkpoint, arch);
   CheckpointMap map;
   detail::add_stack_rules(map, arch.encoder, "");
   HfEncoder out;
   out.model_type = checkpoint.model_type;
   out.layer_options = arch.encoder.options;
   out.encoder = make_encoder(arch.encoder);
-  load_checkpoint(*out.encoder, tensors, map, source_of(checkpoint));
+  load_checkpoint(*out.encoder, tensors, map, detail::source_of(checkpoint));
   out.encoder->eval();
   out.tensors = rest(tensors, map);
   return out;
 }
 
 HfSeq2Seq load_hf_seq2seq(const HfCheckpoint& checkpoint) {
-  const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, /*seq2seq=*/true);
-  const auto tensors = without_base_prefix(checkpoint, arch);
+  const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, detail::HfKind::kSeq2Seq);
+  const auto tensors = detail::without_base_prefix(checkpoint, arch);
   CheckpointMap map;
   detail::add_stack_rules(map, arch.encoder, "encoder.");
   detail::add_stack_rules(map, *arch.decoder, "decoder.");
@@ -143,7 +143,7 @@ HfSeq2Seq load_hf_seq2seq(const HfCheckpoint& checkpoint) {
                               .batch_first(true)
                               .custom_encoder(torch::nn::AnyModule(make_encoder(arch.encoder)))
                               .custom_decoder(torch::nn::AnyModule(make_decoder(*arch.decoder))));
-  load_checkpoint(*out.model, tensors, map, source_of(checkpoint));
+  load_checkpoint(*out.model, tensors, map, detail::source_of(checkpoint));
   out.model->eval();
   out.encoder = TransformerEncoder(out.model->encoder.ptr<TransformerEncoderImpl>());
   out.decoder = TransformerDecoder(out.model->decoder.ptr<TransformerDecoderImpl>());

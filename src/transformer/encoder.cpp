@@ -180,12 +180,15 @@ void check_layer_caches(const torch::nn::ModuleList& layers, const std::vector<C
 
 }  // namespace
 
-Tensor TransformerEncoderImpl::forward_cached(const Tensor& src, std::vector<KVCache>& cache) {
+Tensor TransformerEncoderImpl::forward_cached(const Tensor& src,
+                                              std::vector<KVCache>& cache,
+                                              const Tensor& key_padding_mask) {
   check_layer_caches(layers, cache);
   // Layer 0 checks the call before it writes its cache; the others see the same shapes.
   Tensor output = src;
   for (size_t i = 0; i < layers->size(); ++i) {
-    output = layers[i]->as<TransformerEncoderLayerImpl>()->forward_cached(output, cache[i]);
+    output = layers[i]->as<TransformerEncoderLayerImpl>()->forward_cached(output, cache[i],
+                                                                          key_padding_mask);
   }
   return norm.is_empty() ? output : norm.forward(output);
 }

@@ -69,10 +69,12 @@ Tensor TransformerEncoderLayerImpl::sa_block(const Tensor& x,
   return dropout1(out);
 }
 
-Tensor TransformerEncoderLayerImpl::forward_cached(const Tensor& src, KVCache& cache) {
+Tensor TransformerEncoderLayerImpl::forward_cached(const Tensor& src,
+                                                   KVCache& cache,
+                                                   const Tensor& key_padding_mask) {
   torch::NoGradGuard no_grad;
   auto self_block = [&](const Tensor& x) {  // the new positions, appended to the cache
-    return std::get<0>(self_attn->forward_cached(x, x, x, cache));
+    return std::get<0>(self_attn->forward_cached(x, x, x, cache, key_padding_mask));
   };
   return forward_with(src, self_block);
 }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mha/attention_blocks.h>
+#include <mha/hf_models.h>
 #include <mha/hugging_face.h>
 
 #include <algorithm>
@@ -19,6 +20,18 @@ namespace parity_tool {
 namespace {
 
 using Row = std::vector<std::string>;
+
+/// `text`'s lines.
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t begin = 0;
+  for (size_t end = text.find('\n'); end != std::string::npos; end = text.find('\n', begin)) {
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  lines.push_back(text.substr(begin));
+  return lines;
+}
 
 const char* python_bool(bool value) { return value ? "True" : "False"; }
 
@@ -77,11 +90,8 @@ void list_hf_checkpoint(const std::string& dir) {
              checkpoint.tensors.size(), fmt::join(dtypes, ", "));
   const std::string code = hf_load_code(checkpoint);
   if (code.empty()) {
-    fmt::print(
-        "model_type '{}' is not supported; supported: {} (mha::load_hf_encoder), {} "
-        "(mha::load_hf_seq2seq)\n",
-        checkpoint.model_type, fmt::join(hf_encoder_model_types(), ", "),
-        fmt::join(hf_seq2seq_model_types(), ", "));
+    fmt::print("model_type '{}' is not supported; supported (mha::load_hf_model): {}\n",
+               checkpoint.model_type, fmt::join(hf_model_types(), ", "));
     const auto blocks = find_attention_blocks(checkpoint.tensors);
     fmt::print("by their names, the tensors hold {}\n", summarize_attention_blocks(blocks));
     return;
@@ -95,7 +105,7 @@ void list_hf_checkpoint(const std::string& dir) {
   fmt::print(
       "Options from config.json; separate q/k/v become in_proj_weight. Load it in C++:\n"
       "  {}\n",
-      code);
+      fmt::join(split_lines(code), "\n  "));
 }
 
 }  // namespace

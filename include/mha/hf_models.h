@@ -1,0 +1,78 @@
+#pragma once
+
+// Whole Hugging Face models: a checkpoint directory becomes one LibTorch
+// module called with token ids or pixels, embeddings and heads included, as
+// transformers' `AutoModel` / `AutoModelForSeq2SeqLM` / `AutoModelForCausalLM`
+// give it. `load_hf_model` reads the directory and returns the class its
+// `model_type` needs:
+//   bert, roberta, distilbert, electra  -> mha::TextEncoderModel
+//   vit, deit                           -> mha::VisionEncoderModel
+//   bart, mbart, marian                 -> mha::Seq2SeqLM
+//   gpt2, opt                           -> mha::CausalLM
+// The layers are mha's Transformer classes (Python's numbers); what each
+// family adds around them follows transformers 5.23's modeling_*.py.
+
+#include <mha/hf_encoder_models.h>
+#include <mha/hf_language_models.h>
+#include <mha/hugging_face.h>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace mha {
+
+/// Every `model_type` `load_hf_model` takes, sorted.
+std::vector<std::string> hf_model_types();
+
+/// The class `load_hf_model` returns for `model_type` ("TextEncoderModel",
+/// "VisionEncoderModel", "Seq2SeqLM", "CausalLM"), or "" for another.
+std::string hf_model_class(const std::string& model_type);
+
+/// Options of `load_hf_model`.
+struct HfModelLoadOptions {
+  /// The dtype the model computes in. Weights stored in float16 or bfloat16
+  /// load as float32 unless another dtype is asked for here.
+  TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
+};
+
+/// A model read by `load_hf_model`: one of the four classes, in eval mode.
+struct HfModel {
+  /// The config's `model_type`.
+  std::string model_type;
+  /// The module.
+  std::variant<TextEncoderModel, VisionEncoderModel, Seq2SeqLM, CausalLM> module{
+      TextEncoderModel(nullptr)};
+
+  /// The module as `ModuleType` (e.g. `mha::CausalLM`); throws `c10::Error`
+  /// naming the class it is when it is another.
+  template <typename ModuleType>
+  ModuleType as() const {
+    const ModuleType* model = std::get_if<ModuleType>(&module);
+    TORCH_CHECK(model != nullptr, "HfModel: model_type '", model_type,
+                "' is a mha::", hf_model_class(model_type), ", not the class asked for");
+    return *model;
+  }
+  /// The module as a `torch::nn::Module` (parameters, `to()`, `torch::save` ...).
+  torch::nn::Module& base() const;
+};
+
+/// Reads a Hugging Face model directory (`read_hf_checkpoint`: config.json
+/// and the weights, safetensors, shards or pytorch_model.bin, as transformers
+/// 5.x writes them or in the older published layouts) into the class its
+/// `model_type` needs (`hf_model_class`). Throws `c10::Error` naming the
+/// directory: an unsupported model_type (listing `hf_model_types()`), a config
+/// field a family needs, a missing key (with its file) or a shape the config
+/// does not give; nothing is returned half-loaded.
+///
+/// Example:
+/// ```
+/// auto model = mha::load_hf_model("gpt2-dir").as<mha::CausalLM>();
+/// auto logits = model(torch::tensor({{464, 3290, 318}}));  // (1, 3, vocab_size)
+/// ```
+HfModel load_hf_model(const std::string& directory, const HfModelLoadOptions& options = {});
+
+/// `load_hf_model` of a checkpoint already read.
+HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& options = {});
+
+}  // namespace mha

@@ -1,0 +1,216 @@
+// mha::CausalLM: GPT-2 and OPT on mha's causal stack (transformers 5.23,
+// models/{gpt2,opt}/modeling_*.py): token and learned position embeddings
+// (OPT's from row 2), OPT's project_in/project_out, the tied LM head.
+
+#include <c10/util/Exception.h>
+#include <mha/hf_language_models.h>
+#include <mha/quantization.h>
+#include <torch/torch.h>
+
+#include "hugging_face/models/model_inputs.h"
+#include "linear/converted_module.h"
+
+namespace mha {
+
+using torch::Tensor;
+
+CausalLMOptions::CausalLMOptions(std::string model_type,
+                                 TransformerLayerOptions layer,
+                                 int64_t num_layers)
+    : model_type_(std::move(model_type)), layer_(std::move(layer)), num_layers_(num_layers) {}
+
+CausalLMImpl::CausalLMImpl(CausalLMOptions options_) : options(std::move(options_)) { reset(); }
+
+void CausalLMImpl::reset() {
+  const int64_t width = options.layer().d_model();
+  const int64_t words = options.word_embed_proj_dim() > 0 ? options.word_embed_proj_dim() : width;
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(options.vocab_size(), words));
+  embed_positions = register_module(
+      "embed_positions",
+      torch::nn::Embedding(options.max_position_embeddings() + options.position_offset(), width));
+  if (words != width) {
+    project_in = register_module(
+        "project_in", torch::nn::Linear(torch::nn::LinearOptions(words, width).bias(false)));
+  }
+  auto layer = options.layer();
+  layer.batch_first(true);
+  torch::nn::AnyModule norm;
+  if (options.final_norm()) {
+    norm = torch::nn::AnyModule(LayerNorm(LayerNormOptions({width}).eps(layer.layer_norm_eps())));
+  }
+  decoder = register_module(
+      "decoder", TransformerEncoder(
+                     TransformerEncoderOptions(TransformerEncoderLayer(layer), options.num_layers())
+                         .norm(norm)
+                         .enable_nested_tensor(false)));
+  if (words != width) {
+    project_out = register_module(
+        "project_out", torch::nn::Linear(torch::nn::LinearOptions(width, words).bias(false)));
+  }
+  lm_head = register_module(
+      "lm_head",
+      torch::nn::Linear(torch::nn::LinearOptions(words, options.vocab_size()).bias(false)));
+  tie_weights();
+}
+
+void CausalLMImpl::tie_weights() {
+  if (options.tie_word_embeddings()) {
+    detail::tie(lm_head->weight, embed_tokens->weight);
+  }
+}
+
+Tensor CausalLMImpl::default_position_ids(const Tensor& attention_mask,
+                                          int64_t batch,
+                                          int64_t past,
+                                          int64_t length) const {
+  const auto opts = torch::TensorOptions().dtype(torch::kLong);
+  if (options.model_type() != "opt" || !attention_mask.defined()) {
+    // GPT2Model: cache_position, past..past+length-1, whatever the padding.
+    return torch::arange(past, past + length, opts).unsqueeze(0).expand({batch, length});
+  }
+  // OPTDecoder: (cumsum(mask) * mask - 1)[:, past:], padding at -1.
+  const Tensor mask = attention_mask.to(torch::kLong);  // (N, past + length)
+  const Tensor counted = torch::cumsum(mask, /*dim=*/1) * mask - 1;
+  return counted.narrow(1, past, length);  // (N, length)
+}
+
+Tensor CausalLMImpl::embed(const Tensor& input_ids, const Tensor& position_ids) const {
+  TORCH_CHECK_VALUE(position_ids.sizes() == input_ids.sizes(), "position_ids: expected shape ",
+                    input_ids.sizes(), " (as input_ids), but got ", position_ids.sizes());
+  detail::check_positions(position_ids, embed_positions->weight.size(0), options.position_offset());
+  Tensor x = torch::embedding(embed_tokens->weight, input_ids);  // (N, L, words)
+  if (!project_in.is_empty()) {
+    x = mha::linear(*project_in, x);  // (N, L, E)
+  }
+  const Tensor rows =
+      options.position_offset() == 0 ? position_ids : position_ids + options.position_offset();
+  return x + torch::embedding(embed_positions->weight, rows);  // (N, L, E)
+}
+
+Tensor CausalLMImpl::project(const Tensor& hidden) const {
+  return project_out.is_empty() ? hidden : mha::linear(*project_out, hidden);
+}
+
+Tensor CausalLMImpl::logits(const Tensor& hidden) const {
+  return mha::linear(*lm_head, hidden);  // (..., V)
+}
+
+Tensor CausalLMImpl::hidden_states(const Tensor& input_ids,
+                                   const Tensor& attention_mask,
+                                   const Tensor& position_ids) {
+  detail::check_token_ids(input_ids, options.vocab_size(), "input_ids");
+  const int64_t batch = input_ids.size(0);
+  const int64_t length = input_ids.size(1);
+  detail::check_attention_mask(attention_mask, batch, length);
+  const Tensor positions = position_ids.defined()
+                               ? position_ids
+                               : default_position_ids(attention_mask, batch, 0, length);
+  const Tensor x = embed(input_ids, positions);  // (N, L, E)
+  Tensor hidden;
+  if (detail::has_padding(attention_mask)) {
+    const Tensor mask = detail::padded_causal_mask(attention_mask, options.layer().nhead(),
+                                                   x.scalar_type());  // (N * H, L, L)
+    hidden = decoder->forward(x, mask, Tensor(), /*is_causal=*/false);
+  } else {
+    const Tensor causal = generate_square_subsequent_mask(length, x.options());  // (L, L)
+    hidden = decoder->forward(x, causal, Tensor(), /*is_causal=*/true);
+  }
+  return project(hidden);
+}
+
+Tensor CausalLMImpl::forward(const Tensor& input_ids,
+                             const Tensor& attention_mask,
+                             const Tensor& position_ids) {
+  return logits(hidden_states(input_ids, attention_mask, position_ids));  // (N, L, V)
+}
+
+std::vector<KVCache> CausalLMImpl::make_cache(int64_t max_len) const {
+  return decoder->make_cache(max_len);
+}
+
+Tensor CausalLMImpl::forward_cached(const Tensor& input_ids,
+                                    std::vector<KVCache>& cache,
+                                    const Tensor& attention_mask,
+                                    const Tensor& position_ids) {
+  detail::check_token_ids(input_ids, options.vocab_size(), "input_ids");
+  TORCH_CHECK_VALUE(!cache.empty(),
+                    "forward_cached: expected the caches of make_cache, but got none");
+  const int64_t batch = input_ids.size(0);
+  const int64_t length = input_ids.size(1);
+  const int64_t past = cache.front().length();
+  detail::check_attention_mask(attention_mask, batch, past + length);
+  const Tensor positions = position_ids.defined()
+                               ? position_ids
+                               : default_position_ids(attention_mask, batch, past, length);
+  const Tensor x = embed(input_ids, positions);  // (N, t, E)
+  // No mask without padding: a decode step then takes the decode kernel.
+  const Tensor padding =
+      detail::has_padding(attention_mask) ? detail::key_padding_mask(attention_mask) : Tensor();
+  const Tensor hidden = decoder->forward_cached(x, cache, padding);  // (N, t, E)
+  return logits(project(hidden));                                    // (N, t, V)
+}
+
+std::vector<PagedKVCache> CausalLMImpl::make_paged_cache(const PagedKVCacheOptions& options) const {
+  return decoder->make_paged_cache(options);
+}
+
+Tensor CausalLMImpl::forward_paged(const Tensor& input_ids,
+                                   std::vector<PagedKVCache>& cache,
+                                   const std::vector<int64_t>& seq_ids,
+                                   const Tensor& cu_seqlens,
+                                   const Tensor& position_ids) {
+  detail::check_token_ids(input_ids, options.vocab_size(), "input_ids", /*dims=*/1);
+  TORCH_CHECK_VALUE(!cache.empty(),
+                    "forward_paged: expected the caches of make_paged_cache, but got none");
+  Tensor positions = position_ids;
+  if (!positions.defined()) {
+    // Each sequence's rows continue from its cached positions.
+    const Tensor offsets = cu_seqlens.to(torch::kCPU, torch::kLong).contiguous();
+    TORCH_CHECK_VALUE(
+        offsets.dim() == 1 && offsets.size(0) == static_cast<int64_t>(seq_ids.size()) + 1,
+        "cu_seqlens: expected ", seq_ids.size() + 1, " offsets, but got shape ", offsets.sizes());
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < seq_ids.size(); ++i) {
+      const int64_t past = cache.front().length(seq_ids[i]);
+      const int64_t rows = offsets[i + 1].item<int64_t>() - offsets[i].item<int64_t>();
+      parts.push_back(torch::arange(past, past + rows, torch::kLong));
+    }
+    positions = torch::cat(parts);  // (T)
+  }
+  const Tensor x = embed(input_ids.unsqueeze(0), positions.unsqueeze(0)).squeeze(0);  // (T, E)
+  return logits(project(decoder->forward_paged(x, cache, seq_ids, cu_seqlens)));      // (T, V)
+}
+
+void CausalLMImpl::load(torch::serialize::InputArchive& archive) {
+  detail::load_checking_converted(*this, archive);
+  tie_weights();
+}
+
+std::shared_ptr<torch::nn::Module> CausalLMImpl::clone(
+    const std::optional<torch::Device>& device) const {
+  auto copy = std::dynamic_pointer_cast<CausalLMImpl>(detail::clone_module(*this, device));
+  copy->tie_weights();
+  return copy;
+}
+
+void CausalLMImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(device, dtype, non_blocking);
+  tie_weights();
+}
+
+void CausalLMImpl::to(torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(dtype, non_blocking);
+  tie_weights();
+}
+
+void CausalLMImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  tie_weights();
+}
+
+void CausalLMImpl::pretty_print(std::ostream& stream) const {
+  stream << "mha::CausalLM(model_type=" << options.model_type()
+         << ", num_layers=" << options.num_layers() << ")";
+}
+
+}  // namespace mha

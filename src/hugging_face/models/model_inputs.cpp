@@ -1,0 +1,88 @@
+#include "hugging_face/models/model_inputs.h"
+
+#include <c10/util/Exception.h>
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "linear/weight_form.h"
+
+namespace mha {
+namespace detail {
+
+void check_token_ids(const torch::Tensor& ids,
+                     int64_t vocab_size,
+                     const std::string& name,
+                     int64_t dims) {
+  TORCH_CHECK_VALUE(ids.defined(), name, ": expected token ids, but got an undefined tensor");
+  TORCH_CHECK_VALUE(!c10::isFloatingType(ids.scalar_type()) && ids.scalar_type() != torch::kBool,
+                    name, ": expected integer token ids, but got ", ids.scalar_type());
+  TORCH_CHECK_VALUE(ids.dim() == dims, name, ": expected ", dims, "-D token ids, but got shape ",
+                    ids.sizes());
+  if (ids.numel() == 0) {
+    return;
+  }
+  const auto flat = ids.reshape({-1});
+  const auto outside = (flat < 0).logical_or(flat >= vocab_size).nonzero();  // (K, 1)
+  if (outside.size(0) > 0) {
+    const int64_t at = outside[0][0].item<int64_t>();
+    TORCH_CHECK_INDEX(false, name, ": token id ", flat[at].item<int64_t>(), " at flat index ", at,
+                      " is outside the vocabulary: expected ids in [0, ", vocab_size,
+                      ") (vocab_size ", vocab_size, ")");
+  }
+}
+
+void check_positions(const torch::Tensor& positions, int64_t rows, int64_t offset) {
+  if (positions.numel() == 0) {
+    return;
+  }
+  const int64_t high = positions.max().item<int64_t>();
+  const int64_t low = positions.min().item<int64_t>();
+  TORCH_CHECK_INDEX(low + offset >= 0 && high + offset < rows, "position ", high,
+                    " is beyond the position table: expected positions in [", -offset, ", ",
+                    rows - offset, ") (max_position_embeddings ", rows - offset,
+                    "), but got positions ", low, " to ", high);
+}
+
+void check_attention_mask(const torch::Tensor& mask, int64_t batch, int64_t length) {
+  if (!mask.defined()) {
+    return;
+  }
+  TORCH_CHECK_VALUE(mask.dim() == 2 && mask.size(0) == batch && mask.size(1) == length,
+                    "attention_mask: expected shape (", batch, ", ", length, "), but got ",
+                    mask.sizes());
+}
+
+torch::Tensor key_padding_mask(const torch::Tensor& attention_mask) {
+  return attention_mask.defined() ? attention_mask.eq(0) : torch::Tensor();  // (N, S)
+}
+
+bool has_padding(const torch::Tensor& attention_mask) {
+  return attention_mask.defined() && !attention_mask.ne(0).all().item<bool>();
+}
+
+torch::Tensor padded_causal_mask(const torch::Tensor& attention_mask,
+                                 int64_t num_heads,
+                                 torch::Dtype dtype) {
+  const int64_t length = attention_mask.size(1);
+  const auto opts = torch::TensorOptions().dtype(torch::kBool).device(attention_mask.device());
+  const auto causal = torch::ones({length, length}, opts).tril();                 // (L, L)
+  const auto key_ok = attention_mask.ne(0).unsqueeze(1);                          // (N, 1, L)
+  const auto self = torch::eye(length, opts).unsqueeze(0);                        // (1, L, L)
+  const auto allowed = causal.unsqueeze(0).logical_and(key_ok).logical_or(self);  // (N, L, L)
+  const auto mask =
+      torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(dtype))
+          .masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+  return mask.repeat_interleave(num_heads, /*dim=*/0);  // (N * H, L, L)
+}
+
+void tie(torch::Tensor& alias, const torch::Tensor& source) {
+  if (!alias.defined() || !source.defined() || is_placeholder(alias) || is_placeholder(source)) {
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  alias.set_data(source);
+}
+
+}  // namespace detail
+}  // namespace mha

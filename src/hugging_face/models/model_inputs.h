@@ -1,0 +1,51 @@
+#pragma once
+
+// Private: what the whole models share: checks of token ids and positions,
+// the masks made from transformers' attention_mask, and tied weights.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace mha {
+namespace detail {
+
+/// Throws `c10::Error` unless `ids` is an integer tensor of `dims` dimensions
+/// with every id in [0, vocab_size): the message names `name`, the first id
+/// outside and the size (never an out-of-bounds read).
+void check_token_ids(const torch::Tensor& ids,
+                     int64_t vocab_size,
+                     const std::string& name,
+                     int64_t dims = 2);
+
+/// Throws `c10::Error` unless every row of `positions` is in [0, rows): the
+/// message names the positions asked for and `max_position_embeddings`.
+void check_positions(const torch::Tensor& positions, int64_t rows, int64_t offset = 0);
+
+/// Throws `c10::Error` unless `mask` is undefined or (N, length) as `ids` needs.
+void check_attention_mask(const torch::Tensor& mask, int64_t batch, int64_t length);
+
+/// transformers' attention_mask (1 = attend, 0 = padding) as mha's key padding
+/// mask (true = masked); undefined stays undefined.
+torch::Tensor key_padding_mask(const torch::Tensor& attention_mask);
+
+/// Whether `attention_mask` is defined and has a 0 (a padded batch).
+bool has_padding(const torch::Tensor& attention_mask);
+
+/// The causal mask of a padded batch for `num_heads` heads: (N * num_heads,
+/// L, L), 0 where query i may see key j (j <= i and j not padding, or j == i)
+/// and -inf elsewhere, of `dtype`. A padded query sees itself, so no row is
+/// fully masked (no NaN reaches the later layers through it).
+torch::Tensor padded_causal_mask(const torch::Tensor& attention_mask,
+                                 int64_t num_heads,
+                                 torch::Dtype dtype);
+
+/// Ties `alias` to `source`: the same values in memory (a second tensor over
+/// `source`'s storage), as transformers ties an LM head to its embeddings.
+/// Leaves `alias` alone when it is a converted weight's placeholder
+/// (`mha::prepack`, `mha::quantize_dynamic`: the head then holds its own form).
+void tie(torch::Tensor& alias, const torch::Tensor& source);
+
+}  // namespace detail
+}  // namespace mha

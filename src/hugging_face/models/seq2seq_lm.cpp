@@ -1,0 +1,186 @@
+// mha::Seq2SeqLM: BART, mBART and Marian around mha::Transformer
+// (transformers 5.23, models/{bart,mbart,marian}/modeling_*.py): scaled token
+// embeddings, learned positions from row 2 or Marian's sinusoids, the
+// embedding LayerNorm, the tied LM head and final_logits_bias.
+
+#include <c10/util/Exception.h>
+#include <mha/hf_language_models.h>
+#include <mha/quantization.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "hugging_face/models/model_inputs.h"
+#include "linear/converted_module.h"
+
+namespace mha {
+
+using torch::Tensor;
+
+namespace {
+
+/// A stack's final LayerNorm (mbart), or none.
+torch::nn::AnyModule final_norm(const TransformerLayerOptions& layer, bool present) {
+  if (!present) {
+    return {};
+  }
+  return torch::nn::AnyModule(
+      LayerNorm(LayerNormOptions({layer.d_model()}).eps(layer.layer_norm_eps())));
+}
+
+TransformerLayerOptions batch_first(TransformerLayerOptions layer) {
+  layer.batch_first(true);
+  return layer;
+}
+
+/// F.layer_norm with `norm`'s parameters: const, unlike the module's forward.
+Tensor apply_norm(const LayerNorm& norm, const Tensor& x) {
+  return torch::layer_norm(x, norm->options.normalized_shape(), norm->weight, norm->bias,
+                           norm->options.eps());
+}
+
+}  // namespace
+
+Seq2SeqLMOptions::Seq2SeqLMOptions(std::string model_type,
+                                   TransformerLayerOptions encoder_layer,
+                                   int64_t num_encoder_layers,
+                                   TransformerLayerOptions decoder_layer,
+                                   int64_t num_decoder_layers)
+    : model_type_(std::move(model_type)),
+      encoder_layer_(std::move(encoder_layer)),
+      num_encoder_layers_(num_encoder_layers),
+      decoder_layer_(std::move(decoder_layer)),
+      num_decoder_layers_(num_decoder_layers) {}
+
+Seq2SeqLMImpl::Seq2SeqLMImpl(Seq2SeqLMOptions options_) : options(std::move(options_)) { reset(); }
+
+void Seq2SeqLMImpl::reset() {
+  const int64_t width = options.encoder_layer().d_model();
+  // bart, mbart: learned positions from row 2 (BartLearnedPositionalEmbedding's offset).
+  const int64_t rows = options.max_position_embeddings() + (options.sinusoidal_positions() ? 0 : 2);
+  shared = register_module("shared", torch::nn::Embedding(options.vocab_size(), width));
+  encoder_positions = register_module("encoder_positions", torch::nn::Embedding(rows, width));
+  decoder_positions = register_module("decoder_positions", torch::nn::Embedding(rows, width));
+  if (options.layernorm_embedding()) {
+    encoder_layernorm_embedding =
+        register_module("encoder_layernorm_embedding", LayerNorm(LayerNormOptions({width})));
+    decoder_layernorm_embedding =
+        register_module("decoder_layernorm_embedding", LayerNorm(LayerNormOptions({width})));
+  }
+  const auto enc = batch_first(options.encoder_layer());
+  const auto dec = batch_first(options.decoder_layer());
+  TransformerEncoder encoder(
+      TransformerEncoderOptions(TransformerEncoderLayer(enc), options.num_encoder_layers())
+          .norm(final_norm(enc, options.final_norms()))
+          .enable_nested_tensor(false));
+  TransformerDecoder decoder(
+      TransformerDecoderOptions(TransformerDecoderLayer(dec), options.num_decoder_layers())
+          .norm(final_norm(dec, options.final_norms())));
+  transformer = register_module("transformer",
+                                Transformer(TransformerOptions(width, enc.nhead())
+                                                .dropout(0.0)
+                                                .batch_first(true)
+                                                .custom_encoder(torch::nn::AnyModule(encoder))
+                                                .custom_decoder(torch::nn::AnyModule(decoder))));
+  lm_head = register_module(
+      "lm_head",
+      torch::nn::Linear(torch::nn::LinearOptions(width, options.vocab_size()).bias(false)));
+  final_logits_bias = register_buffer("final_logits_bias", torch::zeros({1, options.vocab_size()}));
+  tie_weights();
+}
+
+void Seq2SeqLMImpl::tie_weights() {
+  if (options.tie_word_embeddings()) {
+    detail::tie(lm_head->weight, shared->weight);
+  }
+}
+
+Tensor Seq2SeqLMImpl::embed(const Tensor& ids,
+                            int64_t start,
+                            const torch::nn::Embedding& positions,
+                            const LayerNorm& norm) const {
+  const int64_t width = options.encoder_layer().d_model();
+  const double scale = options.scale_embedding() ? std::sqrt(static_cast<double>(width)) : 1.0;
+  const int64_t offset = options.sinusoidal_positions() ? 0 : 2;
+  const Tensor rows = torch::arange(start + offset, start + offset + ids.size(1),
+                                    ids.options().dtype(torch::kLong));
+  detail::check_positions(rows, positions->weight.size(0), 0);
+  Tensor x = torch::embedding(shared->weight, ids) * scale;  // (N, L, E)
+  x = x + torch::embedding(positions->weight, rows);         // + (L, E)
+  return norm.is_empty() ? x : apply_norm(norm, x);
+}
+
+Tensor Seq2SeqLMImpl::encode(const Tensor& input_ids, const Tensor& attention_mask) const {
+  detail::check_token_ids(input_ids, options.vocab_size(), "input_ids");
+  detail::check_attention_mask(attention_mask, input_ids.size(0), input_ids.size(1));
+  const Tensor x = embed(input_ids, 0, encoder_positions, encoder_layernorm_embedding);
+  return transformer->encode(x, Tensor(), detail::key_padding_mask(attention_mask));  // (N, S, E)
+}
+
+Tensor Seq2SeqLMImpl::forward(const Tensor& input_ids,
+                              const Tensor& attention_mask,
+                              const Tensor& decoder_input_ids) {
+  const Tensor memory = encode(input_ids, attention_mask);  // (N, S, E)
+  detail::check_token_ids(decoder_input_ids, options.vocab_size(), "decoder_input_ids");
+  const Tensor tgt = embed(decoder_input_ids, 0, decoder_positions, decoder_layernorm_embedding);
+  const Tensor causal = generate_square_subsequent_mask(tgt.size(1), tgt.options());
+  const Tensor hidden = transformer->decoder.ptr<TransformerDecoderImpl>()->forward(
+      tgt, memory, causal, Tensor(), Tensor(), detail::key_padding_mask(attention_mask),
+      /*tgt_is_causal=*/true);  // (N, T, E)
+  return logits(hidden);
+}
+
+TransformerDecoderCache Seq2SeqLMImpl::make_cache(int64_t max_len) const {
+  return transformer->make_decoder_cache(max_len);
+}
+
+Tensor Seq2SeqLMImpl::decode_cached(const Tensor& decoder_input_ids,
+                                    const Tensor& memory,
+                                    TransformerDecoderCache& cache,
+                                    const Tensor& attention_mask) {
+  detail::check_token_ids(decoder_input_ids, options.vocab_size(), "decoder_input_ids");
+  const Tensor tgt =
+      embed(decoder_input_ids, cache.length(), decoder_positions, decoder_layernorm_embedding);
+  const Tensor hidden = transformer->decode_cached(tgt, memory, cache, Tensor(),
+                                                   detail::key_padding_mask(attention_mask));
+  return logits(hidden);  // (N, t, V)
+}
+
+Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {
+  return mha::linear(*lm_head, hidden) + final_logits_bias;  // (..., V)
+}
+
+void Seq2SeqLMImpl::load(torch::serialize::InputArchive& archive) {
+  detail::load_checking_converted(*this, archive);
+  tie_weights();
+}
+
+std::shared_ptr<torch::nn::Module> Seq2SeqLMImpl::clone(
+    const std::optional<torch::Device>& device) const {
+  auto copy = std::dynamic_pointer_cast<Seq2SeqLMImpl>(detail::clone_module(*this, device));
+  copy->tie_weights();
+  return copy;
+}
+
+void Seq2SeqLMImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(device, dtype, non_blocking);
+  tie_weights();
+}
+
+void Seq2SeqLMImpl::to(torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(dtype, non_blocking);
+  tie_weights();
+}
+
+void Seq2SeqLMImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  tie_weights();
+}
+
+void Seq2SeqLMImpl::pretty_print(std::ostream& stream) const {
+  stream << "mha::Seq2SeqLM(model_type=" << options.model_type()
+         << ", num_encoder_layers=" << options.num_encoder_layers()
+         << ", num_decoder_layers=" << options.num_decoder_layers() << ")";
+}
+
+}  // namespace mha

@@ -1,0 +1,354 @@
+// Whole Hugging Face models (mha/hf_models.h): each family's directory,
+// written by transformers at test time with random weights
+// (scripts/export_hf_reference.py), loaded by mha::load_hf_model and compared
+// with transformers' own outputs at the real (not padded) positions, within
+// 1e-5 in float32: encoders' `model(input_ids, attention_mask,
+// token_type_ids)` and `model(pixel_values)`, seq2seq LMs'
+// `model(input_ids, attention_mask, decoder_input_ids).logits`, causal LMs'
+// `model(input_ids, attention_mask, position_ids).logits` (left padding) and
+// their cached and paged steps; then what a LibTorch user does with a module
+// (save, load, clone, to, prepack, quantize_dynamic) and the errors.
+
+#include <mha/hf_models.h>
+#include <mha/prepack.h>
+#include <mha/quantization.h>
+#include <mha/state_dict.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mha::test::tensors_close;
+using torch::Tensor;
+
+constexpr int64_t kMagic = 20261202;
+// transformers' outputs to within 1e-5 in float32, eval mode.
+constexpr double kAtol = 1e-5;
+
+std::string model_dir(const std::string& name) {
+  return std::string(MHA_HF_REFERENCE_DIR) + "/" + name;
+}
+
+std::map<std::string, Tensor> reference(const std::string& name) {
+  auto values = mha::read_state_dict(model_dir(name) + "/mha_reference.pt");
+  EXPECT_EQ(values.at("magic").item<int64_t>(), kMagic)
+      << "stale reference; run scripts/export_hf_reference.py";
+  return values;
+}
+
+/// The rows of `t` (N, L, ...) at the positions `attention_mask` (N, L) marks 1: (K, ...).
+Tensor real(const Tensor& t, const Tensor& attention_mask) {
+  return t.index({attention_mask.ne(0)});
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+/// `actual` within kAtol of `expected` at the real positions, reported by name.
+void expect_close_at_real(const std::string& what,
+                          const Tensor& actual,
+                          const Tensor& expected,
+                          const Tensor& attention_mask) {
+  const Tensor a = real(actual, attention_mask), e = real(expected, attention_mask);
+  EXPECT_TRUE(tensors_close(a, e, 0.0, kAtol)) << what;
+  std::printf("%s: max abs diff %.3g\n", what.c_str(), max_abs_diff(a, e));
+}
+
+// ~~~ Encoders: transformers' AutoModel(...)(input_ids, attention_mask, token_type_ids) ~~~
+
+struct TextEncoderModelParity : ::testing::TestWithParam<std::string> {};
+
+TEST_P(TextEncoderModelParity, LastHiddenStateAndPoolerFromTokenIds) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference(GetParam());
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::TextEncoderModel>();
+  const Tensor types = ref.count("token_type_ids") ? ref.at("token_type_ids") : Tensor();
+  const Tensor mask = ref.at("attention_mask");
+  auto out = model(ref.at("input_ids"), mask, types);
+  expect_close_at_real(GetParam() + " embeddings", model->embed(ref.at("input_ids"), types),
+                       ref.at("embeddings"), mask);
+  expect_close_at_real(GetParam() + " last_hidden_state", out.last_hidden_state,
+                       ref.at("last_hidden_state"), mask);
+  EXPECT_EQ(out.pooler_output.defined(), ref.count("pooler_output") == 1);
+  if (ref.count("pooler_output")) {
+    EXPECT_TRUE(tensors_close(out.pooler_output, ref.at("pooler_output"), 0.0, kAtol));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models,
+    TextEncoderModelParity,
+    ::testing::Values("bert", "bert_float16", "roberta", "distilbert", "electra", "electra_small"));
+
+struct VisionEncoderModelParity : ::testing::TestWithParam<std::string> {};
+
+TEST_P(VisionEncoderModelParity, LastHiddenStateFromPixels) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference(GetParam());
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::VisionEncoderModel>();
+  auto out = model(ref.at("pixel_values"));
+  EXPECT_TRUE(
+      tensors_close(model->embed(ref.at("pixel_values")), ref.at("embeddings"), 0.0, kAtol));
+  EXPECT_TRUE(tensors_close(out.last_hidden_state, ref.at("last_hidden_state"), 0.0, kAtol));
+  std::printf("%s: last_hidden_state max abs diff %.3g\n", GetParam().c_str(),
+              max_abs_diff(out.last_hidden_state, ref.at("last_hidden_state")));
+  EXPECT_EQ(out.pooler_output.defined(), ref.count("pooler_output") == 1);
+  if (ref.count("pooler_output")) {
+    EXPECT_TRUE(tensors_close(out.pooler_output, ref.at("pooler_output"), 0.0, kAtol));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models,
+                         VisionEncoderModelParity,
+                         ::testing::Values("vit", "deit_bfloat16"));
+
+// ~~~ Seq2seq LMs: model(input_ids, attention_mask, decoder_input_ids).logits ~~~
+
+struct Seq2SeqLMParity : ::testing::TestWithParam<std::string> {};
+
+TEST_P(Seq2SeqLMParity, TeacherForcedLogitsAndCachedSteps) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference(GetParam());
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::Seq2SeqLM>();
+  const Tensor& ids = ref.at("input_ids");
+  const Tensor& mask = ref.at("attention_mask");
+  const Tensor& decoder_ids = ref.at("decoder_input_ids");
+  const Tensor memory = model->encode(ids, mask);  // (N, S, E)
+  expect_close_at_real(GetParam() + " encoder_last_hidden_state", memory,
+                       ref.at("encoder_last_hidden_state"), mask);
+  const Tensor logits = model(ids, mask, decoder_ids);  // (N, T, V)
+  if (ref.count("logits")) {
+    EXPECT_TRUE(tensors_close(logits, ref.at("logits"), 0.0, kAtol));
+    std::printf("%s: logits max abs diff %.3g\n", GetParam().c_str(),
+                max_abs_diff(logits, ref.at("logits")));
+  }
+  // One decoder position at a time through the cache: the teacher-forced logits.
+  auto cache = model->make_cache();
+  std::vector<Tensor> steps;
+  for (int64_t t = 0; t < decoder_ids.size(1); ++t) {
+    steps.push_back(
+        model->decode_cached(decoder_ids.narrow(1, t, 1), t == 0 ? memory : Tensor(), cache, mask));
+  }
+  EXPECT_TRUE(tensors_close(torch::cat(steps, 1), logits, 0.0, kAtol));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models,
+                         Seq2SeqLMParity,
+                         ::testing::Values("bart", "mbart", "bart_lm", "mbart_lm", "marian"));
+
+// ~~~ Causal LMs: model(input_ids, attention_mask, position_ids).logits, left padding ~~~
+
+struct CausalLMParity : ::testing::TestWithParam<std::string> {};
+
+TEST_P(CausalLMParity, LogitsWithLeftPadding) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference(GetParam());
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::CausalLM>();
+  const Tensor& ids = ref.at("input_ids");
+  const Tensor& mask = ref.at("attention_mask");
+  expect_close_at_real(GetParam() + " logits", model(ids, mask, ref.at("position_ids")),
+                       ref.at("logits"), mask);
+  expect_close_at_real(GetParam() + " last_hidden_state",
+                       model->hidden_states(ids, mask, ref.at("position_ids")),
+                       ref.at("last_hidden_state"), mask);
+  // Without position_ids: the family's own (gpt2 0.., opt from the mask).
+  expect_close_at_real(GetParam() + " logits, default positions", model(ids, mask),
+                       ref.at("logits_default_positions"), mask);
+}
+
+TEST_P(CausalLMParity, CachedStepsEqualTheFullForward) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference(GetParam());
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::CausalLM>();
+  const Tensor& ids = ref.at("input_ids");  // (2, 7), row 1 left-padded
+  const Tensor& mask = ref.at("attention_mask");
+  const Tensor& positions = ref.at("position_ids");
+  const Tensor full = model(ids, mask, positions);  // (2, 7, V)
+  auto cache = model->make_cache();
+  const int64_t prompt = 4;
+  std::vector<Tensor> parts{model->forward_cached(
+      ids.narrow(1, 0, prompt), cache, mask.narrow(1, 0, prompt), positions.narrow(1, 0, prompt))};
+  for (int64_t t = prompt; t < ids.size(1); ++t) {
+    parts.push_back(model->forward_cached(ids.narrow(1, t, 1), cache, mask.narrow(1, 0, t + 1),
+                                          positions.narrow(1, t, 1)));
+  }
+  const Tensor cached = torch::cat(parts, 1);
+  EXPECT_FALSE(cached.isnan().any().item<bool>());
+  expect_close_at_real(GetParam() + " cached vs forward", cached, full, mask);
+}
+
+TEST_P(CausalLMParity, PagedStepsEqualEachSequenceAlone) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference(GetParam());
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::CausalLM>();
+  const Tensor row0 = ref.at("input_ids")[0];                  // 7 tokens
+  const Tensor row1 = ref.at("input_ids")[1].narrow(0, 3, 4);  // its 4 real tokens
+  auto cache = model->make_paged_cache(mha::PagedKVCacheOptions(16, 4));
+  const int64_t a = cache.front().add_sequence(), b = cache.front().add_sequence();
+  // Prompts: 5 tokens of row 0, 2 of row 1; then row 0's last two and row 1's last two, one a step.
+  std::vector<Tensor> got0, got1;
+  auto step = [&](const Tensor& x0, const Tensor& x1) {
+    const auto n0 = x0.size(0);
+    const auto logits = model->forward_paged(torch::cat({x0, x1}), cache, {a, b},
+                                             torch::tensor({int64_t{0}, n0, n0 + x1.size(0)}));
+    got0.push_back(logits.narrow(0, 0, n0));
+    got1.push_back(logits.narrow(0, n0, x1.size(0)));
+  };
+  step(row0.narrow(0, 0, 5), row1.narrow(0, 0, 2));
+  step(row0.narrow(0, 5, 1), row1.narrow(0, 2, 1));
+  step(row0.narrow(0, 6, 1), row1.narrow(0, 3, 1));
+  const Tensor alone0 = model(row0.unsqueeze(0)).squeeze(0);  // (7, V)
+  EXPECT_TRUE(tensors_close(torch::cat(got0), alone0, 0.0, kAtol));
+  // transformers' logits of row 1 alone, unpadded.
+  EXPECT_TRUE(
+      tensors_close(torch::cat(got1), ref.at("prompt_logits_unpadded").squeeze(0), 0.0, kAtol));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models,
+                         CausalLMParity,
+                         ::testing::Values("gpt2", "gpt2_legacy", "opt", "opt_350m"));
+
+// ~~~ What a LibTorch user does with the module ~~~
+
+TEST(HfModel, EntryPointNamesTheClass) {
+  for (const auto& [name, cls] :
+       std::vector<std::pair<std::string, std::string>>{{"bert", "TextEncoderModel"},
+                                                        {"electra_small", "TextEncoderModel"},
+                                                        {"vit", "VisionEncoderModel"},
+                                                        {"marian", "Seq2SeqLM"},
+                                                        {"opt_350m", "CausalLM"}}) {
+    const auto model = mha::load_hf_model(model_dir(name));
+    EXPECT_EQ(mha::hf_model_class(model.model_type), cls) << name;
+    EXPECT_FALSE(model.base().is_training()) << name;
+  }
+  EXPECT_EQ(mha::hf_model_types().size(), 11u);
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_model(model_dir("gpt2")).as<mha::Seq2SeqLM>(),
+                         "model_type 'gpt2' is a mha::CausalLM, not the class asked for");
+}
+
+TEST(HfModel, TiedHeadIsOneCopyThroughCloneToAndLoad) {
+  torch::NoGradGuard no_grad;
+  auto model = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
+  auto shares = [](const mha::CausalLM& m) {
+    return m->lm_head->weight.data_ptr() == m->embed_tokens->weight.data_ptr();
+  };
+  EXPECT_TRUE(shares(model));
+  const auto names = model->named_parameters();
+  EXPECT_TRUE(names.contains("lm_head.weight") && names.contains("embed_tokens.weight"));
+  const Tensor ids = torch::tensor({{5, 9, 17, 3}});
+  const Tensor logits = model(ids);
+
+  auto copy = std::dynamic_pointer_cast<mha::CausalLMImpl>(model->clone());
+  EXPECT_TRUE(shares(mha::CausalLM(copy)));
+  EXPECT_TRUE(torch::equal(copy->forward(ids), logits));
+
+  std::stringstream archive;
+  torch::save(model, archive);
+  auto loaded = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
+  loaded->embed_tokens->weight.zero_();
+  torch::load(loaded, archive);
+  EXPECT_TRUE(shares(loaded));
+  EXPECT_TRUE(torch::equal(loaded(ids), logits));
+
+  copy->to(torch::kFloat64);
+  EXPECT_TRUE(shares(mha::CausalLM(copy)));
+  EXPECT_TRUE(tensors_close(copy->forward(ids).to(torch::kFloat32), logits, 0.0, kAtol));
+}
+
+TEST(HfModel, PrepackedAndInt8ModelsKeepTheEmbeddingLookup) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference("opt");
+  auto model = mha::load_hf_model(model_dir("opt")).as<mha::CausalLM>();
+  const Tensor& ids = ref.at("input_ids");
+  const Tensor& mask = ref.at("attention_mask");
+  const Tensor& positions = ref.at("position_ids");
+  const Tensor table = model->embed_tokens->weight.clone();
+
+  auto packed = std::dynamic_pointer_cast<mha::CausalLMImpl>(model->clone());
+  mha::prepack(*packed);
+  EXPECT_TRUE(mha::is_prepacked(*packed));
+  // The head holds its packed form; the embedding keeps its float table.
+  EXPECT_EQ(packed->lm_head->weight.numel(), 0);
+  EXPECT_TRUE(torch::equal(packed->embed_tokens->weight, table));
+  expect_close_at_real("opt prepacked logits", packed->forward(ids, mask, positions),
+                       ref.at("logits"), mask);
+
+  auto int8 = std::dynamic_pointer_cast<mha::CausalLMImpl>(model->clone());
+  mha::quantize_dynamic(*int8);
+  EXPECT_TRUE(mha::is_quantized(*int8));
+  EXPECT_TRUE(torch::equal(int8->embed_tokens->weight, table));
+  const Tensor q = int8->forward(ids, mask, positions);
+  EXPECT_EQ(q.sizes(), ref.at("logits").sizes());
+  EXPECT_FALSE(real(q, mask).isnan().any().item<bool>());
+
+  // A clone of a prepacked model computes the same.
+  auto packed_copy = std::dynamic_pointer_cast<mha::CausalLMImpl>(packed->clone());
+  EXPECT_TRUE(torch::equal(packed_copy->forward(ids, mask, positions),
+                           packed->forward(ids, mask, positions)));
+}
+
+TEST(HfModel, Float16CheckpointLoadsAsFloat32UnlessAsked) {
+  auto model = mha::load_hf_model(model_dir("bert_float16")).as<mha::TextEncoderModel>();
+  EXPECT_EQ(model->word_embeddings->weight.scalar_type(), torch::kFloat32);
+  auto f64 = mha::load_hf_model(model_dir("bert_float16"),
+                                mha::HfModelLoadOptions().dtype(torch::kFloat64))
+                 .as<mha::TextEncoderModel>();
+  EXPECT_EQ(f64->encoder->layers[0]
+                ->as<mha::TransformerEncoderLayerImpl>()
+                ->linear1->weight.scalar_type(),
+            torch::kFloat64);
+}
+
+// ~~~ Errors ~~~
+
+TEST(HfModelErrors, TokenIdsOutsideTheVocabulary) {
+  torch::NoGradGuard no_grad;
+  auto gpt2 = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
+  MHA_ASSERT_THROWS_WITH(gpt2(torch::tensor({{5, 99}})),
+                         "input_ids: token id 99 at flat index 1 is outside the vocabulary: "
+                         "expected ids in [0, 99) (vocab_size 99)");
+  auto bert = mha::load_hf_model(model_dir("bert")).as<mha::TextEncoderModel>();
+  MHA_ASSERT_THROWS_WITH(bert(torch::tensor({{-1, 4}})), "input_ids: token id -1");
+}
+
+TEST(HfModelErrors, InputsLongerThanThePositionTable) {
+  torch::NoGradGuard no_grad;
+  auto gpt2 = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
+  MHA_ASSERT_THROWS_WITH(gpt2(torch::ones({1, 33}, torch::kLong)),
+                         "position 32 is beyond the position table: expected positions in [0, 32) "
+                         "(max_position_embeddings 32)");
+  auto bert = mha::load_hf_model(model_dir("bert")).as<mha::TextEncoderModel>();
+  MHA_ASSERT_THROWS_WITH(bert(torch::ones({1, 40}, torch::kLong)), "(max_position_embeddings 32)");
+}
+
+TEST(HfModelErrors, UnsupportedModelTypeAndGpt2Options) {
+  auto checkpoint = mha::read_hf_checkpoint(model_dir("gpt2"));
+  checkpoint.model_type = "llama";
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_model(checkpoint),
+                         "model_type 'llama' is not supported by load_hf_model; supported: bart, "
+                         "bert, deit, distilbert, electra, gpt2, marian, mbart, opt, roberta, vit");
+  checkpoint = mha::read_hf_checkpoint(model_dir("gpt2"));
+  checkpoint.config = mha::HfConfig::parse(
+      R"({"model_type": "gpt2", "n_embd": 32, "n_head": 4, "n_layer": 2, "n_positions": 32,
+          "vocab_size": 99, "scale_attn_by_inverse_layer_idx": true})",
+      "config.json");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_model(checkpoint),
+                         "config.json: scale_attn_by_inverse_layer_idx true is not supported by "
+                         "mha's GPT-2; expected false (transformers' default)");
+}
+
+TEST(HfModelErrors, MissingKeyNamesKeyAndFile) {
+  auto checkpoint = mha::read_hf_checkpoint(model_dir("opt"));
+  checkpoint.tensors.erase("model.decoder.embed_positions.weight");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_model(checkpoint),
+                         "opt/model.safetensors: missing key 'decoder.embed_positions.weight' (for "
+                         "embed_positions.weight)");
+}
+
+}  // namespace
