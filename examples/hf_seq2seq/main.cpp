@@ -1,17 +1,16 @@
 // Greedy decoding of a Marian/BART-style Hugging Face model directory (marian,
-// bart, mbart), read as published by mha::load_hf_seq2seq: the token and
-// position embeddings in LibTorch (models/{marian,bart}/modeling_*.py), the
-// encoder once, then one decoder position per step through a
-// mha::TransformerDecoderCache, with the rules transformers' generate
-// (do_sample=False, num_beams=1) takes from generation_config.json (else
-// config.json): decoder_start_token_id, eos_token_id, forced_eos_token_id,
-// min_new_tokens, max_new_tokens (or max_length), pad_token_id after the end,
-// and single-token bad_words_ids. Prints the tokens; given transformers'
-// (scripts/export_hf_reference.py writes mha_reference.pt), exits 1 unless
-// they are the same.
+// bart, mbart) as one module: mha::load_hf_model returns a mha::Seq2SeqLM
+// (embeddings, stacks, tied LM head, final_logits_bias); the encoder runs
+// once, then one decoder position per step through its cache, with the rules
+// transformers' generate (do_sample=False, num_beams=1) takes from
+// generation_config.json (else config.json): decoder_start_token_id,
+// eos_token_id, forced_eos_token_id, min_new_tokens, max_new_tokens (or
+// max_length), pad_token_id after the end, and single-token bad_words_ids.
+// Prints the tokens; given transformers' (scripts/export_hf_reference.py
+// writes mha_reference.pt), exits 1 unless they are the same.
 // Usage: mha_hf_seq2seq MODEL_DIR [REFERENCE.pt]
 
-#include <mha/hugging_face.h>
+#include <mha/hf_models.h>
 #include <mha/state_dict.h>
 #include <torch/torch.h>
 
@@ -58,28 +57,6 @@ GenerationRules rules(const mha::HfCheckpoint& checkpoint) {
   return r;
 }
 
-/// Token and position embeddings of `ids` at positions [start, start + L),
-/// and the embedding LayerNorm where the model has one (bart, mbart).
-torch::Tensor embed(const mha::HfSeq2Seq& model,
-                    const mha::HfConfig& config,
-                    const std::string& stack,  // "encoder" or "decoder"
-                    const torch::Tensor& ids,  // (N, L)
-                    int64_t start) {
-  const auto& t = model.tensors;
-  const int64_t width = config.integer("d_model");
-  const double scale = config.boolean("scale_embedding", false) ? std::sqrt(width) : 1.0;
-  auto x = torch::embedding(t.at(stack + ".embed_tokens.weight"), ids) * scale;  // (N, L, E)
-  // Marian's sinusoids start at 0; BART's learned positions at offset 2.
-  const int64_t offset = model.model_type == "marian" ? 0 : 2;
-  auto positions = torch::arange(start + offset, start + offset + ids.size(1));
-  x = x + torch::embedding(t.at(stack + ".embed_positions.weight"), positions);
-  const auto norm = t.find(stack + ".layernorm_embedding.weight");
-  if (norm != t.end()) {
-    x = torch::layer_norm(x, {width}, norm->second, t.at(stack + ".layernorm_embedding.bias"));
-  }
-  return x;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,13 +66,8 @@ int main(int argc, char** argv) {
   }
   torch::NoGradGuard no_grad;
   const mha::HfCheckpoint checkpoint = mha::read_hf_checkpoint(argv[1]);
-  mha::HfSeq2Seq model = mha::load_hf_seq2seq(checkpoint);
+  mha::Seq2SeqLM model = mha::load_hf_model(checkpoint).as<mha::Seq2SeqLM>();
   const GenerationRules r = rules(checkpoint);
-  // A model without its LM head (BartModel) decodes with the tied embeddings.
-  const auto head = model.tensors.find("lm_head.weight");
-  const torch::Tensor& lm_head =
-      head != model.tensors.end() ? head->second : model.tensors.at("shared.weight");  // (V, E)
-  const auto bias = model.tensors.find("final_logits_bias");                           // (1, V)
 
   std::map<std::string, torch::Tensor> reference;
   const int64_t pad = r.pad;
@@ -109,22 +81,18 @@ int main(int argc, char** argv) {
     attention_mask = reference.at("attention_mask");
   }
   const int64_t batch = input_ids.size(0);
-  const torch::Tensor src_padding = attention_mask.eq(0);  // (N, S), true = padding
 
-  // (N, S, E)
-  const torch::Tensor memory = model.encoder->forward(
-      embed(model, checkpoint.config, "encoder", input_ids, 0), torch::Tensor(), src_padding);
-  auto cache = model.decoder->make_cache();
+  const torch::Tensor memory = model->encode(input_ids, attention_mask);  // (N, S, E)
+  auto cache = model->make_cache();
   torch::Tensor tokens = torch::full({batch, 1}, r.decoder_start, torch::kLong);  // (N, 1)
   torch::Tensor finished = torch::zeros({batch}, torch::kBool);
   const float minus_inf = -std::numeric_limits<float>::infinity();
   for (int64_t step = 0; step < r.max_new_tokens && !finished.all().item<bool>(); ++step) {
     const auto last = tokens.narrow(1, step, 1);  // (N, 1)
-    const auto x = embed(model, checkpoint.config, "decoder", last, step);
-    const auto h = model.decoder->forward_cached(x, step == 0 ? memory : torch::Tensor(), cache,
-                                                 torch::Tensor(), src_padding);  // (N, 1, E)
-    auto logits = torch::matmul(h.squeeze(1), lm_head.t());                      // (N, V)
-    if (bias != model.tensors.end()) logits = logits + bias->second;
+    auto logits =
+        model->decode_cached(last, step == 0 ? memory : torch::Tensor(), cache,
+                             attention_mask)
+            .squeeze(1);  // (N, V)
     for (int64_t id : r.bad_tokens) logits.select(1, id).fill_(minus_inf);
     if (step < r.min_new_tokens) {
       for (int64_t id : r.eos) logits.select(1, id).fill_(minus_inf);
