@@ -30,7 +30,8 @@ BUILDS_ON = {
     "tensor_parallel": ["common", "linear", "attention", "functional", "module", "state_dict"],
     "quantization": ["common", "linear", "attention", "module", "transformer", "tensor_parallel"],
     "serving": ["common", "linear", "attention", "cache", "module", "transformer", "quantization"],
-    "hugging_face": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer"],
+    "hugging_face": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
+                     "quantization"],
 }
 
 # The stage that implements each public header.
@@ -51,6 +52,9 @@ HOMES = {
     "prepack.h": "quantization",
     "batching.h": "serving",
     "hugging_face.h": "hugging_face",
+    "hf_models.h": "hugging_face",
+    "hf_encoder_models.h": "hugging_face",
+    "hf_language_models.h": "hugging_face",
     "mha.h": "serving",
 }
 
