@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   // The whole sequence at once ranks the same tokens first.
   const torch::Tensor whole = model(tokens).argmax(-1);  // (1, L + new_tokens)
   const int64_t prompt = tokens.size(1) - new_tokens;
-  const bool same = torch::equal(whole.narrow(1, prompt - 1, new_tokens), tokens.narrow(1, prompt, new_tokens));
+  const bool same =
+      torch::equal(whole.narrow(1, prompt - 1, new_tokens), tokens.narrow(1, prompt, new_tokens));
   std::cout << "cached steps equal the whole forward's argmax: " << (same ? "yes" : "no") << "\n";
   return same ? 0 : 1;
 }
