@@ -181,32 +181,7 @@ Tensor CausalLMImpl::forward_paged(const Tensor& input_ids,
   return logits(project(decoder->forward_paged(x, cache, seq_ids, cu_seqlens)));      // (T, V)
 }
 
-void CausalLMImpl::load(torch::serialize::InputArchive& archive) {
-  detail::load_checking_converted(*this, archive);
-  tie_weights();
-}
-
-std::shared_ptr<torch::nn::Module> CausalLMImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  auto copy = std::dynamic_pointer_cast<CausalLMImpl>(detail::clone_module(*this, device));
-  copy->tie_weights();
-  return copy;
-}
-
-void CausalLMImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
-  torch::nn::Module::to(device, dtype, non_blocking);
-  tie_weights();
-}
-
-void CausalLMImpl::to(torch::Dtype dtype, bool non_blocking) {
-  torch::nn::Module::to(dtype, non_blocking);
-  tie_weights();
-}
-
-void CausalLMImpl::to(torch::Device device, bool non_blocking) {
-  torch::nn::Module::to(device, non_blocking);
-  tie_weights();
-}
+MHA_DEFINE_TIED_MODEL_STEPS(CausalLMImpl)
 
 void CausalLMImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::CausalLM(model_type=" << options.model_type()

@@ -49,3 +49,31 @@ void tie(torch::Tensor& alias, const torch::Tensor& source);
 
 }  // namespace detail
 }  // namespace mha
+
+/// Defines `load`, `clone` and the three `to` overloads of a model class
+/// whose LM head is tied (`Impl::tie_weights`): LibTorch's step (the
+/// converted-weight-aware `load` and `clone` of mha's modules), then the tie
+/// made again, since each of them gives every parameter its own storage.
+#define MHA_DEFINE_TIED_MODEL_STEPS(Impl)                                                    \
+  void Impl::load(torch::serialize::InputArchive& archive) {                                 \
+    detail::load_checking_converted(*this, archive);                                         \
+    tie_weights();                                                                           \
+  }                                                                                          \
+  std::shared_ptr<torch::nn::Module> Impl::clone(const std::optional<torch::Device>& device) \
+      const {                                                                                \
+    auto copy = std::dynamic_pointer_cast<Impl>(detail::clone_module(*this, device));        \
+    copy->tie_weights();                                                                     \
+    return copy;                                                                             \
+  }                                                                                          \
+  void Impl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {               \
+    torch::nn::Module::to(device, dtype, non_blocking);                                      \
+    tie_weights();                                                                           \
+  }                                                                                          \
+  void Impl::to(torch::Dtype dtype, bool non_blocking) {                                     \
+    torch::nn::Module::to(dtype, non_blocking);                                              \
+    tie_weights();                                                                           \
+  }                                                                                          \
+  void Impl::to(torch::Device device, bool non_blocking) {                                   \
+    torch::nn::Module::to(device, non_blocking);                                             \
+    tie_weights();                                                                           \
+  }

@@ -150,32 +150,7 @@ Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {
   return mha::linear(*lm_head, hidden) + final_logits_bias;  // (..., V)
 }
 
-void Seq2SeqLMImpl::load(torch::serialize::InputArchive& archive) {
-  detail::load_checking_converted(*this, archive);
-  tie_weights();
-}
-
-std::shared_ptr<torch::nn::Module> Seq2SeqLMImpl::clone(
-    const std::optional<torch::Device>& device) const {
-  auto copy = std::dynamic_pointer_cast<Seq2SeqLMImpl>(detail::clone_module(*this, device));
-  copy->tie_weights();
-  return copy;
-}
-
-void Seq2SeqLMImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
-  torch::nn::Module::to(device, dtype, non_blocking);
-  tie_weights();
-}
-
-void Seq2SeqLMImpl::to(torch::Dtype dtype, bool non_blocking) {
-  torch::nn::Module::to(dtype, non_blocking);
-  tie_weights();
-}
-
-void Seq2SeqLMImpl::to(torch::Device device, bool non_blocking) {
-  torch::nn::Module::to(device, non_blocking);
-  tie_weights();
-}
+MHA_DEFINE_TIED_MODEL_STEPS(Seq2SeqLMImpl)
 
 void Seq2SeqLMImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::Seq2SeqLM(model_type=" << options.model_type()
