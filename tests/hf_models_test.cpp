@@ -317,6 +317,29 @@ TEST(HfModelErrors, TokenIdsOutsideTheVocabulary) {
   MHA_ASSERT_THROWS_WITH(bert(torch::tensor({{-1, 4}})), "input_ids: token id -1");
 }
 
+TEST(HfModelErrors, AFailedStepLeavesTheCachesAsTheyWere) {
+  torch::NoGradGuard no_grad;
+  auto opt = mha::load_hf_model(model_dir("opt")).as<mha::CausalLM>();
+  auto cache = opt->make_cache();
+  opt->forward_cached(torch::tensor({{5, 9, 17}}), cache);
+  MHA_ASSERT_THROWS_WITH(opt->forward_cached(torch::tensor({{120}}), cache),
+                         "input_ids: token id 120");
+  MHA_ASSERT_THROWS_WITH(opt->forward_cached(torch::tensor({{4}}), cache, torch::ones({1, 2})),
+                         "attention_mask: expected shape (1, 4)");
+  for (const auto& layer : cache) EXPECT_EQ(layer.length(), 3);
+  auto paged = opt->make_paged_cache(mha::PagedKVCacheOptions(8, 4));
+  const int64_t id = paged.front().add_sequence();
+  const int64_t free = paged.front().num_free_blocks();
+  MHA_ASSERT_THROWS_WITH(
+      opt->forward_paged(torch::tensor({5, 99}), paged, {id}, torch::tensor({0, 2})),
+      "input_ids: token id 99");
+  EXPECT_EQ(paged.front().length(id), 0);
+  EXPECT_EQ(paged.front().num_free_blocks(), free);
+  // The cache still continues the sequence as before.
+  EXPECT_TRUE(tensors_close(opt->forward_cached(torch::tensor({{4}}), cache).squeeze(1),
+                            opt(torch::tensor({{5, 9, 17, 4}})).select(1, 3), 0.0, kAtol));
+}
+
 TEST(HfModelErrors, InputsLongerThanThePositionTable) {
   torch::NoGradGuard no_grad;
   auto gpt2 = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();

@@ -1,6 +1,7 @@
 #include "hugging_face/models/model_inputs.h"
 
 #include <c10/util/Exception.h>
+#include <mha/quantization.h>
 #include <torch/torch.h>
 
 #include <limits>
@@ -74,6 +75,10 @@ torch::Tensor padded_causal_mask(const torch::Tensor& attention_mask,
       torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(dtype))
           .masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
   return mask.repeat_interleave(num_heads, /*dim=*/0);  // (N * H, L, L)
+}
+
+torch::Tensor pooled(const torch::nn::LinearImpl& dense, const torch::Tensor& hidden) {
+  return torch::tanh(mha::linear(dense, hidden.select(1, 0)));  // (N, E) -> (N, out)
 }
 
 void tie(torch::Tensor& alias, const torch::Tensor& source) {

@@ -3,6 +3,7 @@
 // Private: what the whole models share: checks of token ids and positions,
 // the masks made from transformers' attention_mask, and tied weights.
 
+#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -40,6 +41,9 @@ bool has_padding(const torch::Tensor& attention_mask);
 torch::Tensor padded_causal_mask(const torch::Tensor& attention_mask,
                                  int64_t num_heads,
                                  torch::Dtype dtype);
+
+/// BERT's and ViT's pooler: tanh(dense(first token)), (N, L, E) -> (N, out).
+torch::Tensor pooled(const torch::nn::LinearImpl& dense, const torch::Tensor& hidden);
 
 /// Ties `alias` to `source`: the same values in memory (a second tensor over
 /// `source`'s storage), as transformers ties an LM head to its embeddings.

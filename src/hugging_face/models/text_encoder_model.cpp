@@ -82,8 +82,7 @@ EncoderModelOutput TextEncoderModelImpl::forward(const Tensor& input_ids,
   EncoderModelOutput out;
   out.last_hidden_state = encoder(x, Tensor(), detail::key_padding_mask(attention_mask));
   if (!pooler.is_empty()) {
-    const Tensor first = out.last_hidden_state.select(1, 0);  // (N, E)
-    out.pooler_output = torch::tanh(mha::linear(*pooler, first));
+    out.pooler_output = detail::pooled(*pooler, out.last_hidden_state);  // (N, E)
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <mha/quantization.h>
 #include <torch/torch.h>
 
+#include "hugging_face/models/model_inputs.h"
 #include "linear/converted_module.h"
 
 namespace mha {
@@ -70,8 +71,7 @@ EncoderModelOutput VisionEncoderModelImpl::forward(const Tensor& pixel_values) {
   EncoderModelOutput out;
   out.last_hidden_state = encoder(embed(pixel_values));  // (N, T, E)
   if (!pooler.is_empty()) {
-    const Tensor first = out.last_hidden_state.select(1, 0);  // (N, E)
-    out.pooler_output = torch::tanh(mha::linear(*pooler, first));
+    out.pooler_output = detail::pooled(*pooler, out.last_hidden_state);  // (N, E)
   }
   return out;
 }
