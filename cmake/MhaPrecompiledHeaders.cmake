@@ -16,8 +16,8 @@ option(MHA_PRECOMPILE_HEADERS "Precompile LibTorch's headers (faster builds)" ${
 # inline functions and templates is compiled once per batch instead of once
 # per file: measured here, a whole build in 6 min instead of 13. Default ON
 # for the top-level project only; a consumer's add_subdirectory build
-# compiles each file alone (the package_add_subdirectory test checks that
-# every file compiles so).
+# compiles each file alone (the compile_alone test checks that every file
+# compiles so).
 option(MHA_UNITY_BUILD "Compile sources in batches (faster builds)" ${PROJECT_IS_TOP_LEVEL})
 if(MHA_UNITY_BUILD)
   set(CMAKE_UNITY_BUILD ON)

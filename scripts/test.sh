@@ -25,10 +25,10 @@ if [ "${1:-}" = "--sanitize" ]; then
   export MHA_PRESET=asan
   export MHA_BUILD_DIR="${MHA_ASAN_BUILD_DIR:-$MHA_ROOT/build-asan}"
   source "$MHA_ROOT/tests/sanitizers/env.sh"
-  # The packaging tests build an uninstrumented copy of mha and the snippet test
-  # only compiles: neither is about memory. The preset builds without tensor
-  # parallelism (docs/tensor_parallel.md, "Sanitizers").
-  set -- -E '^(package_|doc_snippets_compile$)' "$@"
+  # The packaging tests build an uninstrumented consumer, and the snippet and
+  # compile-alone tests only compile: none is about memory. The preset builds
+  # without tensor parallelism (docs/tensor_parallel.md, "Sanitizers").
+  set -- -E '^(package_|doc_snippets_compile$|compile_alone$)' "$@"
 elif [ "${1:-}" = "--tsan" ]; then
   shift
   export MHA_PRESET=tsan

@@ -212,8 +212,8 @@ class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
                                      int64_t past,
                                      int64_t length) const;
 
-  /// One `KVCache` per layer for `forward_cached` (`max_len > 0` fixes the capacity).
-  std::vector<KVCache> make_cache(int64_t max_len = 0) const;
+  /// The decoder stack's cache for `forward_cached` (`max_len > 0` fixes the capacity).
+  TransformerEncoderCache make_cache(int64_t max_len = 0) const;
 
   /// A prompt, then one position per step, through `cache`: `input_ids`
   /// (N, t) after the cached positions; `attention_mask` (N, past + t)
@@ -221,12 +221,12 @@ class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
   /// the family's default). Returns the new positions' logits (N, t,
   /// vocab_size), within float32 rounding of `forward` on the whole prefix.
   torch::Tensor forward_cached(const torch::Tensor& input_ids,
-                               std::vector<KVCache>& cache,
+                               TransformerEncoderCache& cache,
                                const torch::Tensor& attention_mask = {},
                                const torch::Tensor& position_ids = {});
 
-  /// One paged cache per layer over one block table (`PagedKVCache::for_layers`).
-  std::vector<PagedKVCache> make_paged_cache(const PagedKVCacheOptions& options) const;
+  /// The decoder stack's paged caches over one block table.
+  PagedStackCache make_paged_cache(const PagedKVCacheOptions& options) const;
 
   /// Several sequences at once, each without padding: `input_ids` (T) their
   /// new tokens as rows, sequence i's at [cu_seqlens[i], cu_seqlens[i + 1]),
@@ -234,7 +234,7 @@ class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
   /// others). Returns (T, vocab_size): each sequence's rows equal its
   /// `forward_cached` alone within float32 rounding.
   torch::Tensor forward_paged(const torch::Tensor& input_ids,
-                              std::vector<PagedKVCache>& cache,
+                              PagedStackCache& cache,
                               const std::vector<int64_t>& seq_ids,
                               const torch::Tensor& cu_seqlens,
                               const torch::Tensor& position_ids = {});

@@ -10,6 +10,7 @@
 #include <mha/kv_cache.h>
 #include <mha/multihead_attention.h>
 #include <mha/paged_kv_cache.h>
+#include <mha/paged_stack_cache.h>
 #include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <mha/state_dict.h>

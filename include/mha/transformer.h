@@ -1,5 +1,7 @@
 #pragma once
 
+#include <mha/paged_stack_cache.h>
+#include <mha/transformer_cache.h>
 #include <mha/transformer_layers.h>
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
@@ -72,10 +74,11 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
                         const torch::Tensor& src_key_padding_mask = {},
                         std::optional<bool> is_causal = std::nullopt);
 
-  /// One `KVCache::self_attention(max_len)` per layer, for `forward_cached`
-  /// of a causal (decoder-only) stack, the way PyTorch's building blocks
-  /// make a GPT: `forward` with the causal `mask`.
-  std::vector<KVCache> make_cache(int64_t max_len = 0) const;
+  /// An empty cache for `forward_cached` of a causal (decoder-only) stack,
+  /// the way PyTorch's building blocks make a GPT (`forward` with the causal
+  /// `mask`): one `KVCache::self_attention(max_len)` per layer; `max_len > 0`
+  /// fixes the capacity, 0 grows by doubling.
+  TransformerEncoderCache make_cache(int64_t max_len = 0) const;
 
   /// Incremental decoding of a causal stack (eval only): each layer's
   /// `TransformerEncoderLayerImpl::forward_cached` with its cache, then the
@@ -83,24 +86,35 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
   /// step). Returns them within float32 rounding of `forward` on the whole
   /// prefix with the causal mask. `key_padding_mask` (N, S), S the cached
   /// plus new positions, masks keys in every layer (a left-padded batch's
-  /// padding). `cache` from `make_cache`; bad input throws `c10::Error`
-  /// before any cache changes.
+  /// padding). `cache` must come from this stack's `make_cache`; bad input
+  /// throws `c10::Error` before any cache changes.
+  torch::Tensor forward_cached(const torch::Tensor& src,
+                               TransformerEncoderCache& cache,
+                               const torch::Tensor& key_padding_mask = {});
+  /// Deprecated: per-layer caches made apart; pass `make_cache()`'s object.
+  [[deprecated("pass the TransformerEncoderCache of make_cache()")]]
   torch::Tensor forward_cached(const torch::Tensor& src,
                                std::vector<KVCache>& cache,
                                const torch::Tensor& key_padding_mask = {});
 
-  /// One `PagedKVCache` per layer's self-attention over one block table
-  /// shared by all (`PagedKVCache::for_layers`): `add_sequence`, `fork` and
-  /// `release` on any of them act on all, and `forward_paged` grows the
-  /// table once per step for every layer.
-  std::vector<PagedKVCache> make_paged_cache(const PagedKVCacheOptions& options) const;
+  /// The paged caches of every layer's self-attention over one block table
+  /// (`PagedStackCache`): `add_sequence`, `fork` and `release` act on all
+  /// layers, and `forward_paged` grows the table once per step for every layer.
+  PagedStackCache make_paged_cache(const PagedKVCacheOptions& options) const;
 
   /// `forward_cached` of several sequences at once: `src` (T, E) their new
-  /// positions as rows (`cu_seqlens`), one `PagedKVCache` per layer (from
-  /// `make_paged_cache`, or one per layer made apart and kept in lockstep by
-  /// the caller). All or nothing: every layer's call is checked, and the
-  /// blocks of each distinct block table counted once, before any cache
-  /// changes; `cu_seqlens` is checked and copied to the host once per step.
+  /// positions as rows (`cu_seqlens`), `cache` from `make_paged_cache`. All
+  /// or nothing: every layer's call is checked once, and the table's free
+  /// blocks counted once, before any cache changes; `cu_seqlens` is checked
+  /// and copied to the host once per step.
+  torch::Tensor forward_paged(const torch::Tensor& src,
+                              PagedStackCache& cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens);
+  /// Deprecated: one `PagedKVCache` per layer, made apart and kept in
+  /// lockstep by the caller, or a `PagedKVCache::for_layers` vector; the
+  /// blocks of each distinct block table are counted once.
+  [[deprecated("pass the PagedStackCache of make_paged_cache()")]]
   torch::Tensor forward_paged(const torch::Tensor& src,
                               std::vector<PagedKVCache>& cache,
                               const std::vector<int64_t>& seq_ids,
@@ -205,21 +219,33 @@ class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImp
                                const torch::Tensor& tgt_key_padding_mask = {},
                                const torch::Tensor& memory_key_padding_mask = {});
 
-  /// One self-attention `PagedKVCache` per layer over one shared block
-  /// table (`PagedKVCache::for_layers`), for `forward_paged`.
-  std::vector<PagedKVCache> make_paged_cache(const PagedKVCacheOptions& options) const;
-  /// One cross-attention (`static_kv`) `PagedKVCache` per layer over another
-  /// shared block table: the sequences' projected memories.
-  std::vector<PagedKVCache> make_paged_memory_cache(const PagedKVCacheOptions& options) const;
+  /// The paged caches of every layer's self-attention over one block table
+  /// (`PagedStackCache`), for `forward_paged`.
+  PagedStackCache make_paged_cache(const PagedKVCacheOptions& options) const;
+  /// The paged caches of every layer's cross-attention (`static_kv`: the
+  /// sequences' projected memories) over another block table. Add, fork and
+  /// release each sequence in both caches, so that its id is the same in both.
+  PagedStackCache make_paged_memory_cache(const PagedKVCacheOptions& options) const;
 
   /// Paged decoding of several sequences at once through the whole stack
   /// (eval only): each layer's `TransformerDecoderLayerImpl::forward_paged`
-  /// with `self_cache[i]` and `cross_cache[i]`, then the final norm. `tgt`
-  /// (T, E) holds the new positions as rows (`cu_seqlens`); `memory`
+  /// with its caches of `self_cache` and `cross_cache`, then the final norm.
+  /// `tgt` (T, E) holds the new positions as rows (`cu_seqlens`); `memory`
   /// (S_total, E) the memories of the sequences that have none yet
   /// (`cu_seqlens_memory`), or is undefined. All or nothing: every layer's
-  /// calls are checked, and the blocks of each distinct block table counted
-  /// once, before any cache changes; each table grows once per step. Returns (T, E).
+  /// calls are checked once, and each table's free blocks counted once,
+  /// before any cache changes; each table grows once per step. Returns (T, E).
+  torch::Tensor forward_paged(const torch::Tensor& tgt,
+                              const torch::Tensor& memory,
+                              PagedStackCache& self_cache,
+                              PagedStackCache& cross_cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens,
+                              const torch::Tensor& cu_seqlens_memory = {});
+  /// Deprecated: per-layer caches made apart (or `PagedKVCache::for_layers`
+  /// vectors); the blocks of each distinct block table are counted once.
+  [[deprecated("pass the PagedStackCache objects of make_paged_cache() and "
+               "make_paged_memory_cache()")]]
   torch::Tensor forward_paged(const torch::Tensor& tgt,
                               const torch::Tensor& memory,
                               std::vector<PagedKVCache>& self_cache,

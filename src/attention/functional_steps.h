@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "attention/projector.h"
-#include "mha/functional.h"
+#include "mha/functional_options.h"
 
 namespace mha {
 namespace detail {

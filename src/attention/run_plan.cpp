@@ -8,7 +8,7 @@
 #include "attention/projector.h"
 #include "attention/sequence_first_kernel.h"
 #include "linear/int8_linear.h"
-#include "mha/functional.h"
+#include "mha/functional_options.h"
 #include "mha/multihead_attention.h"
 
 namespace mha {

@@ -7,10 +7,8 @@
 
 #include <algorithm>
 
-#include "attention/projector.h"
 #include "cache/kv_cache_state.h"
 #include "common/shape_format.h"
-#include "mha/multihead_attention.h"
 
 namespace mha {
 
@@ -98,29 +96,6 @@ void append(KVCacheState& state,
 std::pair<Tensor, Tensor> cached_views(const KVCacheState& state) {
   const int64_t rows = state.length + state.extra;
   return {state.keys.narrow(2, 0, rows), state.values.narrow(2, 0, rows)};
-}
-
-int64_t extra_key_rows(const MultiheadAttentionImpl& module) {
-  return (module.bias_k.defined() ? 1 : 0) + (module.options.add_zero_attn() ? 1 : 0);
-}
-
-std::pair<Tensor, Tensor> cache_key_values(KVCacheState& state,
-                                           const MultiheadAttentionImpl& module,
-                                           const Tensor& k,
-                                           const Tensor& v,
-                                           int64_t total_len) {
-  if (k.defined()) {
-    const auto& o = module.options;
-    const Tensor param = Projector::first_weight(module);
-    const auto buffer_options = at::TensorOptions(param.scalar_type()).device(param.device());
-    // k: (N, H, L, hd)
-    const CacheLayout layout{k.size(0), o.num_heads(), k.size(-1), extra_key_rows(module)};
-    reserve(state, layout, buffer_options, total_len);
-    append(state, k, v, module.bias_k, module.bias_v, o.add_zero_attn());
-    state.owner = &module;
-    state.filled = state.is_static;
-  }
-  return cached_views(state);  // (N, H, S + extra, hd)
 }
 
 }  // namespace detail

@@ -170,14 +170,19 @@ void PagedBlockManager::open_step(const std::vector<int64_t>& ids, const PagedOf
   PagedStepRecord record;
   record.ids = ids;
   record.offsets = offsets;
-  std::vector<int64_t> new_positions;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    record.lengths_before.push_back(sequence(ids[i]).length());
-    new_positions.push_back(offsets.keys[i + 1] - offsets.keys[i]);
-  }
+  for (const int64_t id : ids) record.lengths_before.push_back(sequence(id).length());
+  const std::vector<int64_t> new_positions = new_key_positions(offsets);
   record.copies = grow(ids, new_positions);
   record.tables = step_tables(ids, new_positions);
   step_ = std::move(record);
+}
+
+std::vector<int64_t> new_key_positions(const PagedOffsets& offsets) {
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i + 1 < offsets.keys.size(); ++i) {
+    positions.push_back(offsets.keys[i + 1] - offsets.keys[i]);
+  }
+  return positions;
 }
 
 }  // namespace detail

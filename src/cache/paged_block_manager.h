@@ -29,6 +29,9 @@ struct PagedOffsets {
   std::vector<int64_t> queries, keys;
 };
 
+/// The new key positions of each sequence: (num_seqs,) from `offsets.keys`.
+std::vector<int64_t> new_key_positions(const PagedOffsets& offsets);
+
 /// A call's layout of its sequences for the decode kernel and the writes,
 /// made once per step and shared by every layer's call.
 struct PagedStepTables {

@@ -1,39 +1,20 @@
 // mha::PagedKVCache: one layer's key and value pool over a block manager
-// (cache/paged_block_manager.h), its own or a stack's (for_layers).
+// (cache/paged_block_manager.h), its own or a stack's (for_layers). Its
+// constructors read the module: src/module/module_caches.cpp.
 
 #include "mha/paged_kv_cache.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "attention/projector.h"
 #include "cache/paged_kv_cache_state.h"
-#include "mha/multihead_attention.h"
 
 namespace mha {
 
 using torch::Tensor;
 
-namespace {
-
-/// Bytes of one block's keys and values for `module`.
-int64_t block_bytes(const MultiheadAttentionImpl& module, int64_t block_size) {
-  const Tensor& param = detail::Projector::first_weight(module);
-  return 2 * block_size * module.options.embed_dim() *
-         static_cast<int64_t>(c10::elementSize(param.scalar_type()));
-}
-
-}  // namespace
-
 PagedKVCacheOptions::PagedKVCacheOptions(int64_t num_blocks, int64_t block_size)
     : num_blocks_(num_blocks), block_size_(block_size) {}
-
-PagedKVCacheOptions PagedKVCacheOptions::for_bytes(const MultiheadAttentionImpl& module,
-                                                   int64_t memory_bytes,
-                                                   int64_t block_size) {
-  TORCH_CHECK_VALUE(block_size > 0, "expected block_size > 0, but got ", block_size);
-  return PagedKVCacheOptions(memory_bytes / block_bytes(module, block_size), block_size);
-}
 
 namespace detail {
 
@@ -62,52 +43,6 @@ std::pair<Tensor, Tensor> PagedKVCacheState::read(int64_t id) const {
 }
 
 }  // namespace detail
-
-namespace {
-
-/// The block tables `options` asks for, checked.
-std::shared_ptr<detail::PagedBlockManager> make_block_manager(const PagedKVCacheOptions& options) {
-  TORCH_CHECK_VALUE(options.block_size() > 0, "expected block_size > 0, but got ",
-                    options.block_size());
-  TORCH_CHECK_VALUE(options.num_blocks() >= 0, "expected num_blocks >= 0, but got ",
-                    options.num_blocks());
-  return std::make_shared<detail::PagedBlockManager>(options.num_blocks(), options.block_size());
-}
-
-}  // namespace
-
-PagedKVCache::PagedKVCache(const MultiheadAttentionImpl& module, const PagedKVCacheOptions& options)
-    : PagedKVCache(module, options, make_block_manager(options)) {}
-
-PagedKVCache::PagedKVCache(const MultiheadAttentionImpl& module,
-                           const PagedKVCacheOptions& options,
-                           std::shared_ptr<detail::PagedBlockManager> blocks)
-    : state_(std::make_unique<detail::PagedKVCacheState>()) {
-  const Tensor& param = detail::Projector::first_weight(module);
-  const int64_t heads = module.options.num_heads();
-  const int64_t rows = blocks->num_blocks() * blocks->block_size();
-  auto& s = *state_;
-  s.owner = &module;
-  s.is_static = options.static_kv();
-  s.keys = at::zeros({rows, heads, module.options.embed_dim() / heads}, param.options());
-  s.values = at::zeros_like(s.keys);
-  s.blocks = std::move(blocks);
-}
-
-std::vector<PagedKVCache> PagedKVCache::for_layers(
-    const std::vector<const MultiheadAttentionImpl*>& modules, const PagedKVCacheOptions& options) {
-  TORCH_CHECK_VALUE(!modules.empty(), "PagedKVCache::for_layers: expected at least one module");
-  for (size_t i = 0; i < modules.size(); ++i) {
-    TORCH_CHECK_VALUE(modules[i] != nullptr, "PagedKVCache::for_layers: expected modules[", i,
-                      "] to be a module, but got nullptr");
-  }
-  const auto blocks = make_block_manager(options);
-  std::vector<PagedKVCache> caches;
-  for (const MultiheadAttentionImpl* module : modules) {
-    caches.push_back(PagedKVCache(*module, options, blocks));
-  }
-  return caches;
-}
 
 PagedKVCache::PagedKVCache(PagedKVCache&&) noexcept = default;
 PagedKVCache& PagedKVCache::operator=(PagedKVCache&&) noexcept = default;

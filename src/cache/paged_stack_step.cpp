@@ -5,7 +5,6 @@
 
 #include <c10/util/Exception.h>
 
-#include "cache/paged_call_checks.h"
 #include "cache/paged_kv_cache_state.h"
 #include "mha/paged_kv_cache.h"
 

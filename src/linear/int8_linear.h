@@ -12,7 +12,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/quantized/PackedParams.h>
-#include <mha/quantization.h>
+#include <mha/quantize_recipe.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/serialize/archive.h>
@@ -74,7 +74,7 @@ struct Int8Values {
   torch::Tensor scales;
 };
 
-/// `weight` (out, in) float32 quantized by `recipe` (mha/quantization.h):
+/// `weight` (out, in) float32 quantized by `recipe` (mha/quantize_recipe.h):
 /// `at::quantize_per_channel` / `at::quantize_per_tensor` with zero points 0.
 Int8Values quantize_weight(const torch::Tensor& weight, QuantizeRecipe recipe);
 

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "serving/serving_stack.h"
+#include "transformer/stack_paged.h"
 
 namespace mha {
 namespace detail {
@@ -24,7 +25,7 @@ class CausalServingStack final : public ServingStack {
   int64_t add(const torch::Tensor& memory, const torch::Tensor& memory_key_padding_mask) override {
     TORCH_CHECK_VALUE(!memory.defined() && !memory_key_padding_mask.defined(),
                       "expected no memory: a decoder-only stack's requests have none");
-    return self_.front().add_sequence();  // in every layer's cache: one table
+    return self_.add_sequence();  // in every layer's cache: one table
   }
   std::vector<int64_t> add_all(const std::vector<torch::Tensor>& memories,
                                const std::vector<torch::Tensor>& /*masks*/) override {
@@ -34,12 +35,14 @@ class CausalServingStack final : public ServingStack {
   }
   torch::Tensor step(const torch::Tensor& x,
                      const std::vector<int64_t>& ids,
-                     const torch::Tensor& cu_seqlens) override {
-    return stack_->forward_paged(x, self_, ids, cu_seqlens);  // its layers, its norm; (T, E)
+                     const torch::Tensor& cu_seqlens,
+                     const char* fix) override {
+    // its layers, its norm: (T, E)
+    return encoder_paged_step(*stack_, x, self_.layers(), ids, cu_seqlens, fix);
   }
-  void remove(int64_t id) override { self_.front().release(id); }
-  int64_t memory_bytes() const override { return pool_bytes(self_, false); }
-  int64_t used_bytes() const override { return pool_bytes(self_, true); }
+  void remove(int64_t id) override { self_.release(id); }
+  int64_t memory_bytes() const override { return self_.memory_bytes(); }
+  int64_t used_bytes() const override { return self_.used_bytes(); }
 
  private:
   TransformerEncoder stack_;

@@ -155,18 +155,15 @@ Tensor ContinuousBatch::run_step(const Tensor& rows,
               "ContinuousBatchOptions::batch_invariant(true), but its stack has int8 weights now "
               "(mha::quantize_dynamic after the batch was made): int8 activations are quantized "
               "per call, over all of a step's rows; make the batch without batch_invariant");
-  // The blocks of every layer's step: checked once, on the shared table (and
-  // the ids distinct).
-  stack_->check_room(
-      ids, lengths,
-      "ContinuousBatch::step: remove() finished requests, step fewer of them, or give the batch "
-      "more blocks (ContinuousBatchOptions::num_blocks)");
   torch::NoGradGuard no_grad;
   std::optional<detail::FixedRowBlocks> fixed_rows;
   if (invariant_rows_ > 0) fixed_rows.emplace(invariant_rows_);
   std::vector<int64_t> offsets{0};
   for (const int64_t length : lengths) offsets.push_back(offsets.back() + length);
-  return stack_->step(rows, ids, torch::tensor(offsets));  // (T, E): layers, final norm
+  // The stack step checks every layer's call once and counts the blocks once.
+  return stack_->step(rows, ids, torch::tensor(offsets),  // (T, E): layers, final norm
+                      "ContinuousBatch::step: remove() finished requests, step fewer of them, or "
+                      "give the batch more blocks (ContinuousBatchOptions::num_blocks)");
 }
 
 void ContinuousBatch::remove(int64_t id) {

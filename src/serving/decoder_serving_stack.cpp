@@ -11,6 +11,7 @@
 #include "cache/paged_stack_step.h"
 #include "common/shape_format.h"
 #include "serving/serving_stack.h"
+#include "transformer/stack_paged.h"
 
 namespace mha {
 namespace detail {
@@ -33,17 +34,17 @@ class DecoderServingStack final : public ServingStack {
                                const std::vector<torch::Tensor>& masks) override;
   torch::Tensor step(const torch::Tensor& x,
                      const std::vector<int64_t>& ids,
-                     const torch::Tensor& cu_seqlens) override {
-    return decoder_->forward_paged(x, torch::Tensor(), self_, cross_, ids, cu_seqlens);  // (T, E)
+                     const torch::Tensor& cu_seqlens,
+                     const char* fix) override {
+    return decoder_paged_step(*decoder_, x, torch::Tensor(), self_.layers(), cross_.layers(), ids,
+                              cu_seqlens, torch::Tensor(), fix);  // (T, E)
   }
   void remove(int64_t id) override {
-    self_.front().release(id);
-    cross_.front().release(id);
+    self_.release(id);
+    cross_.release(id);
   }
-  int64_t memory_bytes() const override {
-    return pool_bytes(self_, false) + pool_bytes(cross_, false);
-  }
-  int64_t used_bytes() const override { return pool_bytes(self_, true) + pool_bytes(cross_, true); }
+  int64_t memory_bytes() const override { return self_.memory_bytes() + cross_.memory_bytes(); }
+  int64_t used_bytes() const override { return self_.used_bytes() + cross_.used_bytes(); }
 
  private:
   TransformerDecoderLayerImpl& layer(size_t i) const {
@@ -57,7 +58,7 @@ class DecoderServingStack final : public ServingStack {
   void check_memory(const torch::Tensor& memory) const;
   /// Memory blocks of `positions` positions.
   int64_t blocks_for(int64_t positions) const {
-    return (positions + cross_.front().block_size() - 1) / cross_.front().block_size();
+    return (positions + cross_.block_size() - 1) / cross_.block_size();
   }
   /// Admits `memory` (S, E), its unmasked rows; its id.
   int64_t admit(const torch::Tensor& memory);
@@ -65,7 +66,7 @@ class DecoderServingStack final : public ServingStack {
   void write_memory(int64_t id, const torch::Tensor& memory);
 
   TransformerDecoder decoder_;
-  std::vector<PagedKVCache> cross_;  // per layer, over one block table
+  PagedStackCache cross_;  // per layer, over one block table
 };
 
 int64_t DecoderServingStack::add(const torch::Tensor& memory,
@@ -82,11 +83,11 @@ std::vector<int64_t> DecoderServingStack::add_all(const std::vector<torch::Tenso
     check_memory(kept.back());
     needed += blocks_for(kept.back().size(0));
   }
-  TORCH_CHECK(needed <= cross_.front().num_free_blocks(),
+  TORCH_CHECK(needed <= cross_.num_free_blocks(),
               fmt::format("cannot admit the {} requests: their memories need {} blocks per layer, "
                           "and {} are free; remove() finished requests or give the batch more "
                           "memory blocks",
-                          memories.size(), needed, cross_.front().num_free_blocks()));
+                          memories.size(), needed, cross_.num_free_blocks()));
   std::vector<int64_t> ids;
   try {
     for (const torch::Tensor& memory : kept) ids.push_back(admit(memory));
@@ -121,13 +122,13 @@ int64_t DecoderServingStack::admit(const torch::Tensor& memory) {
   const int64_t positions = memory.size(0);  // memory: (S, E)
   check_memory(memory);
   const int64_t needed = blocks_for(positions);
-  TORCH_CHECK(needed <= cross_.front().num_free_blocks(),
+  TORCH_CHECK(needed <= cross_.num_free_blocks(),
               fmt::format("cannot admit the request: its memory of {} positions needs {} blocks "
                           "per layer, and {} are free; remove() finished requests or give the "
                           "batch more memory blocks",
-                          positions, needed, cross_.front().num_free_blocks()));
-  const int64_t id = self_.front().add_sequence();
-  const int64_t same = cross_.front().add_sequence();
+                          positions, needed, cross_.num_free_blocks()));
+  const int64_t id = self_.add_sequence();
+  const int64_t same = cross_.add_sequence();
   TORCH_INTERNAL_ASSERT(same == id, "both block tables give a request the same id");
   try {
     write_memory(id, memory);
@@ -147,7 +148,7 @@ void DecoderServingStack::write_memory(int64_t id, const torch::Tensor& memory) 
   const PagedOffsets offsets{{0, 0}, {0, positions}};
   // The memory table grows once for all layers; each layer writes its pool.
   PagedStackStep step({id});
-  step.check(cross_, offsets, "remove() finished requests or give the batch more memory blocks");
+  step.check(cross_.layers(), offsets, "remove() finished requests or give the batch more memory blocks");
   step.open();
   for (size_t i = 0; i < cross_.size(); ++i) {
     layer(i).multihead_attn->forward_paged(no_queries, memory, memory, cross_[i], {id},

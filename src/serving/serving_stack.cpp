@@ -6,17 +6,10 @@
 #include <fmt/format.h>
 
 #include "attention/projector.h"
-#include "cache/paged_kv_cache_state.h"
 #include "common/shape_format.h"
 
 namespace mha {
 namespace detail {
-
-void ServingStack::check_room(const std::vector<int64_t>& ids,
-                              const std::vector<int64_t>& lengths,
-                              const char* fix) {
-  paged_kv_cache_state(self_.front()).blocks->check_room(ids, lengths, fix);
-}
 
 void check_serving_rows(const torch::Tensor& x,
                         const std::string& name,
@@ -30,13 +23,6 @@ void check_serving_rows(const torch::Tensor& x,
                    fmt::format("expected {} of dtype {} on {} (the decoder's), but got {} on {}",
                                name, c10::toString(param.scalar_type()), param.device().str(),
                                c10::toString(x.scalar_type()), x.device().str()));
-}
-
-int64_t pool_bytes(const std::vector<PagedKVCache>& caches, bool used) {
-  int64_t bytes = 0;
-  for (const PagedKVCache& cache : caches)
-    bytes += used ? cache.used_bytes() : cache.memory_bytes();
-  return bytes;
 }
 
 }  // namespace detail

@@ -8,6 +8,7 @@
 
 #include <mha/batching.h>
 #include <mha/paged_kv_cache.h>
+#include <mha/paged_stack_cache.h>
 #include <mha/transformer.h>
 #include <torch/types.h>
 
@@ -37,10 +38,12 @@ class ServingStack {
   virtual std::vector<int64_t> add_all(const std::vector<torch::Tensor>& memories,
                                        const std::vector<torch::Tensor>& masks) = 0;
   /// The layers and the final norm on `x` (T, E), the new rows of `ids`
-  /// (`cu_seqlens`): (T, E). Checked before any cache changes.
+  /// (`cu_seqlens`): (T, E). Checked, the blocks counted once, before any
+  /// cache changes; `fix`: what the caller can do about too few blocks.
   virtual torch::Tensor step(const torch::Tensor& x,
                              const std::vector<int64_t>& ids,
-                             const torch::Tensor& cu_seqlens) = 0;
+                             const torch::Tensor& cu_seqlens,
+                             const char* fix) = 0;
   /// Forgets request `id` (known) in every block table.
   virtual void remove(int64_t id) = 0;
   /// Bytes of all its pools.
@@ -48,27 +51,21 @@ class ServingStack {
   /// Bytes of the blocks its requests hold.
   virtual int64_t used_bytes() const = 0;
 
-  /// The self-attention caches' block table (one for all layers): the
+  /// The layers' self-attention caches (one block table for all): the
   /// requests, their lengths, the free blocks.
-  const PagedKVCache& table() const { return self_.front(); }
-  /// Throws `fix` unless the table has room for `lengths` more positions of `ids`.
-  void check_room(const std::vector<int64_t>& ids,
-                  const std::vector<int64_t>& lengths,
-                  const char* fix);
+  const PagedStackCache& table() const { return self_; }
 
  protected:
   /// `self`: the layers' self-attention caches over one block table.
-  explicit ServingStack(std::vector<PagedKVCache> self) : self_(std::move(self)) {}
+  explicit ServingStack(PagedStackCache self) : self_(std::move(self)) {}
 
-  std::vector<PagedKVCache> self_;
+  PagedStackCache self_;
 };
 
 /// `x` (the argument `name`): (rows, E) in `attn`'s dtype and on its device.
 void check_serving_rows(const torch::Tensor& x,
                         const std::string& name,
                         const MultiheadAttentionImpl& attn);
-/// Bytes of `caches`' pools (`used`: of the blocks held).
-int64_t pool_bytes(const std::vector<PagedKVCache>& caches, bool used);
 
 /// A decoder's serving stack: pools of `num_blocks` (self-attention) and
 /// `num_memory_blocks` (memories) blocks, each kind one table for all layers.

@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "cache/paged_call_checks.h"
+#include "module/paged_call_checks.h"
 #include "common/validated_scope.h"
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
@@ -123,10 +123,14 @@ Tensor TransformerDecoderLayerImpl::forward_paged(const Tensor& tgt,
                                                   const std::vector<int64_t>& seq_ids,
                                                   const Tensor& cu_seqlens,
                                                   const Tensor& cu_seqlens_memory) {
-  // Both calls checked before the first writes its cache (same rows, ids, offsets).
-  detail::check_paged_call(*self_attn, self_cache, tgt, tgt, tgt, seq_ids, cu_seqlens, {});
-  detail::check_paged_call(*multihead_attn, cross_cache, tgt, memory, memory, seq_ids, cu_seqlens,
-                           cu_seqlens_memory);
+  // Both calls checked before the first writes its cache (same rows, ids,
+  // offsets), unless a stack step checked them; then neither module checks again.
+  if (!detail::ValidatedScope::covers(this)) {
+    detail::check_paged_call(*self_attn, self_cache, tgt, tgt, tgt, seq_ids, cu_seqlens, {});
+    detail::check_paged_call(*multihead_attn, cross_cache, tgt, memory, memory, seq_ids,
+                             cu_seqlens, cu_seqlens_memory);
+  }
+  const detail::ValidatedScope checked({self_attn.get(), multihead_attn.get()});
   torch::NoGradGuard no_grad;
   auto self_block = [&](const Tensor& x) {  // (T, E) -> (T, E)
     return std::get<0>(self_attn->forward_paged(x, x, x, self_cache, seq_ids, cu_seqlens));

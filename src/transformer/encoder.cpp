@@ -161,36 +161,45 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
   return output;
 }
 
-std::vector<KVCache> TransformerEncoderImpl::make_cache(int64_t max_len) const {
-  std::vector<KVCache> cache;
-  for (size_t i = 0; i < layers->size(); ++i) cache.push_back(KVCache::self_attention(max_len));
-  return cache;
+TransformerEncoderCache TransformerEncoderImpl::make_cache(int64_t max_len) const {
+  return TransformerEncoderCache(this, layers->size(), max_len);
 }
 
 namespace {
 
-/// A stack's per-layer caches: one per layer.
-template <typename Cache>
-void check_layer_caches(const torch::nn::ModuleList& layers, const std::vector<Cache>& cache) {
-  TORCH_CHECK(layers->size() > 0, "TransformerEncoder has no layers (num_layers=0)");
-  TORCH_CHECK_VALUE(
-      cache.size() == layers->size(),
-      fmt::format("expected one cache per layer ({}), but got {}", layers->size(), cache.size()));
+/// The cached step of `stack` over `cache`, one per layer (checked here).
+Tensor forward_cached_layers(TransformerEncoderImpl& stack,
+                             const Tensor& src,
+                             std::vector<KVCache>& cache,
+                             const Tensor& key_padding_mask) {
+  TORCH_CHECK(stack.layers->size() > 0, "TransformerEncoder has no layers (num_layers=0)");
+  TORCH_CHECK_VALUE(cache.size() == stack.layers->size(),
+                    fmt::format("expected one cache per layer ({}), but got {}",
+                                stack.layers->size(), cache.size()));
+  // Layer 0 checks the call before it writes its cache; the others see the same shapes.
+  Tensor output = src;
+  for (size_t i = 0; i < stack.layers->size(); ++i) {
+    output = stack.layers[i]->as<TransformerEncoderLayerImpl>()->forward_cached(output, cache[i],
+                                                                                key_padding_mask);
+  }
+  return stack.norm.is_empty() ? output : stack.norm.forward(output);
 }
 
 }  // namespace
 
 Tensor TransformerEncoderImpl::forward_cached(const Tensor& src,
+                                              TransformerEncoderCache& cache,
+                                              const Tensor& key_padding_mask) {
+  TORCH_CHECK_VALUE(cache.owner() == this,
+                    "cache must come from this stack's make_cache(), but it was made by another "
+                    "TransformerEncoder");
+  return forward_cached_layers(*this, src, cache.layers(), key_padding_mask);
+}
+
+Tensor TransformerEncoderImpl::forward_cached(const Tensor& src,
                                               std::vector<KVCache>& cache,
                                               const Tensor& key_padding_mask) {
-  check_layer_caches(layers, cache);
-  // Layer 0 checks the call before it writes its cache; the others see the same shapes.
-  Tensor output = src;
-  for (size_t i = 0; i < layers->size(); ++i) {
-    output = layers[i]->as<TransformerEncoderLayerImpl>()->forward_cached(output, cache[i],
-                                                                          key_padding_mask);
-  }
-  return norm.is_empty() ? output : norm.forward(output);
+  return forward_cached_layers(*this, src, cache, key_padding_mask);
 }
 
 MHA_DEFINE_LOAD_AND_CLONE(TransformerEncoderImpl)

@@ -1,14 +1,17 @@
 // The stacks' paged decoding: TransformerEncoderImpl and TransformerDecoderImpl
-// make_paged_cache (one block table for all layers) and forward_paged (every
-// layer's call checked, each block table grown once, then the layers).
+// make_paged_cache (one block table for all layers) and forward_paged: every
+// layer's call checked once, each block table's room counted once, each table
+// grown once, then the layers and their attention modules under a
+// ValidatedScope (none checks again).
+
+#include "transformer/stack_paged.h"
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include "cache/paged_call_checks.h"
+#include "module/paged_call_checks.h"
 #include "cache/paged_stack_step.h"
-#include "mha/paged_kv_cache.h"
-#include "mha/transformer.h"
+#include "common/validated_scope.h"
 
 namespace mha {
 
@@ -29,6 +32,18 @@ void check_paged_stack_caches(const char* stack,
                                 layers, cache.size()));
 }
 
+/// The `Layer`s of `layers` and their attention modules `Layer::*attns`, for
+/// the step's `ValidatedScope`.
+template <typename Layer, typename... Attention>
+std::vector<const torch::nn::Module*> checked_modules(const torch::nn::ModuleList& layers,
+                                                      Attention Layer::*... attns) {
+  std::vector<const torch::nn::Module*> modules = detail::modules_of(layers);
+  for (const auto& layer : *layers) {
+    (modules.push_back((layer->as<Layer>()->*attns).get()), ...);
+  }
+  return modules;
+}
+
 /// The self-attention of each layer of `layers`, a ModuleList of `Layer`s.
 template <typename Layer>
 std::vector<const MultiheadAttentionImpl*> self_attentions(const torch::nn::ModuleList& layers) {
@@ -39,53 +54,126 @@ std::vector<const MultiheadAttentionImpl*> self_attentions(const torch::nn::Modu
 
 }  // namespace
 
-std::vector<PagedKVCache> TransformerEncoderImpl::make_paged_cache(
-    const PagedKVCacheOptions& options) const {
-  return PagedKVCache::for_layers(self_attentions<TransformerEncoderLayerImpl>(layers), options);
+Tensor detail::encoder_paged_step(TransformerEncoderImpl& stack,
+                                  const Tensor& src,
+                                  std::vector<PagedKVCache>& cache,
+                                  const std::vector<int64_t>& seq_ids,
+                                  const Tensor& cu_seqlens,
+                                  const char* fix) {
+  torch::nn::ModuleList& layers = stack.layers;
+  check_paged_stack_caches("TransformerEncoder", layers->size(), cache, "cache");
+  auto layer = [&](size_t i) -> TransformerEncoderLayerImpl& {
+    return *layers[i]->as<TransformerEncoderLayerImpl>();
+  };
+  // Every layer's call checked once (offsets copied to the host once), then
+  // the room of each distinct block table once, before any cache changes.
+  const PagedOffsets offsets =
+      check_paged_layer(*layer(0).self_attn, cache[0], src, src, src, seq_ids, cu_seqlens, {});
+  for (size_t i = 1; i < layers->size(); ++i) {
+    check_paged_layer(*layer(i).self_attn, cache[i], src, src, src, seq_ids, cu_seqlens, {},
+                      &offsets);
+  }
+  PagedStackStep step(seq_ids);
+  step.check(cache, offsets, fix);
+  step.open();  // each table grown once; the layers write their pools at its rows
+  const ValidatedScope checked(
+      checked_modules<TransformerEncoderLayerImpl>(layers, &TransformerEncoderLayerImpl::self_attn));
+  Tensor output = src;  // (T, E)
+  for (size_t i = 0; i < layers->size(); ++i) {
+    output = layer(i).forward_paged(output, cache[i], seq_ids, cu_seqlens);
+  }
+  return stack.norm.is_empty() ? output : stack.norm.forward(output);
+}
+
+Tensor detail::decoder_paged_step(TransformerDecoderImpl& decoder,
+                                  const Tensor& tgt,
+                                  const Tensor& memory,
+                                  std::vector<PagedKVCache>& self_cache,
+                                  std::vector<PagedKVCache>& cross_cache,
+                                  const std::vector<int64_t>& seq_ids,
+                                  const Tensor& cu_seqlens,
+                                  const Tensor& cu_seqlens_memory,
+                                  const char* fix) {
+  torch::nn::ModuleList& layers = decoder.layers;
+  check_paged_stack_caches("TransformerDecoder", layers->size(), self_cache, "self_cache");
+  check_paged_stack_caches("TransformerDecoder", layers->size(), cross_cache, "cross_cache");
+  auto layer = [&](size_t i) -> TransformerDecoderLayerImpl& {
+    return *layers[i]->as<TransformerDecoderLayerImpl>();
+  };
+  // Every layer's two calls checked once; layer 0's give the offsets
+  // (copied to the host once per step).
+  const PagedOffsets self_offsets = check_paged_layer(*layer(0).self_attn, self_cache[0], tgt, tgt,
+                                                      tgt, seq_ids, cu_seqlens, {});
+  const PagedOffsets cross_offsets =
+      check_paged_layer(*layer(0).multihead_attn, cross_cache[0], tgt, memory, memory, seq_ids,
+                        cu_seqlens, cu_seqlens_memory);
+  for (size_t i = 1; i < layers->size(); ++i) {
+    check_paged_layer(*layer(i).self_attn, self_cache[i], tgt, tgt, tgt, seq_ids, cu_seqlens, {},
+                      &self_offsets);
+    check_paged_layer(*layer(i).multihead_attn, cross_cache[i], tgt, memory, memory, seq_ids,
+                      cu_seqlens, cu_seqlens_memory, &cross_offsets);
+  }
+  PagedStackStep step(seq_ids);
+  step.check(self_cache, self_offsets, fix);
+  step.check(cross_cache, cross_offsets, fix);
+  step.open();  // each table grown once; the layers write their pools at its rows
+  const ValidatedScope checked(checked_modules<TransformerDecoderLayerImpl>(
+      layers, &TransformerDecoderLayerImpl::self_attn,
+      &TransformerDecoderLayerImpl::multihead_attn));
+  Tensor x = tgt;  // (T, E)
+  for (size_t i = 0; i < layers->size(); ++i) {
+    x = layer(i).forward_paged(x, memory, self_cache[i], cross_cache[i], seq_ids, cu_seqlens,
+                               cu_seqlens_memory);
+  }
+  return decoder.norm.is_empty() ? x : decoder.norm.forward(x);
+}
+
+PagedStackCache TransformerEncoderImpl::make_paged_cache(const PagedKVCacheOptions& options) const {
+  PagedKVCacheOptions self_options = options;
+  return PagedStackCache(self_attentions<TransformerEncoderLayerImpl>(layers),
+                         self_options.static_kv(false));
+}
+
+Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
+                                             PagedStackCache& cache,
+                                             const std::vector<int64_t>& seq_ids,
+                                             const Tensor& cu_seqlens) {
+  return detail::encoder_paged_step(*this, src, cache.layers(), seq_ids, cu_seqlens,
+                                    kPagedStackFix);
 }
 
 Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
                                              std::vector<PagedKVCache>& cache,
                                              const std::vector<int64_t>& seq_ids,
                                              const Tensor& cu_seqlens) {
-  check_paged_stack_caches("TransformerEncoder", layers->size(), cache, "cache");
-  auto attn = [&](size_t i) -> const MultiheadAttentionImpl& {
-    return *layers[i]->as<TransformerEncoderLayerImpl>()->self_attn;
-  };
-  // Every layer's call checked (offsets copied to the host once), then the
-  // room of each distinct block table once, before any cache changes.
-  const detail::PagedOffsets offsets =
-      detail::check_paged_layer(attn(0), cache[0], src, src, src, seq_ids, cu_seqlens, Tensor());
-  for (size_t i = 1; i < layers->size(); ++i) {
-    detail::check_paged_layer(attn(i), cache[i], src, src, src, seq_ids, cu_seqlens, Tensor(),
-                              &offsets);
-  }
-  detail::PagedStackStep step(seq_ids);
-  step.check(cache, offsets, kPagedStackFix);
-  step.open();          // each table grown once; the layers write their pools at its rows
-  Tensor output = src;  // (T, E)
-  for (size_t i = 0; i < layers->size(); ++i) {
-    output = layers[i]->as<TransformerEncoderLayerImpl>()->forward_paged(output, cache[i], seq_ids,
-                                                                         cu_seqlens);
-  }
-  return norm.is_empty() ? output : norm.forward(output);
+  return detail::encoder_paged_step(*this, src, cache, seq_ids, cu_seqlens, kPagedStackFix);
 }
 
-std::vector<PagedKVCache> TransformerDecoderImpl::make_paged_cache(
-    const PagedKVCacheOptions& options) const {
+PagedStackCache TransformerDecoderImpl::make_paged_cache(const PagedKVCacheOptions& options) const {
   PagedKVCacheOptions self_options = options;
-  return PagedKVCache::for_layers(self_attentions<TransformerDecoderLayerImpl>(layers),
-                                  self_options.static_kv(false));
+  return PagedStackCache(self_attentions<TransformerDecoderLayerImpl>(layers),
+                         self_options.static_kv(false));
 }
 
-std::vector<PagedKVCache> TransformerDecoderImpl::make_paged_memory_cache(
+PagedStackCache TransformerDecoderImpl::make_paged_memory_cache(
     const PagedKVCacheOptions& options) const {
   std::vector<const MultiheadAttentionImpl*> modules;
   for (const auto& layer : *layers) {
     modules.push_back(layer->as<TransformerDecoderLayerImpl>()->multihead_attn.get());
   }
   PagedKVCacheOptions memory_options = options;
-  return PagedKVCache::for_layers(modules, memory_options.static_kv(true));
+  return PagedStackCache(modules, memory_options.static_kv(true));
+}
+
+Tensor TransformerDecoderImpl::forward_paged(const Tensor& tgt,
+                                             const Tensor& memory,
+                                             PagedStackCache& self_cache,
+                                             PagedStackCache& cross_cache,
+                                             const std::vector<int64_t>& seq_ids,
+                                             const Tensor& cu_seqlens,
+                                             const Tensor& cu_seqlens_memory) {
+  return detail::decoder_paged_step(*this, tgt, memory, self_cache.layers(), cross_cache.layers(),
+                                    seq_ids, cu_seqlens, cu_seqlens_memory, kPagedStackFix);
 }
 
 Tensor TransformerDecoderImpl::forward_paged(const Tensor& tgt,
@@ -95,33 +183,8 @@ Tensor TransformerDecoderImpl::forward_paged(const Tensor& tgt,
                                              const std::vector<int64_t>& seq_ids,
                                              const Tensor& cu_seqlens,
                                              const Tensor& cu_seqlens_memory) {
-  check_paged_stack_caches("TransformerDecoder", layers->size(), self_cache, "self_cache");
-  check_paged_stack_caches("TransformerDecoder", layers->size(), cross_cache, "cross_cache");
-  auto layer = [&](size_t i) -> TransformerDecoderLayerImpl& {
-    return *layers[i]->as<TransformerDecoderLayerImpl>();
-  };
-  // Layer 0's calls give the offsets (copied to the host once per step).
-  const detail::PagedOffsets self_offsets = detail::check_paged_layer(
-      *layer(0).self_attn, self_cache[0], tgt, tgt, tgt, seq_ids, cu_seqlens, Tensor());
-  const detail::PagedOffsets cross_offsets =
-      detail::check_paged_layer(*layer(0).multihead_attn, cross_cache[0], tgt, memory, memory,
-                                seq_ids, cu_seqlens, cu_seqlens_memory);
-  for (size_t i = 1; i < layers->size(); ++i) {
-    detail::check_paged_layer(*layer(i).self_attn, self_cache[i], tgt, tgt, tgt, seq_ids,
-                              cu_seqlens, Tensor(), &self_offsets);
-    detail::check_paged_layer(*layer(i).multihead_attn, cross_cache[i], tgt, memory, memory,
-                              seq_ids, cu_seqlens, cu_seqlens_memory, &cross_offsets);
-  }
-  detail::PagedStackStep step(seq_ids);
-  step.check(self_cache, self_offsets, kPagedStackFix);
-  step.check(cross_cache, cross_offsets, kPagedStackFix);
-  step.open();     // each table grown once; the layers write their pools at its rows
-  Tensor x = tgt;  // (T, E)
-  for (size_t i = 0; i < layers->size(); ++i) {
-    x = layer(i).forward_paged(x, memory, self_cache[i], cross_cache[i], seq_ids, cu_seqlens,
-                               cu_seqlens_memory);
-  }
-  return norm.is_empty() ? x : norm.forward(x);
+  return detail::decoder_paged_step(*this, tgt, memory, self_cache, cross_cache, seq_ids,
+                                    cu_seqlens, cu_seqlens_memory, kPagedStackFix);
 }
 
 }  // namespace mha

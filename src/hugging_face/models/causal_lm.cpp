@@ -124,20 +124,18 @@ Tensor CausalLMImpl::forward(const Tensor& input_ids,
   return logits(hidden_states(input_ids, attention_mask, position_ids));  // (N, L, V)
 }
 
-std::vector<KVCache> CausalLMImpl::make_cache(int64_t max_len) const {
+TransformerEncoderCache CausalLMImpl::make_cache(int64_t max_len) const {
   return decoder->make_cache(max_len);
 }
 
 Tensor CausalLMImpl::forward_cached(const Tensor& input_ids,
-                                    std::vector<KVCache>& cache,
+                                    TransformerEncoderCache& cache,
                                     const Tensor& attention_mask,
                                     const Tensor& position_ids) {
   detail::check_token_ids(input_ids, options.vocab_size(), "input_ids");
-  TORCH_CHECK_VALUE(!cache.empty(),
-                    "forward_cached: expected the caches of make_cache, but got none");
   const int64_t batch = input_ids.size(0);
   const int64_t length = input_ids.size(1);
-  const int64_t past = cache.front().length();
+  const int64_t past = cache.length();
   detail::check_attention_mask(attention_mask, batch, past + length);
   const Tensor positions = position_ids.defined()
                                ? position_ids
@@ -150,18 +148,16 @@ Tensor CausalLMImpl::forward_cached(const Tensor& input_ids,
   return logits(project(hidden));                                    // (N, t, V)
 }
 
-std::vector<PagedKVCache> CausalLMImpl::make_paged_cache(const PagedKVCacheOptions& options) const {
+PagedStackCache CausalLMImpl::make_paged_cache(const PagedKVCacheOptions& options) const {
   return decoder->make_paged_cache(options);
 }
 
 Tensor CausalLMImpl::forward_paged(const Tensor& input_ids,
-                                   std::vector<PagedKVCache>& cache,
+                                   PagedStackCache& cache,
                                    const std::vector<int64_t>& seq_ids,
                                    const Tensor& cu_seqlens,
                                    const Tensor& position_ids) {
   detail::check_token_ids(input_ids, options.vocab_size(), "input_ids", /*dims=*/1);
-  TORCH_CHECK_VALUE(!cache.empty(),
-                    "forward_paged: expected the caches of make_paged_cache, but got none");
   Tensor positions = position_ids;
   if (!positions.defined()) {
     // Each sequence's rows continue from its cached positions.
@@ -171,7 +167,7 @@ Tensor CausalLMImpl::forward_paged(const Tensor& input_ids,
         "cu_seqlens: expected ", seq_ids.size() + 1, " offsets, but got shape ", offsets.sizes());
     std::vector<Tensor> parts;
     for (size_t i = 0; i < seq_ids.size(); ++i) {
-      const int64_t past = cache.front().length(seq_ids[i]);
+      const int64_t past = cache.length(seq_ids[i]);
       const int64_t rows = offsets[i + 1].item<int64_t>() - offsets[i].item<int64_t>();
       parts.push_back(torch::arange(past, past + rows, torch::kLong));
     }

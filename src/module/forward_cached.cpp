@@ -15,6 +15,7 @@
 #include "attention/masks.h"
 #include "attention/projector.h"
 #include "cache/kv_cache_state.h"
+#include "module/module_caches.h"
 #include "common/shape_format.h"
 #include "linear/int8_linear.h"
 #include "mha/kv_cache.h"

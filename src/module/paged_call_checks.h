@@ -6,6 +6,7 @@
 
 #include <torch/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -48,8 +49,15 @@ PagedOffsets check_paged_layer(const MultiheadAttentionImpl& module,
                                const torch::Tensor& cu_seqlens_kv,
                                const PagedOffsets* known = nullptr);
 
-/// The new key positions of each sequence: (num_seqs,) from `offsets.keys`.
-std::vector<int64_t> new_key_positions(const PagedOffsets& offsets);
+/// The offsets of a call that an outer entry has checked (`ValidatedScope`):
+/// the stack step's in progress on `cache`'s table, else `cu_seqlens` (and a
+/// static cache's `cu_seqlens_kv`) copied to the host.
+PagedOffsets validated_paged_offsets(PagedKVCache& cache,
+                                     const torch::Tensor& query,
+                                     const torch::Tensor& key,
+                                     size_t num_seqs,
+                                     const torch::Tensor& cu_seqlens,
+                                     const torch::Tensor& cu_seqlens_kv);
 
 }  // namespace detail
 }  // namespace mha

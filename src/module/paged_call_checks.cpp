@@ -1,11 +1,12 @@
-// The checks of MultiheadAttentionImpl::forward_paged (cache/paged_call_checks.h):
+// The checks of MultiheadAttentionImpl::forward_paged (module/paged_call_checks.h):
 // the module and tensors, the offsets (copied to the host once per call or
 // stack step), the ids, a static cache's memories, the blocks' room, and the
 // shared-table rule (a table shared by a stack's layers grows only in a step).
 
-#include "cache/paged_call_checks.h"
+#include "module/paged_call_checks.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -144,14 +145,6 @@ std::vector<int64_t> lengths_before(const detail::PagedKVCacheState& cache,
 
 }  // namespace
 
-std::vector<int64_t> detail::new_key_positions(const PagedOffsets& offsets) {
-  std::vector<int64_t> positions;
-  for (size_t i = 0; i + 1 < offsets.keys.size(); ++i) {
-    positions.push_back(offsets.keys[i + 1] - offsets.keys[i]);
-  }
-  return positions;
-}
-
 detail::PagedOffsets detail::check_paged_layer(const MultiheadAttentionImpl& module,
                                                PagedKVCache& cache,
                                                const Tensor& query,
@@ -161,6 +154,8 @@ detail::PagedOffsets detail::check_paged_layer(const MultiheadAttentionImpl& mod
                                                const Tensor& cu_seqlens,
                                                const Tensor& cu_seqlens_kv,
                                                const PagedOffsets* known) {
+  // One event per call checked: profiles (and a test) count the checks of a step.
+  RECORD_FUNCTION("mha::check_paged_call", std::vector<c10::IValue>());
   const PagedKVCacheState& state = paged_kv_cache_state(cache);
   const Tensor none;
   const AttentionCall call{query, key, value, none, none, /*need_weights=*/false, true, false};
@@ -205,6 +200,19 @@ detail::PagedOffsets detail::check_paged_call(const MultiheadAttentionImpl& modu
               "which grow the table once for every layer");
   state.blocks->check_room(seq_ids, new_positions);
   return offsets;
+}
+
+detail::PagedOffsets detail::validated_paged_offsets(PagedKVCache& cache,
+                                                     const Tensor& query,
+                                                     const Tensor& key,
+                                                     size_t num_seqs,
+                                                     const Tensor& cu_seqlens,
+                                                     const Tensor& cu_seqlens_kv) {
+  const PagedKVCacheState& state = paged_kv_cache_state(cache);
+  if (const PagedStepRecord* step = state.blocks->step()) return step->offsets;
+  const Tensor none;
+  const AttentionCall call{query, key, key, none, none, /*need_weights=*/false, true, false};
+  return checked_paged_offsets(state, call, num_seqs, cu_seqlens, cu_seqlens_kv);
 }
 
 }  // namespace mha

@@ -1,0 +1,102 @@
+#pragma once
+
+// The paged caches of a whole stack as one object: every layer's key and
+// value pool over one block table (vLLM's block manager: one table per
+// sequence for every layer's pools). Made by the stacks
+// (`TransformerEncoderImpl::make_paged_cache`, `TransformerDecoderImpl::make_paged_cache`
+// and `make_paged_memory_cache`) and taken by their `forward_paged`. See
+// docs/decoding.md.
+
+#include <mha/paged_kv_cache.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mha {
+
+/// One `PagedKVCache` per layer of a stack over one block table: a sequence
+/// is added, forked and released once for every layer, and a stack step
+/// (`forward_paged`, `ContinuousBatch::step`) grows the table once and
+/// writes each layer's pool at the same rows. Either every pool holds
+/// self-attention keys and values, or (`static_kv`) every pool holds the
+/// sequences' projected memories for cross-attention.
+///
+/// Errors (`c10::Error`, nothing changed): an unknown id; a step that needs
+/// more blocks than are free. Not thread-safe; movable, not copyable.
+///
+/// Example:
+/// ```
+/// auto cache = decoder_only_stack->make_paged_cache(mha::PagedKVCacheOptions(/*num_blocks=*/64));
+/// const int64_t a = cache.add_sequence();
+/// auto y = decoder_only_stack->forward_paged(torch::randn({5, 64}), cache, {a},
+///                                            torch::tensor({0, 5}));
+/// const int64_t b = cache.fork(a);  // shares a's blocks in every layer
+/// ```
+class PagedStackCache {
+ public:
+  /// A pool per module of `modules` (a stack's attention modules, in layer
+  /// order) over one table of `options.num_blocks()` blocks. Throws
+  /// `c10::Error` for no modules or a null one.
+  PagedStackCache(const std::vector<const MultiheadAttentionImpl*>& modules,
+                  const PagedKVCacheOptions& options);
+  PagedStackCache(PagedStackCache&&) noexcept = default;
+  PagedStackCache& operator=(PagedStackCache&&) noexcept = default;
+  PagedStackCache(const PagedStackCache&) = delete;
+  PagedStackCache& operator=(const PagedStackCache&) = delete;
+
+  /// A new, empty sequence in every layer; its id.
+  int64_t add_sequence();
+  /// A new sequence sharing `id`'s blocks in every layer (copy on write:
+  /// beam search, several samples of one prompt); its id.
+  int64_t fork(int64_t id);
+  /// Forgets sequence `id` and frees the blocks no other sequence shares.
+  void release(int64_t id);
+  /// Whether `id` is a sequence of this cache.
+  bool contains(int64_t id) const;
+  /// The ids of the sequences, ascending.
+  std::vector<int64_t> sequence_ids() const;
+  /// Cached positions of sequence `id` (the same in every layer).
+  int64_t length(int64_t id) const;
+
+  /// Blocks no sequence holds.
+  int64_t num_free_blocks() const;
+  /// Blocks in the table (each layer's pool has this many).
+  int64_t num_blocks() const;
+  /// Positions per block.
+  int64_t block_size() const;
+  /// Bytes of every layer's key and value pools.
+  int64_t memory_bytes() const;
+  /// Bytes of the blocks the sequences hold, in every layer's pools.
+  int64_t used_bytes() const;
+  /// Whether the pools hold memories for cross-attention (`static_kv`).
+  bool is_static() const;
+
+  /// Number of layers.
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  /// Layer `i`'s cache (`TransformerEncoderLayerImpl::forward_paged` and the
+  /// like take it; it shares this table, so it grows only in a stack step).
+  PagedKVCache& layer(int64_t i);
+  /// See the non-const overload.
+  const PagedKVCache& layer(int64_t i) const;
+
+  /// The per-layer caches as a range, for code written against the
+  /// `std::vector<PagedKVCache>` the stacks returned before.
+  size_t size() const { return layers_.size(); }
+  PagedKVCache& operator[](size_t i) { return layers_[i]; }
+  const PagedKVCache& operator[](size_t i) const { return layers_[i]; }
+  PagedKVCache& front() { return layers_.front(); }
+  const PagedKVCache& front() const { return layers_.front(); }
+  std::vector<PagedKVCache>::iterator begin() { return layers_.begin(); }
+  std::vector<PagedKVCache>::iterator end() { return layers_.end(); }
+  std::vector<PagedKVCache>::const_iterator begin() const { return layers_.begin(); }
+  std::vector<PagedKVCache>::const_iterator end() const { return layers_.end(); }
+
+  /// The per-layer caches (what the deprecated `std::vector` overloads take).
+  std::vector<PagedKVCache>& layers() { return layers_; }
+
+ private:
+  std::vector<PagedKVCache> layers_;
+};
+
+}  // namespace mha

@@ -1,0 +1,197 @@
+// The stacks' caches as objects: mha::PagedStackCache (one block table for
+// every layer's pool: add_sequence, fork, release, length, memory_bytes on
+// the object) and mha::TransformerEncoderCache (a causal stack's dense caches,
+// reorder for beams). A paged stack step checks each attention call once
+// (counted through the "mha::check_paged_call" profiler events). At E = 512
+// (the packed GEMMs run).
+
+#include <ATen/record_function.h>
+#include <gtest/gtest.h>
+#include <mha/batching.h>
+#include <mha/mha.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <vector>
+
+#include "support.h"
+
+namespace {
+
+using mha::test::tensors_close;
+using torch::Tensor;
+
+constexpr int64_t kE = 512, kHeads = 8, kBlock = 4;
+
+mha::TransformerEncoder make_causal_stack(int64_t layers) {
+  torch::manual_seed(0);
+  mha::TransformerEncoder stack(
+      mha::TransformerEncoderOptions(
+          mha::TransformerEncoderLayer(
+              mha::TransformerEncoderLayerOptions(kE, kHeads).dim_feedforward(64).dropout(0.0)),
+          layers)
+          .enable_nested_tensor(false));
+  stack->eval();
+  return stack;
+}
+
+mha::TransformerDecoder make_decoder(int64_t layers) {
+  torch::manual_seed(0);
+  mha::TransformerDecoder decoder(mha::TransformerDecoderOptions(
+      mha::TransformerDecoderLayer(
+          mha::TransformerDecoderLayerOptions(kE, kHeads).dim_feedforward(64).dropout(0.0)),
+      layers));
+  decoder->eval();
+  return decoder;
+}
+
+Tensor offsets(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> cu{0};
+  for (const int64_t l : lengths) cu.push_back(cu.back() + l);
+  return torch::tensor(cu, torch::kLong);
+}
+
+/// Counts, on this thread while it lives, the attention calls checked for
+/// forward_paged (one "mha::check_paged_call" profiler event each).
+class PagedCheckCounter {
+ public:
+  PagedCheckCounter() {
+    count_ = 0;
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback([](const at::RecordFunction& fn)
+                                       -> std::unique_ptr<at::ObserverContext> {
+          if (std::strcmp(fn.name(), "mha::check_paged_call") == 0) ++count_;
+          return nullptr;
+        }).needsInputs(false));
+  }
+  ~PagedCheckCounter() { at::removeCallback(handle_); }
+  int count() const { return count_; }
+
+ private:
+  at::CallbackHandle handle_;
+  static inline thread_local int count_ = 0;
+};
+
+TEST(StackCache, APagedStackCacheActsOnEveryLayerOnce) {
+  auto stack = make_causal_stack(4);
+  mha::PagedStackCache cache = stack->make_paged_cache(mha::PagedKVCacheOptions(6, kBlock));
+  EXPECT_EQ(cache.num_layers(), 4);
+  EXPECT_EQ(cache.num_blocks(), 6);
+  EXPECT_EQ(cache.block_size(), kBlock);
+  EXPECT_FALSE(cache.is_static());
+  const int64_t block_bytes = 2 * kBlock * kE * 4;  // keys and values, float32
+  EXPECT_EQ(cache.memory_bytes(), 4 * 6 * block_bytes);
+  EXPECT_EQ(cache.used_bytes(), 0);
+  torch::NoGradGuard no_grad;
+  const int64_t a = cache.add_sequence();
+  stack->forward_paged(torch::randn({6, kE}), cache, {a}, offsets({6}));  // 2 blocks
+  EXPECT_EQ(cache.length(a), 6);
+  EXPECT_EQ(cache.num_free_blocks(), 4);
+  EXPECT_EQ(cache.used_bytes(), 4 * 2 * block_bytes);
+  for (int64_t i = 0; i < cache.num_layers(); ++i) EXPECT_EQ(cache.layer(i).length(a), 6);
+  const int64_t b = cache.fork(a);  // shares both blocks in every layer
+  EXPECT_EQ(cache.sequence_ids(), (std::vector<int64_t>{a, b}));
+  EXPECT_EQ(cache.length(b), 6);
+  EXPECT_EQ(cache.num_free_blocks(), 4);
+  cache.release(a);  // b still holds the blocks
+  EXPECT_FALSE(cache.contains(a));
+  EXPECT_EQ(cache.num_free_blocks(), 4);
+  cache.release(b);
+  EXPECT_EQ(cache.num_free_blocks(), 6);
+  EXPECT_EQ(cache.used_bytes(), 0);
+  MHA_ASSERT_THROWS_WITH(cache.layer(4), "layer index must be in [0, 4), but got 4");
+  MHA_ASSERT_THROWS_WITH(cache.release(a), "unknown sequence id");
+}
+
+TEST(StackCache, AForkedSequenceDecodesAsItsOwnCopyInEveryLayer) {
+  auto stack = make_causal_stack(3);
+  auto shared = stack->make_paged_cache(mha::PagedKVCacheOptions(8, kBlock));
+  auto alone = stack->make_paged_cache(mha::PagedKVCacheOptions(8, kBlock));
+  torch::NoGradGuard no_grad;
+  const Tensor prompt = torch::randn({5, kE});
+  const int64_t a = shared.add_sequence(), only = alone.add_sequence();
+  stack->forward_paged(prompt, shared, {a}, offsets({5}));
+  stack->forward_paged(prompt, alone, {only}, offsets({5}));
+  const int64_t b = shared.fork(a);
+  const Tensor xa = torch::randn({1, kE}), xb = torch::randn({1, kE});
+  stack->forward_paged(xa, shared, {a}, offsets({1}));  // a copies the shared tail block
+  // b still sees the prompt only: bitwise a sequence that never had a's step.
+  EXPECT_TRUE(torch::equal(stack->forward_paged(xb, shared, {b}, offsets({1})),
+                           stack->forward_paged(xb, alone, {only}, offsets({1}))));
+  EXPECT_EQ(shared.length(a), 6);
+  EXPECT_EQ(shared.length(b), 6);
+  EXPECT_EQ(shared.num_free_blocks(), 8 - 3);  // the first block shared, a tail each
+}
+
+TEST(StackCache, AnOutOfBlocksStepChangesNothingAndFitsAfterARelease) {
+  auto stack = make_causal_stack(2);
+  auto cache = stack->make_paged_cache(mha::PagedKVCacheOptions(3, kBlock));
+  torch::NoGradGuard no_grad;
+  const int64_t a = cache.add_sequence(), b = cache.add_sequence();
+  stack->forward_paged(torch::randn({8, kE}), cache, {a}, offsets({8}));  // 2 of the 3 blocks
+  const Tensor x = torch::randn({5, kE});                                 // b needs 2 blocks
+  MHA_ASSERT_THROWS_WITH(stack->forward_paged(x, cache, {b}, offsets({5})),
+                         "out of blocks: the call needs 2 new blocks of 4 positions, and 1 of 3");
+  EXPECT_EQ(cache.length(b), 0);
+  EXPECT_EQ(cache.num_free_blocks(), 1);
+  cache.release(a);
+  const Tensor y = stack->forward_paged(x, cache, {b}, offsets({5}));
+  auto fresh = stack->make_paged_cache(mha::PagedKVCacheOptions(3, kBlock));
+  const int64_t c = fresh.add_sequence();
+  EXPECT_TRUE(torch::equal(y, stack->forward_paged(x, fresh, {c}, offsets({5}))));
+}
+
+TEST(StackCache, APagedDecoderStepChecksEachAttentionCallOnce) {
+  constexpr int64_t kLayers = 3;
+  auto decoder = make_decoder(kLayers);
+  auto self = decoder->make_paged_cache(mha::PagedKVCacheOptions(8, kBlock));
+  auto memories = decoder->make_paged_memory_cache(mha::PagedKVCacheOptions(8, kBlock));
+  EXPECT_TRUE(memories.is_static());
+  torch::NoGradGuard no_grad;
+  const int64_t a = self.add_sequence();
+  ASSERT_EQ(memories.add_sequence(), a);
+  {
+    PagedCheckCounter checks;
+    decoder->forward_paged(torch::randn({2, kE}), torch::randn({3, kE}), self, memories, {a},
+                           offsets({2}), offsets({3}));
+    EXPECT_EQ(checks.count(), 2 * kLayers);  // each layer's two attention calls, once each
+  }
+  {
+    PagedCheckCounter checks;
+    decoder->forward_paged(torch::randn({1, kE}), Tensor(), self, memories, {a}, offsets({1}));
+    EXPECT_EQ(checks.count(), 2 * kLayers);
+  }
+  auto stack = make_causal_stack(kLayers);
+  mha::ContinuousBatch batch(stack, mha::ContinuousBatchOptions().block_size(kBlock).num_blocks(8));
+  const int64_t r = batch.add();
+  PagedCheckCounter checks;
+  batch.step({{r, torch::randn({2, kE})}});
+  EXPECT_EQ(checks.count(), kLayers);
+}
+
+TEST(StackCache, AReorderedEncoderCacheDecodesTheSelectedBeams) {
+  auto stack = make_causal_stack(2);
+  torch::NoGradGuard no_grad;
+  const Tensor prompt = torch::randn({4, 2, kE});  // (L, N, E)
+  const Tensor beams = torch::tensor({1, 0, 1}, torch::kLong);
+  mha::TransformerEncoderCache cache = stack->make_cache();
+  stack->forward_cached(prompt, cache);
+  EXPECT_EQ(cache.batch_size(), 2);
+  cache.reorder(beams);
+  EXPECT_EQ(cache.batch_size(), 3);
+  EXPECT_EQ(cache.length(), 4);
+  mha::TransformerEncoderCache expected_cache = stack->make_cache();
+  stack->forward_cached(prompt.index_select(1, beams), expected_cache);
+  const Tensor step = torch::randn({1, 3, kE});
+  EXPECT_TRUE(tensors_close(stack->forward_cached(step, cache),
+                            stack->forward_cached(step, expected_cache), 1e-5, 1e-5));
+  EXPECT_EQ(cache.memory_bytes(), expected_cache.memory_bytes());
+  auto other_stack = make_causal_stack(2);
+  auto other = other_stack->make_cache();
+  MHA_ASSERT_THROWS_WITH(stack->forward_cached(step, other),
+                         "cache must come from this stack's make_cache()");
+  cache.clear();
+  EXPECT_EQ(cache.length(), 0);
+}
+
+}  // namespace
