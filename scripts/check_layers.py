@@ -46,6 +46,7 @@ HOMES = {
     "attention_blocks.h": "state_dict",
     "layer_norm.h": "transformer",
     "transformer.h": "transformer",
+    "transformer_coder.h": "transformer",
     "transformer_layers.h": "transformer",
     "transformer_cache.h": "transformer",
     "tensor_parallel.h": "tensor_parallel",

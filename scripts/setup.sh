@@ -9,8 +9,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 TORCH_VERSION=2.13.0
+# clang-19: the compile_alone test's compiler (scripts/compile_alone.py) and
+# the fuzz build's.
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-              libgloo-dev
+              libgloo-dev clang-19
               ${MHA_EXTRA_APT_PACKAGES:-})
 # transformers: the Hugging Face checkpoints' tests write small random models
 # with it (scripts/export_hf_reference.py); pip keeps torch at $TORCH_VERSION.

@@ -40,7 +40,7 @@ elif [ "${1:-}" = "--fuzz" ]; then
   shift
   export MHA_PRESET=fuzz
   export MHA_BUILD_DIR="${MHA_FUZZ_BUILD_DIR:-$MHA_ROOT/build-fuzz}"
-  export MHA_EXTRA_APT_PACKAGES="clang-19 libfuzzer-19-dev libclang-rt-19-dev"
+  export MHA_EXTRA_APT_PACKAGES="libfuzzer-19-dev libclang-rt-19-dev"
   export MHA_BUILD_TARGETS="mha_fuzz_forward mha_fuzz_torch_save mha_fuzz_safetensors mha_fuzz_torchscript"
   # Two fuzzers at a time: one per core of a small machine.
   set -- -L fuzz "$@"

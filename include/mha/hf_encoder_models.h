@@ -6,7 +6,7 @@
 // mha's `TransformerEncoder` and the pooler where the checkpoint has one.
 
 #include <mha/layer_norm.h>
-#include <mha/transformer.h>
+#include <mha/transformer_coder.h>
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/conv.h>

@@ -15,3 +15,4 @@
 #include <mha/quantization.h>
 #include <mha/state_dict.h>
 #include <mha/transformer.h>
+#include <mha/transformer_coder.h>

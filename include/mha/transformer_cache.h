@@ -133,68 +133,70 @@ class TransformerDecoderCache {
 
  private:
   friend class TransformerDecoderImpl;
-class TransformerEncoderImpl;
+  class TransformerEncoderImpl;
 
-/// The per-layer self-attention caches of one decoding batch of a causal
-/// (decoder-only) `mha::TransformerEncoder`, made by
-/// `TransformerEncoderImpl::make_cache` and filled by
-/// `TransformerEncoderImpl::forward_cached`. Not thread-safe (one decoding
-/// stream); movable, not copyable.
-///
-/// Memory: 2 * N * E * sizeof(dtype) bytes per layer and cached position.
-class TransformerEncoderCache {
- public:
-  TransformerEncoderCache(TransformerEncoderCache&&) noexcept = default;
-  TransformerEncoderCache& operator=(TransformerEncoderCache&&) noexcept = default;
-  TransformerEncoderCache(const TransformerEncoderCache&) = delete;
-  TransformerEncoderCache& operator=(const TransformerEncoderCache&) = delete;
+  /// The per-layer self-attention caches of one decoding batch of a causal
+  /// (decoder-only) `mha::TransformerEncoder`, made by
+  /// `TransformerEncoderImpl::make_cache` and filled by
+  /// `TransformerEncoderImpl::forward_cached`. Not thread-safe (one decoding
+  /// stream); movable, not copyable.
+  ///
+  /// Memory: 2 * N * E * sizeof(dtype) bytes per layer and cached position.
+  class TransformerEncoderCache {
+   public:
+    TransformerEncoderCache(TransformerEncoderCache&&) noexcept = default;
+    TransformerEncoderCache& operator=(TransformerEncoderCache&&) noexcept = default;
+    TransformerEncoderCache(const TransformerEncoderCache&) = delete;
+    TransformerEncoderCache& operator=(const TransformerEncoderCache&) = delete;
 
-  /// Number of layers (the stack's).
-  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
-  /// Cached positions (the same in every layer).
-  int64_t length() const;
-  /// Batch size (0 before the first call).
-  int64_t batch_size() const;
-  /// Bytes held by every layer's key and value buffers.
-  int64_t memory_bytes() const;
-  /// Forgets the cached positions; the storage is kept.
-  void clear();
-  /// Selects batch entries in every layer (beam search): `index` is a 1-D
-  /// int64 tensor of N' entries in [0, batch_size()), repeats allowed. The
-  /// next calls take batch N' (and a key padding mask reordered the same way).
-  void reorder(const torch::Tensor& index);
+    /// Number of layers (the stack's).
+    int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+    /// Cached positions (the same in every layer).
+    int64_t length() const;
+    /// Batch size (0 before the first call).
+    int64_t batch_size() const;
+    /// Bytes held by every layer's key and value buffers.
+    int64_t memory_bytes() const;
+    /// Forgets the cached positions; the storage is kept.
+    void clear();
+    /// Selects batch entries in every layer (beam search): `index` is a 1-D
+    /// int64 tensor of N' entries in [0, batch_size()), repeats allowed. The
+    /// next calls take batch N' (and a key padding mask reordered the same way).
+    void reorder(const torch::Tensor& index);
 
-  /// The cache of layer `i`, for `TransformerEncoderLayerImpl::forward_cached`.
-  KVCache& layer(int64_t i);
-  /// See the non-const overload.
-  const KVCache& layer(int64_t i) const;
-  /// The stack that made this cache.
-  const TransformerEncoderImpl* owner() const { return owner_; }
+    /// The cache of layer `i`, for `TransformerEncoderLayerImpl::forward_cached`.
+    KVCache& layer(int64_t i);
+    /// See the non-const overload.
+    const KVCache& layer(int64_t i) const;
+    /// The stack that made this cache.
+    const TransformerEncoderImpl* owner() const { return owner_; }
 
-  /// The per-layer caches as a range, for code written against the
-  /// `std::vector<KVCache>` that `make_cache` returned before.
-  size_t size() const { return layers_.size(); }
-  KVCache& operator[](size_t i) { return layers_[i]; }
-  const KVCache& operator[](size_t i) const { return layers_[i]; }
-  KVCache& front() { return layers_.front(); }
-  const KVCache& front() const { return layers_.front(); }
-  std::vector<KVCache>::iterator begin() { return layers_.begin(); }
-  std::vector<KVCache>::iterator end() { return layers_.end(); }
-  std::vector<KVCache>::const_iterator begin() const { return layers_.begin(); }
-  std::vector<KVCache>::const_iterator end() const { return layers_.end(); }
-  /// Gives up the per-layer caches (what the deprecated `std::vector`
-  /// overloads take).
-  operator std::vector<KVCache>() && { return std::move(layers_); }
+    /// The per-layer caches as a range, for code written against the
+    /// `std::vector<KVCache>` that `make_cache` returned before.
+    size_t size() const { return layers_.size(); }
+    KVCache& operator[](size_t i) { return layers_[i]; }
+    const KVCache& operator[](size_t i) const { return layers_[i]; }
+    KVCache& front() { return layers_.front(); }
+    const KVCache& front() const { return layers_.front(); }
+    std::vector<KVCache>::iterator begin() { return layers_.begin(); }
+    std::vector<KVCache>::iterator end() { return layers_.end(); }
+    std::vector<KVCache>::const_iterator begin() const { return layers_.begin(); }
+    std::vector<KVCache>::const_iterator end() const { return layers_.end(); }
+    /// Gives up the per-layer caches (what the deprecated `std::vector`
+    /// overloads take).
+    operator std::vector<KVCache>() && { return std::move(layers_); }
 
- private:
-  friend class TransformerEncoderImpl;
-  TransformerEncoderCache(const TransformerEncoderImpl* owner, size_t num_layers, int64_t max_len);
-  /// The per-layer caches, for the stack's own steps.
-  std::vector<KVCache>& layers() { return layers_; }
+   private:
+    friend class TransformerEncoderImpl;
+    TransformerEncoderCache(const TransformerEncoderImpl* owner,
+                            size_t num_layers,
+                            int64_t max_len);
+    /// The per-layer caches, for the stack's own steps.
+    std::vector<KVCache>& layers() { return layers_; }
 
-  const TransformerEncoderImpl* owner_;
-  std::vector<KVCache> layers_;
-};
+    const TransformerEncoderImpl* owner_;
+    std::vector<KVCache> layers_;
+  };
   TransformerDecoderCache(const TransformerDecoderImpl* owner, size_t num_layers, int64_t max_len);
 
   const TransformerDecoderImpl* owner_;

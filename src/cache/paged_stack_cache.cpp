@@ -3,8 +3,7 @@
 
 #include "mha/paged_stack_cache.h"
 
-#include <c10/util/Exception.h>
-#include <fmt/format.h>
+#include "common/layer_index.h"
 
 namespace mha {
 
@@ -47,14 +46,8 @@ int64_t PagedStackCache::used_bytes() const {
   return bytes;
 }
 
-PagedKVCache& PagedStackCache::layer(int64_t i) {
-  TORCH_CHECK_INDEX(i >= 0 && i < num_layers(),
-                    fmt::format("layer index must be in [0, {}), but got {}", num_layers(), i));
-  return layers_[static_cast<size_t>(i)];
-}
+PagedKVCache& PagedStackCache::layer(int64_t i) { return detail::layer_at(layers_, i); }
 
-const PagedKVCache& PagedStackCache::layer(int64_t i) const {
-  return const_cast<PagedStackCache&>(*this).layer(i);
-}
+const PagedKVCache& PagedStackCache::layer(int64_t i) const { return detail::layer_at(layers_, i); }
 
 }  // namespace mha

@@ -9,7 +9,6 @@
 
 #include <functional>
 #include <limits>
-#include <numeric>
 #include <utility>
 
 #include "linear/packed_linear.h"
@@ -149,9 +148,8 @@ Int8WeightImpl::Int8WeightImpl(const Int8Values& weight,
                                QuantizeRecipe recipe,
                                std::vector<int64_t> block_rows,
                                const Int8GemmOps& ops)
-    : block_rows_(std::move(block_rows)),
+    : BlockedWeightModule(std::move(block_rows), weight.values.size(1)),
       scales_(weight.scales),
-      in_features_(weight.values.size(1)),
       recipe_(recipe),
       ops_(&ops) {
   int64_t begin = 0;
@@ -162,24 +160,11 @@ Int8WeightImpl::Int8WeightImpl(const Int8Values& weight,
   TORCH_INTERNAL_ASSERT(begin == weight.values.size(0), "int8 blocks must cover the weight's rows");
 }
 
-int64_t Int8WeightImpl::out_features() const {
-  return std::accumulate(block_rows_.begin(), block_rows_.end(), int64_t{0});
-}
-
 void Int8WeightImpl::check_input(const Tensor& x) const {
   TORCH_CHECK(!is_training(),
               "int8 weights (mha::quantize_dynamic) compute in eval mode only: call eval() on "
               "the module");
-  TORCH_CHECK(!(torch::GradMode::is_enabled() && x.requires_grad()),
-              "int8 weights (mha::quantize_dynamic) have no autograd: call under "
-              "torch::NoGradGuard, or with inputs that do not require grad");
-  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.layout() == at::kStrided,
-              "int8 weights (mha::quantize_dynamic) expect float32 CPU inputs, but got ",
-              c10::toString(x.scalar_type()), " on ", x.device());
-  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in_features_,
-              "mat1 and mat2 shapes cannot be multiplied (",
-              x.dim() >= 1 ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 0, "x",
-              x.dim() >= 1 ? x.size(-1) : 0, " and ", in_features_, "x", out_features(), ")");
+  check_gemm_input(x);
 }
 
 Tensor Int8WeightImpl::multiply_block(int64_t block, const Tensor& x) const {
@@ -272,18 +257,6 @@ void Int8WeightImpl::load(torch::serialize::InputArchive& archive) {
 void Int8WeightImpl::check_archived(torch::serialize::InputArchive& archive,
                                     const std::string& name) const {
   read_int8(archive, out_features(), in_features_, name);
-}
-
-void Int8WeightImpl::to(torch::Device device, torch::Dtype dtype, bool /*non_blocking*/) {
-  reject_conversion(kind(), device, dtype);
-}
-
-void Int8WeightImpl::to(torch::Dtype dtype, bool /*non_blocking*/) {
-  reject_conversion(kind(), std::nullopt, dtype);
-}
-
-void Int8WeightImpl::to(torch::Device device, bool /*non_blocking*/) {
-  reject_conversion(kind(), device, std::nullopt);
 }
 
 void Int8WeightImpl::pretty_print(std::ostream& stream) const {

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "linear/blocked_weight.h"
 #include "linear/weight_form.h"
 
 namespace mha {
@@ -87,7 +88,7 @@ bool recipe_reduces_range(QuantizeRecipe recipe);
 /// whole weight does, and FBGEMM's outputs do not depend on the split (int32
 /// sums, a per-element epilogue): tests/quantization_test.cpp compares with
 /// Python's GEMMs on the rows Python slices.
-class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl>, public WeightForm {
+class Int8WeightImpl : public BlockedWeightModule<Int8WeightImpl> {
  public:
   /// Packs `weight`, quantized by `recipe`, in blocks of `block_rows` rows
   /// (their sum: the rows).
@@ -95,8 +96,6 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl>, public Weigh
                  QuantizeRecipe recipe,
                  std::vector<int64_t> block_rows,
                  const Int8GemmOps& ops = Int8GemmOps::fbgemm());
-
-  void reset() override {}
 
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const override;
   torch::Tensor forward_rows(int64_t begin,
@@ -110,19 +109,12 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl>, public Weigh
   Int8Values values() const;
   /// The same blocks and recipe with other values (a load).
   std::shared_ptr<Int8WeightImpl> repacked(const Int8Values& weight) const;
-  int64_t out_features() const override;
-  int64_t in_features() const override { return in_features_; }
   QuantizeRecipe recipe() const { return recipe_; }
   const char* kind() const override { return "int8 (mha::quantize_dynamic)"; }
   void check_archived(torch::serialize::InputArchive& archive,
                       const std::string& name) const override;
   /// float64 (out), or 0-d for one scale.
   const torch::Tensor& scales() const { return scales_; }
-
-  /// Conversions other than to float32 on the CPU throw (nothing to convert).
-  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  void to(torch::Dtype dtype, bool non_blocking = false) override;
-  void to(torch::Device device, bool non_blocking = false) override;
 
   void pretty_print(std::ostream& stream) const override;
 
@@ -139,9 +131,7 @@ class Int8WeightImpl : public torch::nn::Cloneable<Int8WeightImpl>, public Weigh
   torch::Tensor multiply_block(int64_t block, const torch::Tensor& x) const;
 
   std::vector<PackedInt8Block> blocks_;  // FBGEMM's packed weights, one per block
-  std::vector<int64_t> block_rows_;
-  torch::Tensor scales_;  // float64 (out) or 0-d
-  int64_t in_features_;
+  torch::Tensor scales_;                 // float64 (out) or 0-d
   QuantizeRecipe recipe_;
   const Int8GemmOps* ops_;
 };

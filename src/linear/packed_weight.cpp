@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <numeric>
 #include <string>
 #include <utility>
 
@@ -19,31 +18,13 @@ using torch::Tensor;
 PackedWeightImpl::PackedWeightImpl(const Tensor& weight,
                                    std::vector<int64_t> block_rows,
                                    const PackedLinearOps& ops)
-    : block_rows_(std::move(block_rows)), in_features_(weight.size(1)), ops_(&ops) {
+    : BlockedWeightModule(std::move(block_rows), weight.size(1)), ops_(&ops) {
   int64_t begin = 0;
   for (const int64_t rows : block_rows_) {
     blocks_.push_back(ops.pack(weight.narrow(0, begin, rows).contiguous()));  // (rows, in)
     begin += rows;
   }
   TORCH_INTERNAL_ASSERT(begin == weight.size(0), "packed blocks must cover the weight's rows");
-}
-
-int64_t PackedWeightImpl::out_features() const {
-  return std::accumulate(block_rows_.begin(), block_rows_.end(), int64_t{0});
-}
-
-void PackedWeightImpl::check_input(const Tensor& x) const {
-  TORCH_CHECK(!(torch::GradMode::is_enabled() && x.requires_grad()),
-              "prepacked weights (mha::prepack) have no autograd: call under "
-              "torch::NoGradGuard or torch::InferenceMode, or with inputs that do not require "
-              "grad");
-  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.layout() == at::kStrided,
-              "prepacked weights (mha::prepack) expect float32 CPU inputs, but got ",
-              c10::toString(x.scalar_type()), " on ", x.device());
-  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in_features_,
-              "mat1 and mat2 shapes cannot be multiplied (",
-              x.dim() >= 1 ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 0, "x",
-              x.dim() >= 1 ? x.size(-1) : 0, " and ", in_features_, "x", out_features(), ")");
 }
 
 Tensor PackedWeightImpl::forward(const Tensor& x, const Tensor& bias) const {
@@ -63,7 +44,7 @@ Tensor PackedWeightImpl::forward_relu(const Tensor& x, const Tensor& bias) const
 
 Tensor PackedWeightImpl::gemm(
     int64_t begin, int64_t rows, const Tensor& x, const Tensor& bias, bool relu) const {
-  check_input(x);
+  check_gemm_input(x);
   if (python_kernels_enabled()) {  // Python's GEMM on the same values
     const Tensor out = at::linear(x, float_weight()->narrow(0, begin, rows), bias);
     return relu ? at::relu(out) : out;
@@ -138,18 +119,6 @@ void PackedWeightImpl::load(torch::serialize::InputArchive& archive) {
       *ops_);  // packed before any change
   blocks_ = loaded.blocks_;
   block_rows_ = loaded.block_rows_;
-}
-
-void PackedWeightImpl::to(torch::Device device, torch::Dtype dtype, bool /*non_blocking*/) {
-  reject_conversion(kind(), device, dtype);
-}
-
-void PackedWeightImpl::to(torch::Dtype dtype, bool /*non_blocking*/) {
-  reject_conversion(kind(), std::nullopt, dtype);
-}
-
-void PackedWeightImpl::to(torch::Device device, bool /*non_blocking*/) {
-  reject_conversion(kind(), device, std::nullopt);
 }
 
 void PackedWeightImpl::pretty_print(std::ostream& stream) const {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "linear/blocked_weight.h"
 #include "linear/packed_linear.h"
 #include "linear/weight_form.h"
 
@@ -29,15 +30,13 @@ namespace detail {
 /// The prepacked form of one float32 weight parameter (out, in), packed in
 /// row blocks as `Int8WeightImpl` is (a decoder's cross-attention
 /// `in_proj_weight`: q, then [k; v], projected apart).
-class PackedWeightImpl : public torch::nn::Cloneable<PackedWeightImpl>, public WeightForm {
+class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
  public:
   /// Packs `weight` (out, in) float32 CPU in blocks of `block_rows` rows
   /// (their sum: out); `ops` must be available.
   PackedWeightImpl(const torch::Tensor& weight,
                    std::vector<int64_t> block_rows,
                    const PackedLinearOps& ops = PackedLinearOps::onednn());
-
-  void reset() override {}
 
   /// x (..., in) -> (..., out), plus `bias`: oneDNN's GEMM on the packed
   /// blocks (within float32 rounding of `at::linear`), or with Python's
@@ -51,18 +50,11 @@ class PackedWeightImpl : public torch::nn::Cloneable<PackedWeightImpl>, public W
   torch::Tensor forward_relu(const torch::Tensor& x, const torch::Tensor& bias) const override;
   /// The float32 (out, in) values, unpacked (a copy).
   std::optional<torch::Tensor> float_weight() const override;
-  int64_t out_features() const override;
-  int64_t in_features() const override { return in_features_; }
   const char* kind() const override { return "prepacked (mha::prepack)"; }
   void check_archived(torch::serialize::InputArchive& archive,
                       const std::string& name) const override;
   /// The same blocks with other values (a load): `weight` (out, in).
   std::shared_ptr<PackedWeightImpl> repacked(const torch::Tensor& weight) const;
-
-  /// Conversions other than to float32 on the CPU throw (nothing to convert).
-  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  void to(torch::Dtype dtype, bool non_blocking = false) override;
-  void to(torch::Device device, bool non_blocking = false) override;
 
   void pretty_print(std::ostream& stream) const override;
 
@@ -73,7 +65,6 @@ class PackedWeightImpl : public torch::nn::Cloneable<PackedWeightImpl>, public W
   void load(torch::serialize::InputArchive& archive) override;
 
  private:
-  void check_input(const torch::Tensor& x) const;
   /// forward_rows, then the ReLU when `relu` (fused when one block is all rows).
   torch::Tensor gemm(int64_t begin,
                      int64_t rows,
@@ -82,8 +73,6 @@ class PackedWeightImpl : public torch::nn::Cloneable<PackedWeightImpl>, public W
                      bool relu) const;
 
   std::vector<torch::Tensor> blocks_;  // oneDNN's packed (rows_i, in), one per block
-  std::vector<int64_t> block_rows_;
-  int64_t in_features_;
   const PackedLinearOps* ops_;
 };
 

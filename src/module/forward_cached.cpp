@@ -15,11 +15,11 @@
 #include "attention/masks.h"
 #include "attention/projector.h"
 #include "cache/kv_cache_state.h"
-#include "module/module_caches.h"
 #include "common/shape_format.h"
 #include "linear/int8_linear.h"
 #include "mha/kv_cache.h"
 #include "mha/multihead_attention.h"
+#include "module/module_caches.h"
 
 namespace mha {
 

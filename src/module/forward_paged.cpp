@@ -15,12 +15,12 @@
 #include "attention/masks.h"
 #include "attention/paged_decode/paged_decode.h"
 #include "attention/projector.h"
-#include "module/paged_call_checks.h"
 #include "cache/paged_kv_cache_state.h"
 #include "common/validated_scope.h"
 #include "linear/int8_linear.h"
 #include "mha/multihead_attention.h"
 #include "mha/paged_kv_cache.h"
+#include "module/paged_call_checks.h"
 
 namespace mha {
 
@@ -103,12 +103,10 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
     const Tensor& cu_seqlens,
     const Tensor& cu_seqlens_kv) {
   // Checked here unless an outer entry (a layer, a stack step) checked this call.
-  const detail::PagedOffsets offsets =
-      detail::ValidatedScope::covers(this)
-          ? detail::validated_paged_offsets(cache, query, key, seq_ids.size(), cu_seqlens,
-                                            cu_seqlens_kv)
-          : detail::check_paged_call(*this, cache, query, key, value, seq_ids, cu_seqlens,
-                                     cu_seqlens_kv);
+  const detail::PagedCall call{query, key, value, seq_ids, cu_seqlens, cu_seqlens_kv};
+  const detail::PagedOffsets offsets = detail::ValidatedScope::covers(this)
+                                           ? detail::validated_paged_offsets(cache, call)
+                                           : detail::check_paged_call(*this, cache, call);
 
   // Everything is validated: from here on the cache changes.
   torch::NoGradGuard no_grad;

@@ -118,16 +118,16 @@ void check_paged_memories(const std::vector<int64_t>& seq_ids,
 
 /// The offsets of a call: the queries', and the new keys'.
 detail::PagedOffsets checked_paged_offsets(const detail::PagedKVCacheState& cache,
-                                           const detail::AttentionCall& call,
-                                           size_t num_seqs,
-                                           const Tensor& cu_seqlens,
-                                           const Tensor& cu_seqlens_kv) {
+                                           const detail::PagedCall& call) {
+  const size_t num_seqs = call.seq_ids.size();
   detail::PagedOffsets offsets;
-  offsets.queries = checked_host_offsets(cu_seqlens, "cu_seqlens", num_seqs, call.query.size(0));
+  offsets.queries =
+      checked_host_offsets(call.cu_seqlens, "cu_seqlens", num_seqs, call.query.size(0));
   if (!cache.is_static) {
     offsets.keys = offsets.queries;
   } else if (call.key.defined()) {
-    offsets.keys = checked_host_offsets(cu_seqlens_kv, "cu_seqlens_kv", num_seqs, call.key.size(0));
+    offsets.keys =
+        checked_host_offsets(call.cu_seqlens_kv, "cu_seqlens_kv", num_seqs, call.key.size(0));
   } else {
     offsets.keys.assign(num_seqs + 1, 0);
   }
@@ -147,50 +147,39 @@ std::vector<int64_t> lengths_before(const detail::PagedKVCacheState& cache,
 
 detail::PagedOffsets detail::check_paged_layer(const MultiheadAttentionImpl& module,
                                                PagedKVCache& cache,
-                                               const Tensor& query,
-                                               const Tensor& key,
-                                               const Tensor& value,
-                                               const std::vector<int64_t>& seq_ids,
-                                               const Tensor& cu_seqlens,
-                                               const Tensor& cu_seqlens_kv,
+                                               const PagedCall& call,
                                                const PagedOffsets* known) {
   // One event per call checked: profiles (and a test) count the checks of a step.
   RECORD_FUNCTION("mha::check_paged_call", std::vector<c10::IValue>());
   const PagedKVCacheState& state = paged_kv_cache_state(cache);
   const Tensor none;
-  const AttentionCall call{query, key, value, none, none, /*need_weights=*/false, true, false};
-  check_paged_inputs(module, state, call, cu_seqlens_kv);
-  PagedOffsets offsets = known != nullptr ? *known
-                                          : checked_paged_offsets(state, call, seq_ids.size(),
-                                                                  cu_seqlens, cu_seqlens_kv);
-  TORCH_INTERNAL_ASSERT(
-      offsets.queries.size() == seq_ids.size() + 1 && offsets.queries.back() == query.size(0),
-      "a stack step's offsets for another call");
+  const AttentionCall tensors{call.query, call.key, call.value, none, none, /*need_weights=*/false,
+                              true,       false};
+  check_paged_inputs(module, state, tensors, call.cu_seqlens_kv);
+  PagedOffsets offsets = known != nullptr ? *known : checked_paged_offsets(state, call);
+  TORCH_INTERNAL_ASSERT(offsets.queries.size() == call.seq_ids.size() + 1 &&
+                            offsets.queries.back() == call.query.size(0),
+                        "a stack step's offsets for another call");
   // Known and distinct ids (no new positions: no room needed).
-  state.blocks->check_room(seq_ids, std::vector<int64_t>(seq_ids.size(), 0));
-  if (state.is_static) check_paged_memories(seq_ids, lengths_before(state, seq_ids), offsets);
+  state.blocks->check_room(call.seq_ids, std::vector<int64_t>(call.seq_ids.size(), 0));
+  if (state.is_static) {
+    check_paged_memories(call.seq_ids, lengths_before(state, call.seq_ids), offsets);
+  }
   return offsets;
 }
 
 detail::PagedOffsets detail::check_paged_call(const MultiheadAttentionImpl& module,
                                               PagedKVCache& cache,
-                                              const Tensor& query,
-                                              const Tensor& key,
-                                              const Tensor& value,
-                                              const std::vector<int64_t>& seq_ids,
-                                              const Tensor& cu_seqlens,
-                                              const Tensor& cu_seqlens_kv) {
+                                              const PagedCall& call) {
   const PagedKVCacheState& state = paged_kv_cache_state(cache);
   if (const PagedStepRecord* step = state.blocks->step()) {
-    TORCH_CHECK(seq_ids == step->ids,
+    TORCH_CHECK(call.seq_ids == step->ids,
                 fmt::format("expected the sequence ids of the stack step in progress, {}, but got "
                             "{}",
-                            step->ids, seq_ids));
-    return check_paged_layer(module, cache, query, key, value, seq_ids, cu_seqlens, cu_seqlens_kv,
-                             &step->offsets);
+                            step->ids, call.seq_ids));
+    return check_paged_layer(module, cache, call, &step->offsets);
   }
-  const PagedOffsets offsets =
-      check_paged_layer(module, cache, query, key, value, seq_ids, cu_seqlens, cu_seqlens_kv);
+  const PagedOffsets offsets = check_paged_layer(module, cache, call);
   const std::vector<int64_t> new_positions = new_key_positions(offsets);
   TORCH_CHECK(!state.shares_blocks() || std::all_of(new_positions.begin(), new_positions.end(),
                                                     [](int64_t n) { return n == 0; }),
@@ -198,21 +187,14 @@ detail::PagedOffsets detail::check_paged_call(const MultiheadAttentionImpl& modu
               "(PagedKVCache::for_layers), which grows only in a stack step: call the stack's "
               "forward_paged (TransformerEncoder, TransformerDecoder) or ContinuousBatch::step, "
               "which grow the table once for every layer");
-  state.blocks->check_room(seq_ids, new_positions);
+  state.blocks->check_room(call.seq_ids, new_positions);
   return offsets;
 }
 
-detail::PagedOffsets detail::validated_paged_offsets(PagedKVCache& cache,
-                                                     const Tensor& query,
-                                                     const Tensor& key,
-                                                     size_t num_seqs,
-                                                     const Tensor& cu_seqlens,
-                                                     const Tensor& cu_seqlens_kv) {
+detail::PagedOffsets detail::validated_paged_offsets(PagedKVCache& cache, const PagedCall& call) {
   const PagedKVCacheState& state = paged_kv_cache_state(cache);
   if (const PagedStepRecord* step = state.blocks->step()) return step->offsets;
-  const Tensor none;
-  const AttentionCall call{query, key, key, none, none, /*need_weights=*/false, true, false};
-  return checked_paged_offsets(state, call, num_seqs, cu_seqlens, cu_seqlens_kv);
+  return checked_paged_offsets(state, call);
 }
 
 }  // namespace mha

@@ -19,20 +19,26 @@ class PagedKVCache;
 
 namespace detail {
 
-/// Throws what `module.forward_paged(query, key, value, cache, seq_ids,
-/// cu_seqlens, cu_seqlens_kv)` would throw before changing anything; else
-/// returns the call's offsets on the host. Inside a stack step on `cache`'s
-/// block table: the step's offsets and ids; outside: `cu_seqlens` (and a
-/// static cache's `cu_seqlens_kv`) checked and copied, the blocks' room, and
-/// no new positions when the table is shared (PagedKVCache::for_layers).
+/// The arguments of one `forward_paged` call: the sequences' rows one after
+/// another, their ids and offsets.
+struct PagedCall {
+  const torch::Tensor& query;  ///< (T, E)
+  const torch::Tensor& key;    ///< (new key rows, kdim) or undefined
+  const torch::Tensor& value;  ///< (new key rows, vdim) or undefined
+  const std::vector<int64_t>& seq_ids;
+  const torch::Tensor& cu_seqlens;     ///< the queries' offsets
+  const torch::Tensor& cu_seqlens_kv;  ///< a static cache's key offsets, or undefined
+};
+
+/// Throws what `module.forward_paged(call..., cache)` would throw before
+/// changing anything; else returns the call's offsets on the host. Inside a
+/// stack step on `cache`'s block table: the step's offsets and ids; outside:
+/// `cu_seqlens` (and a static cache's `cu_seqlens_kv`) checked and copied,
+/// the blocks' room, and no new positions when the table is shared
+/// (PagedKVCache::for_layers).
 PagedOffsets check_paged_call(const MultiheadAttentionImpl& module,
                               PagedKVCache& cache,
-                              const torch::Tensor& query,
-                              const torch::Tensor& key,
-                              const torch::Tensor& value,
-                              const std::vector<int64_t>& seq_ids,
-                              const torch::Tensor& cu_seqlens,
-                              const torch::Tensor& cu_seqlens_kv);
+                              const PagedCall& call);
 
 /// Every check of one layer's call but the blocks' room and the shared-table
 /// rule (a stack step checks the room once per table, PagedStackStep): the
@@ -41,23 +47,13 @@ PagedOffsets check_paged_call(const MultiheadAttentionImpl& module,
 /// copied to the host once per step), else the offsets checked and copied.
 PagedOffsets check_paged_layer(const MultiheadAttentionImpl& module,
                                PagedKVCache& cache,
-                               const torch::Tensor& query,
-                               const torch::Tensor& key,
-                               const torch::Tensor& value,
-                               const std::vector<int64_t>& seq_ids,
-                               const torch::Tensor& cu_seqlens,
-                               const torch::Tensor& cu_seqlens_kv,
+                               const PagedCall& call,
                                const PagedOffsets* known = nullptr);
 
 /// The offsets of a call that an outer entry has checked (`ValidatedScope`):
 /// the stack step's in progress on `cache`'s table, else `cu_seqlens` (and a
 /// static cache's `cu_seqlens_kv`) copied to the host.
-PagedOffsets validated_paged_offsets(PagedKVCache& cache,
-                                     const torch::Tensor& query,
-                                     const torch::Tensor& key,
-                                     size_t num_seqs,
-                                     const torch::Tensor& cu_seqlens,
-                                     const torch::Tensor& cu_seqlens_kv);
+PagedOffsets validated_paged_offsets(PagedKVCache& cache, const PagedCall& call);
 
 }  // namespace detail
 }  // namespace mha

@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <mha/multihead_attention.h>
-#include <mha/transformer.h>
+#include <mha/transformer_coder.h>
 #if defined(MHA_DISTRIBUTED)
 #include <mha/tensor_parallel.h>
 #endif

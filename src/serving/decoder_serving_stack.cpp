@@ -148,7 +148,8 @@ void DecoderServingStack::write_memory(int64_t id, const torch::Tensor& memory) 
   const PagedOffsets offsets{{0, 0}, {0, positions}};
   // The memory table grows once for all layers; each layer writes its pool.
   PagedStackStep step({id});
-  step.check(cross_.layers(), offsets, "remove() finished requests or give the batch more memory blocks");
+  step.check(cross_.layers(), offsets,
+             "remove() finished requests or give the batch more memory blocks");
   step.open();
   for (size_t i = 0; i < cross_.size(); ++i) {
     layer(i).multihead_attn->forward_paged(no_queries, memory, memory, cross_[i], {id},

@@ -9,7 +9,7 @@
 #include <mha/batching.h>
 #include <mha/paged_kv_cache.h>
 #include <mha/paged_stack_cache.h>
-#include <mha/transformer.h>
+#include <mha/transformer_coder.h>
 #include <torch/types.h>
 
 #include <cstdint>

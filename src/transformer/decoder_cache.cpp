@@ -1,5 +1,4 @@
-#include <fmt/format.h>
-
+#include "common/layer_index.h"
 #include "mha/transformer_cache.h"
 
 namespace mha {
@@ -57,13 +56,11 @@ void TransformerDecoderCache::reorder(const torch::Tensor& index) {
 }
 
 TransformerDecoderLayerCache& TransformerDecoderCache::layer(int64_t i) {
-  TORCH_CHECK_INDEX(i >= 0 && i < num_layers(),
-                    fmt::format("layer index must be in [0, {}), but got {}", num_layers(), i));
-  return layers_[static_cast<size_t>(i)];
+  return detail::layer_at(layers_, i);
 }
 
 const TransformerDecoderLayerCache& TransformerDecoderCache::layer(int64_t i) const {
-  return const_cast<TransformerDecoderCache&>(*this).layer(i);
+  return detail::layer_at(layers_, i);
 }
 
 }  // namespace mha

@@ -1,11 +1,11 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "module/paged_call_checks.h"
 #include "common/validated_scope.h"
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
+#include "module/paged_call_checks.h"
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
@@ -22,12 +22,9 @@ TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(TransformerDecoderLayer
 void TransformerDecoderLayerImpl::reset() {
   options.validate();
   // Python's order of construction: the same seeded init and state_dict() keys.
-  const int64_t d_model = options.d_model(), ff = options.dim_feedforward();
   self_attn = register_module("self_attn", detail::make_attention(options));
   multihead_attn = register_module("multihead_attn", detail::make_attention(options));
-  linear1 = register_module("linear1", detail::make_linear(d_model, ff, options.bias()));
-  dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
-  linear2 = register_module("linear2", detail::make_linear(ff, d_model, options.bias()));
+  detail::register_feed_forward(*this, options);
   norm1 = register_module("norm1", detail::make_norm(options));
   norm2 = register_module("norm2", detail::make_norm(options));
   norm3 = register_module("norm3", detail::make_norm(options));
@@ -67,10 +64,8 @@ Tensor TransformerDecoderLayerImpl::sa_block(const Tensor& x,
                                              const Tensor& attn_mask,
                                              const Tensor& key_padding_mask,
                                              bool is_causal) {
-  // x (T, N, E) or (N, T, E) -> same
-  const Tensor out = std::get<0>(self_attn(x, x, x, key_padding_mask, /*need_weights=*/false,
-                                           attn_mask, /*average_attn_weights=*/true, is_causal));
-  return dropout1(out);
+  return detail::self_attention_block(*self_attn, *dropout1, x, attn_mask, key_padding_mask,
+                                      is_causal);
 }
 
 Tensor TransformerDecoderLayerImpl::mha_block(const Tensor& x,
@@ -126,9 +121,10 @@ Tensor TransformerDecoderLayerImpl::forward_paged(const Tensor& tgt,
   // Both calls checked before the first writes its cache (same rows, ids,
   // offsets), unless a stack step checked them; then neither module checks again.
   if (!detail::ValidatedScope::covers(this)) {
-    detail::check_paged_call(*self_attn, self_cache, tgt, tgt, tgt, seq_ids, cu_seqlens, {});
-    detail::check_paged_call(*multihead_attn, cross_cache, tgt, memory, memory, seq_ids,
-                             cu_seqlens, cu_seqlens_memory);
+    const Tensor none;
+    detail::check_paged_call(*self_attn, self_cache, {tgt, tgt, tgt, seq_ids, cu_seqlens, none});
+    detail::check_paged_call(*multihead_attn, cross_cache,
+                             {tgt, memory, memory, seq_ids, cu_seqlens, cu_seqlens_memory});
   }
   const detail::ValidatedScope checked({self_attn.get(), multihead_attn.get()});
   torch::NoGradGuard no_grad;

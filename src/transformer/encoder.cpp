@@ -10,7 +10,7 @@
 #include "common/validated_scope.h"
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
-#include "mha/transformer.h"
+#include "mha/transformer_coder.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"

@@ -1,9 +1,7 @@
 // mha::TransformerEncoderCache: a causal TransformerEncoder's per-layer
 // self-attention caches, one decoding batch.
 
-#include <c10/util/Exception.h>
-#include <fmt/format.h>
-
+#include "common/layer_index.h"
 #include "mha/transformer_cache.h"
 
 namespace mha {
@@ -40,14 +38,10 @@ void TransformerEncoderCache::reorder(const torch::Tensor& index) {
   for (KVCache& layer : layers_) layer.reorder(index);
 }
 
-KVCache& TransformerEncoderCache::layer(int64_t i) {
-  TORCH_CHECK_INDEX(i >= 0 && i < num_layers(),
-                    fmt::format("layer index must be in [0, {}), but got {}", num_layers(), i));
-  return layers_[static_cast<size_t>(i)];
-}
+KVCache& TransformerEncoderCache::layer(int64_t i) { return detail::layer_at(layers_, i); }
 
 const KVCache& TransformerEncoderCache::layer(int64_t i) const {
-  return const_cast<TransformerEncoderCache&>(*this).layer(i);
+  return detail::layer_at(layers_, i);
 }
 
 }  // namespace mha

@@ -19,11 +19,8 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(TransformerEncoderLayer
 void TransformerEncoderLayerImpl::reset() {
   options.validate();
   // Python's order of construction: the same seeded init and state_dict() keys.
-  const int64_t d_model = options.d_model(), ff = options.dim_feedforward();
   self_attn = register_module("self_attn", detail::make_attention(options));
-  linear1 = register_module("linear1", detail::make_linear(d_model, ff, options.bias()));
-  dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
-  linear2 = register_module("linear2", detail::make_linear(ff, d_model, options.bias()));
+  detail::register_feed_forward(*this, options);
   norm1 = register_module("norm1", detail::make_norm(options));
   norm2 = register_module("norm2", detail::make_norm(options));
   dropout1 = register_module("dropout1", torch::nn::Dropout(options.dropout()));
@@ -63,10 +60,8 @@ Tensor TransformerEncoderLayerImpl::sa_block(const Tensor& x,
                                              const Tensor& attn_mask,
                                              const Tensor& key_padding_mask,
                                              bool is_causal) {
-  // x (L, N, E) or (N, L, E) -> same
-  const Tensor out = std::get<0>(self_attn(x, x, x, key_padding_mask, /*need_weights=*/false,
-                                           attn_mask, /*average_attn_weights=*/true, is_causal));
-  return dropout1(out);
+  return detail::self_attention_block(*self_attn, *dropout1, x, attn_mask, key_padding_mask,
+                                      is_causal);
 }
 
 Tensor TransformerEncoderLayerImpl::forward_cached(const Tensor& src,

@@ -84,6 +84,19 @@ torch::Tensor feed_forward(const TransformerActivation& activation,
   return detail::linear_int8_or_packed(linear2, hidden);
 }
 
+torch::Tensor self_attention_block(MultiheadAttentionImpl& self_attn,
+                                   torch::nn::DropoutImpl& dropout,
+                                   const torch::Tensor& x,
+                                   const torch::Tensor& attn_mask,
+                                   const torch::Tensor& key_padding_mask,
+                                   bool is_causal) {
+  // x (L, N, E) or (N, L, E) -> same
+  const torch::Tensor out =
+      std::get<0>(self_attn.forward(x, x, x, key_padding_mask, /*need_weights=*/false, attn_mask,
+                                    /*average_attn_weights=*/true, is_causal));
+  return dropout.forward(out);
+}
+
 void print_layer_options(std::ostream& stream,
                          const char* name,
                          const TransformerLayerOptions& options) {

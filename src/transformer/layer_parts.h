@@ -23,6 +23,17 @@ torch::nn::Linear make_linear(int64_t in_features, int64_t out_features, bool bi
 /// Python's `LayerNorm(d_model, eps=layer_norm_eps, bias=bias)`.
 LayerNorm make_norm(const TransformerLayerOptions& options);
 
+/// Registers `layer`'s feed-forward block as Python's layers build it, in
+/// its order (the same seeded init and `state_dict()` keys): `linear1`,
+/// `dropout`, `linear2`.
+template <typename Layer>
+void register_feed_forward(Layer& layer, const TransformerLayerOptions& options) {
+  const int64_t d_model = options.d_model(), ff = options.dim_feedforward();
+  layer.linear1 = layer.register_module("linear1", make_linear(d_model, ff, options.bias()));
+  layer.dropout = layer.register_module("dropout", torch::nn::Dropout(options.dropout()));
+  layer.linear2 = layer.register_module("linear2", make_linear(ff, d_model, options.bias()));
+}
+
 /// Python's `activation_relu_or_gelu`: 1 for `kReLU`, 2 for `kGELU`, 0 for a function.
 int activation_relu_or_gelu(const TransformerActivation& activation);
 
@@ -40,6 +51,16 @@ torch::Tensor feed_forward(const TransformerActivation& activation,
                            torch::nn::DropoutImpl& dropout,
                            const torch::nn::LinearImpl& linear2,
                            const torch::Tensor& x);
+
+/// Python's `_sa_block`: `dropout(self_attn(x, x, x, attn_mask=attn_mask,
+/// key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal)[0])`,
+/// x (L, N, E) or (N, L, E) -> the same shape.
+torch::Tensor self_attention_block(MultiheadAttentionImpl& self_attn,
+                                   torch::nn::DropoutImpl& dropout,
+                                   const torch::Tensor& x,
+                                   const torch::Tensor& attn_mask,
+                                   const torch::Tensor& key_padding_mask,
+                                   bool is_causal);
 
 /// Writes `name(d_model=.., nhead=.., dim_feedforward=.., dropout=.., activation=..,
 /// layer_norm_eps=.., batch_first=.., norm_first=.., bias=..)`.

@@ -1,7 +1,7 @@
 #include <limits>
 
 #include "attention/masks.h"
-#include "mha/transformer.h"
+#include "mha/transformer_coder.h"
 
 namespace mha {
 

@@ -9,9 +9,9 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include "module/paged_call_checks.h"
 #include "cache/paged_stack_step.h"
 #include "common/validated_scope.h"
+#include "module/paged_call_checks.h"
 
 namespace mha {
 
@@ -67,17 +67,17 @@ Tensor detail::encoder_paged_step(TransformerEncoderImpl& stack,
   };
   // Every layer's call checked once (offsets copied to the host once), then
   // the room of each distinct block table once, before any cache changes.
-  const PagedOffsets offsets =
-      check_paged_layer(*layer(0).self_attn, cache[0], src, src, src, seq_ids, cu_seqlens, {});
+  const Tensor none;
+  const PagedCall call{src, src, src, seq_ids, cu_seqlens, none};
+  const PagedOffsets offsets = check_paged_layer(*layer(0).self_attn, cache[0], call);
   for (size_t i = 1; i < layers->size(); ++i) {
-    check_paged_layer(*layer(i).self_attn, cache[i], src, src, src, seq_ids, cu_seqlens, {},
-                      &offsets);
+    check_paged_layer(*layer(i).self_attn, cache[i], call, &offsets);
   }
   PagedStackStep step(seq_ids);
   step.check(cache, offsets, fix);
   step.open();  // each table grown once; the layers write their pools at its rows
-  const ValidatedScope checked(
-      checked_modules<TransformerEncoderLayerImpl>(layers, &TransformerEncoderLayerImpl::self_attn));
+  const ValidatedScope checked(checked_modules<TransformerEncoderLayerImpl>(
+      layers, &TransformerEncoderLayerImpl::self_attn));
   Tensor output = src;  // (T, E)
   for (size_t i = 0; i < layers->size(); ++i) {
     output = layer(i).forward_paged(output, cache[i], seq_ids, cu_seqlens);
@@ -102,24 +102,24 @@ Tensor detail::decoder_paged_step(TransformerDecoderImpl& decoder,
   };
   // Every layer's two calls checked once; layer 0's give the offsets
   // (copied to the host once per step).
-  const PagedOffsets self_offsets = check_paged_layer(*layer(0).self_attn, self_cache[0], tgt, tgt,
-                                                      tgt, seq_ids, cu_seqlens, {});
+  const Tensor none;
+  const PagedCall self_call{tgt, tgt, tgt, seq_ids, cu_seqlens, none};
+  const PagedCall cross_call{tgt, memory, memory, seq_ids, cu_seqlens, cu_seqlens_memory};
+  const PagedOffsets self_offsets =
+      check_paged_layer(*layer(0).self_attn, self_cache[0], self_call);
   const PagedOffsets cross_offsets =
-      check_paged_layer(*layer(0).multihead_attn, cross_cache[0], tgt, memory, memory, seq_ids,
-                        cu_seqlens, cu_seqlens_memory);
+      check_paged_layer(*layer(0).multihead_attn, cross_cache[0], cross_call);
   for (size_t i = 1; i < layers->size(); ++i) {
-    check_paged_layer(*layer(i).self_attn, self_cache[i], tgt, tgt, tgt, seq_ids, cu_seqlens, {},
-                      &self_offsets);
-    check_paged_layer(*layer(i).multihead_attn, cross_cache[i], tgt, memory, memory, seq_ids,
-                      cu_seqlens, cu_seqlens_memory, &cross_offsets);
+    check_paged_layer(*layer(i).self_attn, self_cache[i], self_call, &self_offsets);
+    check_paged_layer(*layer(i).multihead_attn, cross_cache[i], cross_call, &cross_offsets);
   }
   PagedStackStep step(seq_ids);
   step.check(self_cache, self_offsets, fix);
   step.check(cross_cache, cross_offsets, fix);
   step.open();  // each table grown once; the layers write their pools at its rows
-  const ValidatedScope checked(checked_modules<TransformerDecoderLayerImpl>(
-      layers, &TransformerDecoderLayerImpl::self_attn,
-      &TransformerDecoderLayerImpl::multihead_attn));
+  const ValidatedScope checked(
+      checked_modules<TransformerDecoderLayerImpl>(layers, &TransformerDecoderLayerImpl::self_attn,
+                                                   &TransformerDecoderLayerImpl::multihead_attn));
   Tensor x = tgt;  // (T, E)
   for (size_t i = 0; i < layers->size(); ++i) {
     x = layer(i).forward_paged(x, memory, self_cache[i], cross_cache[i], seq_ids, cu_seqlens,

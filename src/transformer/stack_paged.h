@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "mha/paged_kv_cache.h"
-#include "mha/transformer.h"
+#include "mha/transformer_coder.h"
 
 namespace mha {
 namespace detail {
