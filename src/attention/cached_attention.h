@@ -1,8 +1,10 @@
 #pragma once
 
-// Private: the kernel of the cached and paged calls: attention of projected
-// queries over keys and values that a key/value source gives (a KVCache's
-// buffers, a sequence's paged blocks), with one additive mask.
+// Private: the kernels of the cached and paged calls (`call_plan`'s
+// kDecode, kOverKeys, kOverKeysWithWeights): attention of projected queries
+// over keys and values that a key/value source gives (a KVCache's buffers, a
+// sequence's paged blocks), with one additive mask. `run_plan` runs the one
+// the plan chooses.
 
 #include <torch/types.h>
 
@@ -11,17 +13,25 @@
 namespace mha {
 namespace detail {
 
-/// Attention of q (N, H, L, hd) over keys, values (N, H, S, hd) with an
-/// additive `mask` broadcastable to (N, H, L, S) (undefined: none): SDPA, or,
-/// with weights, the module's unfused softmax(q k^T / sqrt(hd) + mask) v; one
-/// query per sequence without a mask or weights (a decode step), the paged
-/// decode kernel over the buffers in place (each sequence one block).
-/// Returns (N, H, L, hd) and the weights (N, H, L, S) or undefined.
-std::tuple<torch::Tensor, torch::Tensor> attend_over_keys(const torch::Tensor& q,
-                                                          const torch::Tensor& keys,
-                                                          const torch::Tensor& values,
-                                                          const torch::Tensor& mask,
-                                                          bool need_weights);
+/// kDecode: q (N, H, 1, hd) over keys, values (N, H, S, hd) read in place
+/// by the paged decode kernel (each sequence one block): -> (N, H, 1, hd).
+torch::Tensor decode_over_keys(const torch::Tensor& q,
+                               const torch::Tensor& keys,
+                               const torch::Tensor& values);
+
+/// kOverKeys: SDPA of q (N, H, L, hd) over keys, values (N, H, S, hd) with
+/// an additive `mask` broadcastable to (N, H, L, S) (undefined: none): -> (N, H, L, hd).
+torch::Tensor sdpa_over_keys(const torch::Tensor& q,
+                             const torch::Tensor& keys,
+                             const torch::Tensor& values,
+                             const torch::Tensor& mask);
+
+/// kOverKeysWithWeights: the module's unfused softmax(q k^T / sqrt(hd) +
+/// mask) v. Returns (N, H, L, hd) and the weights (N, H, L, S).
+std::tuple<torch::Tensor, torch::Tensor> softmax_over_keys(const torch::Tensor& q,
+                                                           const torch::Tensor& keys,
+                                                           const torch::Tensor& values,
+                                                           const torch::Tensor& mask);
 
 }  // namespace detail
 }  // namespace mha

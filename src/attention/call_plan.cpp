@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
+#include "attention/paged_decode/paged_decode.h"
 #include "linear/int8_linear.h"
 #include "linear/packed_weight.h"
 #include "linear/weight_form.h"
@@ -153,6 +154,21 @@ CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& ca
     plan.kernel = AttentionKernel::kSequenceFirst;
   }
   return plan;
+}
+
+AttentionKernel choose_over_keys_kernel(
+    const Tensor& q, const Tensor& keys, const Tensor& values, bool masked, bool need_weights) {
+  if (need_weights) return AttentionKernel::kOverKeysWithWeights;
+  const bool decode_takes = q.size(2) == 1 && keys.size(2) > 0 && decode_kernel_reads(q) &&
+                            keys.scalar_type() == q.scalar_type() &&
+                            values.scalar_type() == q.scalar_type() && q.stride(3) == 1 &&
+                            keys.stride(3) == 1 && values.stride(3) == 1;
+  return !masked && decode_takes ? AttentionKernel::kDecode : AttentionKernel::kOverKeys;
+}
+
+AttentionKernel choose_paged_kernel(const Tensor& q, int64_t new_len) {
+  return new_len == 1 && decode_kernel_reads(q) ? AttentionKernel::kDecode
+                                                : AttentionKernel::kOverKeys;
 }
 
 }  // namespace detail

@@ -48,6 +48,17 @@ enum class AttentionKernel {
   /// on the same layouts, without their copies (`sequence_first_attention`).
   /// Python's bits; on prepacked weights, mha's GEMMs (within float32 rounding).
   kSequenceFirst,
+  /// A cached or paged call (a key/value source's keys): one query per
+  /// sequence, no mask, no weights, on the CPU in float32 or bfloat16 with
+  /// rows contiguous: the paged decode kernel, reading the source's blocks or
+  /// buffers in place (`paged_decode/`).
+  kDecode,
+  /// A cached or paged call without weights: `at::scaled_dot_product_attention`
+  /// over the source's keys and values, with the call's additive mask.
+  kOverKeys,
+  /// A cached call with weights: softmax(q k^T / sqrt(hd) + mask) v, the
+  /// weights (N, H, L, S) kept.
+  kOverKeysWithWeights,
 };
 
 /// Shortest sequence length at which `choose_fast_path_kernel` picks `kFused`
@@ -77,6 +88,22 @@ constexpr int64_t kUnmaskedSingleMinLength = 1024;
 /// N = 1 without masks, `kFused` or `kByHead`; else `kNative`.
 AttentionKernel choose_fast_path_kernel(
     int64_t batch, int64_t seq_len, bool need_weights, bool masked, bool prepacked);
+
+/// The kernel of a cached or paged call: q (N, H, L, hd) over a source's
+/// keys and values (N, H, S, hd), `masked` when an additive mask applies:
+/// `kOverKeysWithWeights` with weights, else `kDecode` where it takes them
+/// (one query per sequence, no mask), else `kOverKeys`.
+AttentionKernel choose_over_keys_kernel(const torch::Tensor& q,
+                                        const torch::Tensor& keys,
+                                        const torch::Tensor& values,
+                                        bool masked,
+                                        bool need_weights);
+
+/// The kernel of one sequence's `new_len` new queries of a paged call, whose
+/// rows are `q` (T, H, hd): `kDecode` over the pools in place for one query
+/// where the decode kernel reads `q`'s dtype and device, else `kOverKeys`
+/// over its gathered keys.
+AttentionKernel choose_paged_kernel(const torch::Tensor& q, int64_t new_len);
 
 /// Whether `module`'s `in_proj_weight` is prepacked (`mha::prepack`).
 bool has_prepacked_projections(const MultiheadAttentionImpl& module);

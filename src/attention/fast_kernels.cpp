@@ -107,7 +107,7 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
   // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so
   // this is a view; other backends may copy.
   out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});
-  out = linear_int8_or_packed(*m.out_proj, out);  // (N, L, E)
+  out = Projector::output(m, out);  // (N, L, E)
 
   if (masked.defined()) {
     // The native op's NaN for a row with no key left, spread over the row by
@@ -186,8 +186,7 @@ std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
   if (average_attn_weights) {
     weights.div_(static_cast<double>(num_heads));  // (N, L, S): the mean over heads
   }
-  const Tensor out =
-      linear_int8_or_packed(*m.out_proj, attended.view({bsz, seq_len, embed_dim}));  // (N, L, E)
+  const Tensor out = Projector::output(m, attended.view({bsz, seq_len, embed_dim}));  // (N, L, E)
   return {out, weights};
 }
 
@@ -214,6 +213,9 @@ std::tuple<Tensor, Tensor> fast_path_forward(AttentionKernel kernel,
     }
     case AttentionKernel::kFunctional:
     case AttentionKernel::kSequenceFirst:
+    case AttentionKernel::kDecode:
+    case AttentionKernel::kOverKeys:
+    case AttentionKernel::kOverKeysWithWeights:
       break;
   }
   TORCH_CHECK(false, "fast_path_forward: not a fast-path kernel");

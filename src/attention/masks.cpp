@@ -108,5 +108,34 @@ Tensor pad_visible_keys(const Tensor& mask, int64_t columns) {
   return mask.defined() ? at::constant_pad_nd(mask, {0, columns}) : mask;
 }
 
+Tensor cached_call_mask(const Tensor& key_padding_mask,
+                        const Tensor& attn_mask,
+                        bool self_attention,
+                        const CachedMaskSizes& sizes,
+                        const at::TensorOptions& options) {
+  const auto dtype = c10::typeMetaToScalarType(options.dtype());
+  const int64_t n = sizes.batch, l = sizes.new_len, s = sizes.total_len;
+  const Tensor kpm = canonical_key_padding_mask(key_padding_mask, attn_mask, dtype);
+  Tensor mask = canonical_attn_mask(attn_mask, dtype);
+  if (mask.defined()) {
+    // (L, S) -> (1, 1, L, S); (N * H, L, S) -> (N, H, L, S)
+    mask = mask.dim() == 2 ? mask.reshape({1, 1, l, s}) : mask.reshape({n, sizes.heads, l, s});
+  }
+  if (self_attention && l > 1) {
+    // (L, S) bool -> (1, 1, L, S) additive: new query i sees key j iff j <= S - L + i
+    const Tensor causal = additive_mask(causal_mask(l, s, options.device()), options);
+    const Tensor causal4 = causal.view({1, 1, l, s});
+    mask = mask.defined() ? mask + causal4 : causal4;
+  }
+  if (kpm.defined()) {
+    const Tensor kpm4 = kpm.reshape({n, 1, 1, s});  // (N, 1, 1, S)
+    mask = mask.defined() ? mask + kpm4 : kpm4;
+  }
+  if (mask.defined() && sizes.extra > 0) {
+    mask = pad_visible_keys(mask, sizes.extra);  // (.., S + extra)
+  }
+  return mask;
+}
+
 }  // namespace detail
 }  // namespace mha

@@ -77,5 +77,28 @@ torch::Tensor additive_mask(const torch::Tensor& masked, const at::TensorOptions
 /// undefined stays undefined.
 torch::Tensor pad_visible_keys(const torch::Tensor& mask, int64_t columns = 1);
 
+/// The sizes of a cached call's mask: N, H, the new queries (L_new), the
+/// keys after the call (S), and the always-visible key rows after them
+/// (`bias_k`/`bias_v`'s, `add_zero_attn`'s).
+struct CachedMaskSizes {
+  int64_t batch;
+  int64_t heads;
+  int64_t new_len;
+  int64_t total_len;
+  int64_t extra;
+};
+
+/// The additive mask of a call over a KVCache's keys, of `options`' dtype and
+/// device, (1 or N, 1 or H, L_new, S + extra), or undefined when nothing is
+/// masked: `attn_mask` (L_new, S) or (N * H, L_new, S), plus for a
+/// `self_attention` cache's prompt chunk (L_new > 1) the bottom-right causal
+/// mask (new query i sees key j iff j <= S - L_new + i), plus the
+/// `key_padding_mask` (N, S); the extra columns always visible.
+torch::Tensor cached_call_mask(const torch::Tensor& key_padding_mask,
+                               const torch::Tensor& attn_mask,
+                               bool self_attention,
+                               const CachedMaskSizes& sizes,
+                               const at::TensorOptions& options);
+
 }  // namespace detail
 }  // namespace mha

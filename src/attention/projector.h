@@ -15,6 +15,7 @@
 #include <optional>
 #include <tuple>
 
+#include "linear/int8_linear.h"
 #include "linear/weight_form.h"
 
 namespace mha {
@@ -82,6 +83,14 @@ class Projector {
     return m.in_proj_weight.defined()
                ? packed(m.in_proj_weight, m.in_proj_bias)
                : separate(m.q_proj_weight, m.k_proj_weight, m.v_proj_weight, m.in_proj_bias);
+  }
+
+  /// The one output projection of mha's kernels (the fast paths, the cached
+  /// and paged calls): x (..., E') -> (..., E) through `m.out_proj`, on its
+  /// int8 or prepacked form when converted (`linear_int8_or_packed`).
+  template <typename Module>
+  static torch::Tensor output(const Module& m, const torch::Tensor& x) {
+    return linear_int8_or_packed(*m.out_proj, x);
   }
 
   /// The weight that gives a module's parameters' dtype and device (packed, or

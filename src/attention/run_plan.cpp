@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "attention/cached_attention.h"
 #include "attention/fast_kernels.h"
 #include "attention/functional_steps.h"
 #include "attention/masks.h"
@@ -76,6 +77,44 @@ std::tuple<Tensor, Tensor> run_plan(const CallPlan& plan,
     return {sequence_first_attention(module, call), Tensor()};
   }
   return fast_path_forward(plan.kernel, module, call);
+}
+
+std::tuple<Tensor, Tensor> run_over_keys(AttentionKernel kernel,
+                                         const Tensor& q,
+                                         const Tensor& keys,
+                                         const Tensor& values,
+                                         const Tensor& mask) {
+  switch (kernel) {
+    case AttentionKernel::kDecode:
+      return {decode_over_keys(q, keys, values), Tensor()};
+    case AttentionKernel::kOverKeys:
+      return {sdpa_over_keys(q, keys, values, mask), Tensor()};
+    case AttentionKernel::kOverKeysWithWeights:
+      return softmax_over_keys(q, keys, values, mask);
+    default:
+      break;
+  }
+  TORCH_CHECK(false, "run_over_keys: not a cached or paged call's kernel");
+}
+
+std::tuple<Tensor, Tensor> attend_over_keys(const Tensor& q,
+                                            const Tensor& keys,
+                                            const Tensor& values,
+                                            const Tensor& mask,
+                                            bool need_weights) {
+  return run_over_keys(choose_over_keys_kernel(q, keys, values, mask.defined(), need_weights), q,
+                       keys, values, mask);
+}
+
+std::tuple<Tensor, Tensor> attend_through_source(const MultiheadAttentionImpl& module,
+                                                 const Tensor& query,
+                                                 const Tensor& key,
+                                                 const Tensor& value,
+                                                 KeyValueSource& source) {
+  const auto [q, k, v] =  // (.., E'); k, v undefined for a filled static cache
+      Projector::of(module).project(query, key, value);
+  const auto [out, weights] = source.attend(q, k, v);  // (.., E') in q's layout
+  return {Projector::output(module, out), weights};
 }
 
 std::tuple<Tensor, Tensor> attend(const MultiheadAttentionImpl& module, const AttentionCall& call) {

@@ -6,7 +6,6 @@
 
 #include "attention/masks.h"
 #include "attention/projector.h"
-#include "linear/int8_linear.h"
 #include "mha/multihead_attention.h"
 
 namespace mha {
@@ -40,7 +39,7 @@ Tensor sequence_first_attention(const MultiheadAttentionImpl& m, const Attention
   }
   Tensor out = at::scaled_dot_product_attention(q, k, v, additive, /*dropout_p=*/0.0, causal);
   out = out.permute({2, 0, 1, 3}).contiguous().view({tgt_len * bsz, embed_dim});  // (L * N, E)
-  out = linear_int8_or_packed(*m.out_proj, out);                                  // (L * N, E)
+  out = Projector::output(m, out);                                                // (L * N, E)
   return out.view({tgt_len, bsz, embed_dim});                                     // (L, N, E)
 }
 

@@ -144,15 +144,9 @@ HfLayerNames gpt2_names() {
 
 /// The loader of each kind, for messages.
 const char* loader_name(HfKind kind) {
-  switch (kind) {
-    case HfKind::kEncoder:
-      return "load_hf_encoder";
-    case HfKind::kSeq2Seq:
-      return "load_hf_seq2seq";
-    case HfKind::kCausal:
-      break;
-  }
-  return "load_hf_model";
+  static constexpr const char* kLoaders[] = {"load_hf_encoder", "load_hf_seq2seq",
+                                             "load_hf_model"};  // in the enum's order
+  return kLoaders[static_cast<int>(kind)];
 }
 
 [[noreturn]] void unsupported(const HfCheckpoint& checkpoint, HfKind kind) {

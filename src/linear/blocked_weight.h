@@ -34,6 +34,11 @@ class BlockedWeightModule : public torch::nn::Cloneable<Derived>, public WeightF
   }
   int64_t in_features() const override { return in_features_; }
 
+  /// x (..., in) -> (..., out), plus `bias`: every row block's GEMM.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const override {
+    return this->forward_rows(0, out_features(), x, bias);
+  }
+
   /// Conversions other than to float32 on the CPU throw (nothing to convert).
   void to(torch::Device device, torch::Dtype dtype, bool /*non_blocking*/ = false) override {
     reject_conversion(this->kind(), device, dtype);

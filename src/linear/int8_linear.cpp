@@ -174,10 +174,6 @@ Tensor Int8WeightImpl::multiply_block(int64_t block, const Tensor& x) const {
   return ops_->multiply(x, blocks_[block], recipe_reduces_range(recipe_));
 }
 
-Tensor Int8WeightImpl::forward(const Tensor& x, const Tensor& bias) const {
-  return forward_rows(0, out_features(), x, bias);
-}
-
 Tensor Int8WeightImpl::forward_rows(int64_t begin,
                                     int64_t rows,
                                     const Tensor& x,

@@ -97,7 +97,8 @@ class Int8WeightImpl : public BlockedWeightModule<Int8WeightImpl> {
                  std::vector<int64_t> block_rows,
                  const Int8GemmOps& ops = Int8GemmOps::fbgemm());
 
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const override;
+  /// Rows [begin, begin + rows) of x's product with the weight: FBGEMM's
+  /// int8 GEMM on the blocks holding them.
   torch::Tensor forward_rows(int64_t begin,
                              int64_t rows,
                              const torch::Tensor& x,

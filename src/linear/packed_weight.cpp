@@ -27,10 +27,6 @@ PackedWeightImpl::PackedWeightImpl(const Tensor& weight,
   TORCH_INTERNAL_ASSERT(begin == weight.size(0), "packed blocks must cover the weight's rows");
 }
 
-Tensor PackedWeightImpl::forward(const Tensor& x, const Tensor& bias) const {
-  return forward_rows(0, out_features(), x, bias);
-}
-
 Tensor PackedWeightImpl::forward_rows(int64_t begin,
                                       int64_t rows,
                                       const Tensor& x,

@@ -38,10 +38,10 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
                    std::vector<int64_t> block_rows,
                    const PackedLinearOps& ops = PackedLinearOps::onednn());
 
-  /// x (..., in) -> (..., out), plus `bias`: oneDNN's GEMM on the packed
-  /// blocks (within float32 rounding of `at::linear`), or with Python's
-  /// kernels on (`set_python_kernels`) `at::linear` on `float_weight()`.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) const override;
+  /// Rows [begin, begin + rows) of x's product with the weight, plus `bias`:
+  /// oneDNN's GEMM on the packed blocks (within float32 rounding of
+  /// `at::linear`), or with Python's kernels on (`set_python_kernels`)
+  /// `at::linear` on `float_weight()`.
   torch::Tensor forward_rows(int64_t begin,
                              int64_t rows,
                              const torch::Tensor& x,

@@ -1,23 +1,24 @@
-// MultiheadAttentionImpl::forward_paged: the attention pipeline with a
-// PagedKVCache as the key/value source. The new positions of several sequences,
-// packed as rows, go through the checks and the projector's one entry together;
-// their keys and values are written into the blocks at once; the sequences
-// with one new query attend through the paged decode kernel, reading the
-// blocks in place, the others (prompt chunks) one by one over their gathered
-// keys (the causal mask aligned to the bottom right); one output projection.
-// See docs/decoding.md.
+// MultiheadAttentionImpl::forward_paged: a front end beside `forward`: its
+// checks (module/paged_call_checks.h), then the one pipeline of the cached and
+// paged calls (`attend_through_source`) with a PagedKVCache as the key/value
+// source. The new positions of several sequences, packed as rows, go through
+// the projector's one entry together; their keys and values are written into
+// the blocks at once; each sequence takes the kernel `choose_paged_kernel`
+// picks: one new query the paged decode kernel, reading the blocks in place,
+// the others (prompt chunks) SDPA over their gathered keys (the causal mask
+// aligned to the bottom right); one output projection. See docs/decoding.md.
 
 #include <ATen/ATen.h>
 
 #include <optional>
 
-#include "attention/cached_attention.h"
+#include "attention/call_plan.h"
+#include "attention/key_value_source.h"
 #include "attention/masks.h"
 #include "attention/paged_decode/paged_decode.h"
-#include "attention/projector.h"
+#include "attention/run_plan.h"
 #include "cache/paged_kv_cache_state.h"
 #include "common/validated_scope.h"
-#include "linear/int8_linear.h"
 #include "mha/multihead_attention.h"
 #include "mha/paged_kv_cache.h"
 #include "module/paged_call_checks.h"
@@ -52,15 +53,19 @@ void attend_gathered(const detail::PagedKVCacheState& state,
 /// paged decode kernel in one call (where it reads the pools), the others
 /// one by one over their gathered keys. A sequence's result does not depend on
 /// which others share the call.
-Tensor attend(const detail::PagedKVCacheState& state,
-              const std::vector<int64_t>& seq_ids,
-              const detail::PagedOffsets& offsets,
-              const detail::PagedStepTables& tables,
-              const Tensor& q) {
-  const bool kernel_reads = detail::decode_kernel_reads(q);
+Tensor attend_sequences(const detail::PagedKVCacheState& state,
+                        const std::vector<int64_t>& seq_ids,
+                        const detail::PagedOffsets& offsets,
+                        const detail::PagedStepTables& tables,
+                        const Tensor& q) {
+  // Each sequence's kernel as the plan chooses: kDecode or kOverKeys.
+  std::vector<detail::AttentionKernel> kernels;
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    kernels.push_back(detail::choose_paged_kernel(q, offsets.queries[i + 1] - offsets.queries[i]));
+  }
   std::vector<int64_t> decode_seqs, decode_rows;
   for (size_t i = 0; i < seq_ids.size(); ++i) {
-    if (offsets.queries[i + 1] - offsets.queries[i] == 1 && kernel_reads) {
+    if (kernels[i] == detail::AttentionKernel::kDecode) {
       decode_seqs.push_back(static_cast<int64_t>(i));
       decode_rows.push_back(offsets.queries[i]);
     }
@@ -85,12 +90,52 @@ Tensor attend(const detail::PagedKVCacheState& state,
   }
   for (size_t i = 0; i < seq_ids.size(); ++i) {
     const int64_t begin = offsets.queries[i], new_len = offsets.queries[i + 1] - begin;
-    if (new_len > 1 || (new_len == 1 && !kernel_reads)) {
+    if (new_len > 0 && kernels[i] == detail::AttentionKernel::kOverKeys) {
       attend_gathered(state, seq_ids[i], begin, new_len, q, out);
     }
   }
   return out;
 }
+
+/// A PagedKVCache as a validated call's key/value source: the sequences'
+/// tables grown (inside a stack step: grown already, once for every layer),
+/// this pool's copies on write made, the new keys and values written, then
+/// `attend`.
+class PagedCacheSource final : public detail::KeyValueSource {
+ public:
+  PagedCacheSource(detail::PagedKVCacheState& state,
+                   const std::vector<int64_t>& seq_ids,
+                   const detail::PagedOffsets& offsets,
+                   int64_t heads)
+      : state_(state), seq_ids_(seq_ids), offsets_(offsets), heads_(heads) {}
+
+  std::tuple<Tensor, Tensor> attend(const Tensor& q_rows,
+                                    const Tensor& k_rows,
+                                    const Tensor& v_rows) override {
+    const detail::PagedStepRecord* step = state_.blocks->step();
+    std::optional<detail::PagedStepTables> own_tables;
+    if (step == nullptr) {
+      const std::vector<int64_t> new_positions = detail::new_key_positions(offsets_);
+      state_.copy_blocks(state_.blocks->grow(seq_ids_, new_positions));
+      own_tables = state_.blocks->step_tables(seq_ids_, new_positions);
+    } else {
+      state_.copy_blocks(step->copies);
+    }
+    const detail::PagedStepTables& tables = step != nullptr ? step->tables : *own_tables;
+    auto split = [this](const Tensor& x) {
+      return x.defined() ? x.unflatten(-1, {heads_, -1}) : x;
+    };
+    const Tensor q = split(q_rows), k = split(k_rows), v = split(v_rows);  // (rows, H, hd)
+    state_.write(tables.new_rows, k, v);
+    return {attend_sequences(state_, seq_ids_, offsets_, tables, q), Tensor()};  // (T, E)
+  }
+
+ private:
+  detail::PagedKVCacheState& state_;
+  const std::vector<int64_t>& seq_ids_;
+  const detail::PagedOffsets& offsets_;
+  int64_t heads_;
+};
 
 }  // namespace
 
@@ -110,28 +155,9 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
 
   // Everything is validated: from here on the cache changes.
   torch::NoGradGuard no_grad;
-  const auto [q_rows, k_rows, v_rows] =  // (T, E'); (new key rows, E') or undefined
-      detail::Projector::of(*this).project(query, key, value);
-  // Inside a stack step the table has grown already, once for every layer,
-  // and its layout is made; else both happen here. Then this pool makes the
-  // growth's copies on write and writes the new keys and values.
-  detail::PagedKVCacheState& state = detail::paged_kv_cache_state(cache);
-  const detail::PagedStepRecord* step = state.blocks->step();
-  std::optional<detail::PagedStepTables> own_tables;
-  if (step == nullptr) {
-    const std::vector<int64_t> new_positions = detail::new_key_positions(offsets);
-    state.copy_blocks(state.blocks->grow(seq_ids, new_positions));
-    own_tables = state.blocks->step_tables(seq_ids, new_positions);
-  } else {
-    state.copy_blocks(step->copies);
-  }
-  const detail::PagedStepTables& tables = step != nullptr ? step->tables : *own_tables;
-  const int64_t heads = options.num_heads();
-  auto split = [heads](const Tensor& x) { return x.defined() ? x.unflatten(-1, {heads, -1}) : x; };
-  const Tensor q = split(q_rows), k = split(k_rows), v = split(v_rows);  // (rows, H, hd)
-  state.write(tables.new_rows, k, v);
-  const Tensor attended = attend(state, seq_ids, offsets, tables, q);     // (T, E)
-  return {detail::linear_int8_or_packed(*out_proj, attended), Tensor()};  // (T, E)
+  PagedCacheSource source(detail::paged_kv_cache_state(cache), seq_ids, offsets,
+                          options.num_heads());
+  return detail::attend_through_source(*this, query, key, value, source);  // (T, E)
 }
 
 }  // namespace mha

@@ -29,15 +29,9 @@ std::string hex_bytes(const std::vector<char>& head) {
 }  // namespace
 
 const char* format_name(FileFormat format) {
-  switch (format) {
-    case FileFormat::kTorchSave:
-      return "torch.save archive";
-    case FileFormat::kTorchScript:
-      return "TorchScript archive";
-    case FileFormat::kSafetensors:
-      return "safetensors file";
-  }
-  return "unknown format";
+  static constexpr const char* kNames[] = {"torch.save archive", "TorchScript archive",
+                                           "safetensors file"};  // in the enum's order
+  return kNames[static_cast<int>(format)];
 }
 
 FileFormat detect_format(const std::string& path) {

@@ -28,45 +28,6 @@ std::vector<int64_t> int_tuple(const Value& value, const char* what) {
   return out;
 }
 
-/// Checks that the view (sizes, strides, offset, in elements of `item_size`
-/// bytes) lies inside `storage_bytes` bytes.
-void check_view(const std::vector<int64_t>& sizes,
-                const std::vector<int64_t>& strides,
-                int64_t offset,
-                int64_t item_size,
-                size_t storage_bytes) {
-  if (sizes.size() != strides.size()) {
-    pickle_corrupt(
-        fmt::format("the tensor has {} sizes but {} strides", sizes.size(), strides.size()));
-  }
-  if (offset < 0) {
-    pickle_corrupt(fmt::format("the tensor has a negative storage offset {}", offset));
-  }
-  int64_t last = offset;  // highest element index reached
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] < 0 || strides[d] < 0) {
-      pickle_corrupt(fmt::format("the tensor has a negative size or stride (sizes {}, strides {})",
-                                 sizes, strides));
-    }
-    if (sizes[d] == 0) {
-      return;  // no element
-    }
-    int64_t reach = 0;
-    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &reach) ||
-        __builtin_add_overflow(last, reach, &last)) {
-      pickle_corrupt(fmt::format("the tensor's sizes {} and strides {} overflow", sizes, strides));
-    }
-  }
-  int64_t end_byte = 0;
-  if (__builtin_mul_overflow(last + 1, item_size, &end_byte) ||
-      static_cast<uint64_t>(end_byte) > storage_bytes) {
-    pickle_corrupt(
-        fmt::format("the tensor (offset {}, sizes {}, strides {}) reaches past its "
-                    "storage: the storage holds {} bytes, the view needs {}",
-                    offset, sizes, strides, storage_bytes, static_cast<uint64_t>(end_byte)));
-  }
-}
-
 /// _rebuild_tensor(storage, offset, size, stride), with `dtype` for v3.
 Value* view_of_storage(const Value& args, c10::ScalarType dtype, ValueArena& arena) {
   const Value& storage = *args.items[0];
@@ -106,6 +67,43 @@ Value* tensor_argument(const std::string& name, const Value& args) {
 }
 
 }  // namespace
+
+void check_view(const std::vector<int64_t>& sizes,
+                const std::vector<int64_t>& strides,
+                int64_t offset,
+                int64_t item_size,
+                size_t storage_bytes) {
+  if (sizes.size() != strides.size()) {
+    pickle_corrupt(
+        fmt::format("the tensor has {} sizes but {} strides", sizes.size(), strides.size()));
+  }
+  if (offset < 0) {
+    pickle_corrupt(fmt::format("the tensor has a negative storage offset {}", offset));
+  }
+  int64_t last = offset;  // highest element index reached
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0 || strides[d] < 0) {
+      pickle_corrupt(fmt::format("the tensor has a negative size or stride (sizes {}, strides {})",
+                                 sizes, strides));
+    }
+    if (sizes[d] == 0) {
+      return;  // no element
+    }
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      pickle_corrupt(fmt::format("the tensor's sizes {} and strides {} overflow", sizes, strides));
+    }
+  }
+  int64_t end_byte = 0;
+  if (__builtin_mul_overflow(last + 1, item_size, &end_byte) ||
+      static_cast<uint64_t>(end_byte) > storage_bytes) {
+    pickle_corrupt(
+        fmt::format("the tensor (offset {}, sizes {}, strides {}) reaches past its "
+                    "storage: the storage holds {} bytes, the view needs {}",
+                    offset, sizes, strides, storage_bytes, static_cast<uint64_t>(end_byte)));
+  }
+}
 
 bool is_tensor_rebuild(const std::string& name) {
   return name.rfind("torch._utils._rebuild_", 0) == 0 ||

@@ -86,6 +86,16 @@ class ValueArena {
 /// that Python's unpickler could read.
 [[noreturn]] void pickle_corrupt(std::string_view what);
 
+/// Throws `c10::Error` "corrupt pickle: ..." unless the view (`sizes`,
+/// `strides`, `offset`, in elements of `item_size` bytes) lies inside a
+/// storage of `storage_bytes` bytes: no negative offset, size or stride, no
+/// overflow, the last element addressed within the bytes.
+void check_view(const std::vector<int64_t>& sizes,
+                const std::vector<int64_t>& strides,
+                int64_t offset,
+                int64_t item_size,
+                size_t storage_bytes);
+
 /// Throws `c10::Error` "unsupported: <what>": a valid pickle this reader does
 /// not (or may not) read.
 [[noreturn]] void pickle_unsupported(std::string_view what);

@@ -5,6 +5,7 @@
 
 #include "state_dict/errors.h"
 #include "state_dict/formats.h"
+#include "state_dict/pickle_value.h"
 
 namespace mha {
 namespace detail {
@@ -25,6 +26,16 @@ TensorMap read_torchscript(const std::string& path) {
     if (buffer.value.defined()) {
       out.emplace(buffer.name, buffer.value.detach());
     }
+  }
+  // LibTorch's unpickler rebuilds each tensor as a view of its storage
+  // without checking that the view fits (a corrupt size, stride or offset
+  // made a 16-byte storage's view read past it:
+  // tests/fuzz/corpus/torchscript/regression-view-past-storage).
+  for (const auto& [name, tensor] : out) {
+    with_file_context(path, "cannot load the TorchScript archive: tensor '" + name + "'", [&] {
+      check_view(tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset(),
+                 static_cast<int64_t>(tensor.element_size()), tensor.storage().nbytes());
+    });
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include "transformer/decoder_cached_checks.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
+#include "transformer/stack_parts.h"
 
 namespace mha {
 
@@ -23,17 +24,8 @@ TransformerDecoderImpl::TransformerDecoderImpl(TransformerDecoderOptions options
 }
 
 void TransformerDecoderImpl::reset() {
-  TORCH_CHECK(options.num_layers() >= 0,
-              fmt::format("num_layers must be non-negative, but got {}", options.num_layers()));
-  layers = register_module("layers", torch::nn::ModuleList());
-  const detail::CpuGeneratorStateGuard keep_generator;
-  for (int64_t i = 0; i < options.num_layers(); ++i) {
-    layers->push_back(options.decoder_layer()->clone());  // deep copies, as `_get_clones`
-  }
-  if (!options.norm().is_empty()) {
-    norm = options.norm().clone();
-    register_module("norm", norm.ptr());
-  }
+  detail::register_stack_parts(*this, options.decoder_layer(), options.num_layers(),
+                               options.norm());
 }
 
 Tensor TransformerDecoderImpl::forward(const Tensor& tgt,

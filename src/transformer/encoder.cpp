@@ -14,6 +14,7 @@
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
+#include "transformer/stack_parts.h"
 
 namespace mha {
 
@@ -83,17 +84,8 @@ TransformerEncoderImpl::TransformerEncoderImpl(TransformerEncoderOptions options
 }
 
 void TransformerEncoderImpl::reset() {
-  TORCH_CHECK(options.num_layers() >= 0,
-              fmt::format("num_layers must be non-negative, but got {}", options.num_layers()));
-  layers = register_module("layers", torch::nn::ModuleList());
-  const detail::CpuGeneratorStateGuard keep_generator;
-  for (int64_t i = 0; i < options.num_layers(); ++i) {
-    layers->push_back(options.encoder_layer()->clone());  // deep copies, as `_get_clones`
-  }
-  if (!options.norm().is_empty()) {
-    norm = options.norm().clone();
-    register_module("norm", norm.ptr());
-  }
+  detail::register_stack_parts(*this, options.encoder_layer(), options.num_layers(),
+                               options.norm());
 }
 
 std::string TransformerEncoderImpl::why_not_nested(const Tensor& src,

@@ -67,31 +67,32 @@ LayerNorm final_norm(const TransformerOptions& o) {
   return LayerNorm(LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps()).bias(o.bias()));
 }
 
+/// `custom` as given (a copy that draws no random numbers: Python uses the
+/// module itself), else a new `Stack` of `num_layers` `Layer`s and the final
+/// norm, built in Python's order (layer, norm, then the layer's clones).
+template <typename Stack, typename StackOptions, typename Layer>
+torch::nn::AnyModule stack_or_custom(const torch::nn::AnyModule& custom,
+                                     const TransformerOptions& options,
+                                     int64_t num_layers) {
+  if (!custom.is_empty()) {
+    const detail::CpuGeneratorStateGuard keep_generator;
+    return custom.clone();
+  }
+  Layer layer(layer_options(options));
+  LayerNorm norm = final_norm(options);
+  return torch::nn::AnyModule(
+      Stack(StackOptions(layer, num_layers).norm(torch::nn::AnyModule(norm))));
+}
+
 }  // namespace
 
 void TransformerImpl::reset() {
   // Python's order: encoder layer, encoder norm, (clones), decoder layer, decoder norm.
-  if (!options.custom_encoder().is_empty()) {
-    const detail::CpuGeneratorStateGuard keep_generator;  // Python uses it as is
-    encoder = options.custom_encoder().clone();
-  } else {
-    TransformerEncoderLayer layer(layer_options(options));
-    LayerNorm norm = final_norm(options);
-    encoder = torch::nn::AnyModule(
-        TransformerEncoder(TransformerEncoderOptions(layer, options.num_encoder_layers())
-                               .norm(torch::nn::AnyModule(norm))));
-  }
+  encoder = stack_or_custom<TransformerEncoder, TransformerEncoderOptions, TransformerEncoderLayer>(
+      options.custom_encoder(), options, options.num_encoder_layers());
   register_module("encoder", encoder.ptr());
-  if (!options.custom_decoder().is_empty()) {
-    const detail::CpuGeneratorStateGuard keep_generator;  // Python uses it as is
-    decoder = options.custom_decoder().clone();
-  } else {
-    TransformerDecoderLayer layer(layer_options(options));
-    LayerNorm norm = final_norm(options);
-    decoder = torch::nn::AnyModule(
-        TransformerDecoder(TransformerDecoderOptions(layer, options.num_decoder_layers())
-                               .norm(torch::nn::AnyModule(norm))));
-  }
+  decoder = stack_or_custom<TransformerDecoder, TransformerDecoderOptions, TransformerDecoderLayer>(
+      options.custom_decoder(), options, options.num_decoder_layers());
   register_module("decoder", decoder.ptr());
   reset_parameters();
 }

@@ -171,15 +171,8 @@ std::vector<CpuCapability> available_cpu_capabilities() {
 }
 
 const char* capability_name(CpuCapability capability) {
-  switch (capability) {
-    case CpuCapability::kAvx2:
-      return "avx2";
-    case CpuCapability::kAvx512:
-      return "avx512";
-    case CpuCapability::kDefault:
-      break;
-  }
-  return "default";
+  static constexpr const char* kNames[] = {"default", "avx2", "avx512"};  // in the enum's order
+  return kNames[static_cast<int>(capability)];
 }
 
 const char* paged_decode_compiled_for(CpuCapability capability) {
