@@ -58,6 +58,7 @@ HOMES = {
     "hf_models.h": "hugging_face",
     "hf_encoder_models.h": "hugging_face",
     "hf_language_models.h": "hugging_face",
+    "generation_config.h": "hugging_face",
     "mha.h": "serving",
 }
 

@@ -7,6 +7,9 @@
 // A second test does the same at E = 512 (prepacked and int8 GEMMs) over
 // forward, forward_cached and forward_paged (a cache per thread, the module
 // shared), one ContinuousBatch shared by all threads, and an int8 module.
+// A third test draws from the global generator on one thread while another
+// clones modules 200 times: the draws equal those of the same seed without
+// the clones (clone() draws nothing, on any thread).
 // Built with MHA_SANITIZE=tsan (scripts/test.sh --tsan) this test is the
 // ThreadSanitizer check of mha.
 
@@ -19,6 +22,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/generator_state.h"
 #include "support.h"
 
 namespace {
@@ -226,6 +230,49 @@ TEST_F(Concurrency, EightThreadsMatchOneThreadAtServingSizes) {
   EXPECT_EQ(mismatches.load(), 0) << first_problem;
   EXPECT_TRUE(batch.ids().empty());
   EXPECT_EQ(batch.used_bytes(), 0);
+}
+
+/// `draws` values from the global generator, one `torch::rand` at a time,
+/// after seeding it with `seed`.
+Tensor draw_sequence(uint64_t seed, int draws) {
+  torch::manual_seed(seed);
+  std::vector<Tensor> values;
+  for (int i = 0; i < draws; ++i) values.push_back(torch::rand({4}));
+  return torch::cat(values);
+}
+
+TEST_F(Concurrency, ClonesBesideADrawingThreadLeaveItsDrawsAlone) {
+  ASSERT_TRUE(mha::detail::draws_intercepted());
+  // What the modules hold: mha's own init (xavier uniform and normal),
+  // LibTorch's Linear (kaiming) and Embedding (normal), at E = 512.
+  MultiheadAttention attention(MultiheadAttentionOptions(512, 8).add_bias_kv(true));
+  mha::TransformerEncoderLayer layer(mha::TransformerEncoderLayerOptions(512, 8));
+  mha::CausalLM model(mha::CausalLMOptions("gpt2", mha::TransformerLayerOptions(64, 4), 1)
+                          .vocab_size(1000)
+                          .max_position_embeddings(64));
+  constexpr int kClones = 200, kDraws = 20000;
+  const Tensor alone = draw_sequence(7, kDraws);
+
+  std::atomic<bool> drawing{false};
+  Tensor beside;
+  std::thread drawer([&] {
+    drawing = true;
+    beside = draw_sequence(7, kDraws);
+    drawing = false;
+  });
+  int clones_while_drawing = 0;
+  while (!drawing) std::this_thread::yield();
+  for (int i = 0; i < kClones; ++i) {
+    const auto a = attention->clone();
+    const auto l = layer->clone();
+    const auto m = model->clone();
+    if (drawing) ++clones_while_drawing;
+  }
+  drawer.join();
+  EXPECT_GT(clones_while_drawing, 0) << "the clones did not overlap the draws";
+  EXPECT_TRUE(mha::test::bitwise_equal(beside, alone))
+      << (beside != alone).sum().item<int64_t>() << " of " << alone.numel()
+      << " values differ from the same seed's draws without the clones";
 }
 
 }  // namespace

@@ -50,6 +50,8 @@ class HfConfig {
   /// An integer or a list of integers (as `eos_token_id` may be); empty when
   /// absent or `null`.
   std::vector<int64_t> integers(const std::string& field) const;
+  /// The field's JSON text, as the file has it (`null` when absent).
+  std::string json_text(const std::string& field) const;
   /// A list of lists of integers (as `bad_words_ids`); empty when absent or `null`.
   std::vector<std::vector<int64_t>> integer_lists(const std::string& field) const;
 

@@ -56,6 +56,25 @@ std::tuple<Tensor, Tensor> functional_path(const MultiheadAttentionImpl& m,
   return {transpose ? out.transpose(1, 0) : out, weights};  // (L, N, E) -> (N, L, E)
 }
 
+/// Runs a cached or paged call's `kernel` (see `attend_over_keys`).
+std::tuple<Tensor, Tensor> run_over_keys(AttentionKernel kernel,
+                                         const Tensor& q,
+                                         const Tensor& keys,
+                                         const Tensor& values,
+                                         const Tensor& mask) {
+  switch (kernel) {
+    case AttentionKernel::kDecode:
+      return {decode_over_keys(q, keys, values), Tensor()};
+    case AttentionKernel::kOverKeys:
+      return {sdpa_over_keys(q, keys, values, mask), Tensor()};
+    case AttentionKernel::kOverKeysWithWeights:
+      return softmax_over_keys(q, keys, values, mask);
+    default:
+      break;
+  }
+  TORCH_CHECK(false, "run_over_keys: not a cached or paged call's kernel");
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> sequence_first(const Tensor& query,
@@ -77,24 +96,6 @@ std::tuple<Tensor, Tensor> run_plan(const CallPlan& plan,
     return {sequence_first_attention(module, call), Tensor()};
   }
   return fast_path_forward(plan.kernel, module, call);
-}
-
-std::tuple<Tensor, Tensor> run_over_keys(AttentionKernel kernel,
-                                         const Tensor& q,
-                                         const Tensor& keys,
-                                         const Tensor& values,
-                                         const Tensor& mask) {
-  switch (kernel) {
-    case AttentionKernel::kDecode:
-      return {decode_over_keys(q, keys, values), Tensor()};
-    case AttentionKernel::kOverKeys:
-      return {sdpa_over_keys(q, keys, values, mask), Tensor()};
-    case AttentionKernel::kOverKeysWithWeights:
-      return softmax_over_keys(q, keys, values, mask);
-    default:
-      break;
-  }
-  TORCH_CHECK(false, "run_over_keys: not a cached or paged call's kernel");
 }
 
 std::tuple<Tensor, Tensor> attend_over_keys(const Tensor& q,

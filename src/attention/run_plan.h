@@ -31,17 +31,11 @@ std::tuple<torch::Tensor, torch::Tensor> run_plan(const CallPlan& plan,
                                                   const MultiheadAttentionImpl& module,
                                                   const AttentionCall& call);
 
-/// Runs a cached or paged call's `kernel` (kDecode, kOverKeys or
-/// kOverKeysWithWeights, `choose_over_keys_kernel`): q (N, H, L, hd) over a
-/// source's keys and values (N, H, S, hd) with the additive `mask` (undefined:
-/// none). Returns (N, H, L, hd) and the weights (N, H, L, S) or undefined.
-std::tuple<torch::Tensor, torch::Tensor> run_over_keys(AttentionKernel kernel,
-                                                       const torch::Tensor& q,
-                                                       const torch::Tensor& keys,
-                                                       const torch::Tensor& values,
-                                                       const torch::Tensor& mask);
-
-/// `choose_over_keys_kernel` then `run_over_keys`.
+/// A cached or paged call's attention: q (N, H, L, hd) over a source's keys
+/// and values (N, H, S, hd) with the additive `mask` (undefined: none), by
+/// the kernel `choose_over_keys_kernel` picks (kDecode, kOverKeys or
+/// kOverKeysWithWeights). Returns (N, H, L, hd) and the weights (N, H, L, S)
+/// or undefined.
 std::tuple<torch::Tensor, torch::Tensor> attend_over_keys(const torch::Tensor& q,
                                                           const torch::Tensor& keys,
                                                           const torch::Tensor& values,

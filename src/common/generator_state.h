@@ -1,8 +1,11 @@
 #pragma once
 
-// Private: keeping ATen's default CPU generator as it was, so that cloning a
-// module draws no random numbers (Python's `copy.deepcopy` draws none).
+// Private: building modules whose random initial values are overwritten
+// (clone(), a module made to receive converted weights) without drawing a
+// random number, so that the global generator is left alone, also for
+// other threads (Python's `copy.deepcopy` draws none).
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/nn/cloneable.h>
 #include <torch/types.h>
 
@@ -12,28 +15,42 @@
 namespace mha {
 namespace detail {
 
-/// Keeps ATen's default CPU generator state across a scope. `clone()` re-runs
-/// the cloned module's `reset()`, which draws initial values before the
-/// original's are copied in; under this guard those draws leave no trace, so
-/// later seeded inits stay Python's. Another thread drawing from the default
-/// generator during the scope has its draws undone too.
-class CpuGeneratorStateGuard {
+/// While one lives, the in-place random fills this thread makes (`uniform_`,
+/// `normal_`, `bernoulli_`, `random_`, `exponential_`, `cauchy_`,
+/// `log_normal_`, `geometric_`: everything `torch::nn::init` and the
+/// modules' `reset()` call) leave their tensors as they are and draw nothing;
+/// other threads draw as usual. Only for tensors whose values are then
+/// overwritten. `clone()` re-runs the copy's `reset()` before the original's
+/// values are copied in: under this guard that draws nothing, so later seeded
+/// inits stay Python's and another thread's draws are not disturbed.
+///
+/// It routes this thread's ops through the `CustomRNGKeyId` dispatch key, to
+/// kernels that return `self` (registered once, at the first guard). Where
+/// that registration fails (another library claimed the key), it saves the
+/// default CPU generator's state and restores it at the end instead: the
+/// draws leave no trace on this thread, but another thread drawing meanwhile
+/// has its draws undone (`draws_intercepted()` says which).
+class NoDrawsGuard {
  public:
-  CpuGeneratorStateGuard();
-  ~CpuGeneratorStateGuard();
-  CpuGeneratorStateGuard(const CpuGeneratorStateGuard&) = delete;
-  CpuGeneratorStateGuard& operator=(const CpuGeneratorStateGuard&) = delete;
+  NoDrawsGuard();
+  ~NoDrawsGuard();
+  NoDrawsGuard(const NoDrawsGuard&) = delete;
+  NoDrawsGuard& operator=(const NoDrawsGuard&) = delete;
 
  private:
-  torch::Tensor state_;
+  std::optional<c10::impl::IncludeDispatchKeyGuard> intercept_;
+  torch::Tensor saved_state_;  // the fallback's generator state
 };
 
-/// `Cloneable<Impl>::clone(device)` under a `CpuGeneratorStateGuard`: the deep
-/// copy LibTorch makes, without moving the global RNG.
+/// Whether `NoDrawsGuard` intercepts the draws (else it restores the state).
+bool draws_intercepted();
+
+/// `Cloneable<Impl>::clone(device)` under a `NoDrawsGuard`: the deep copy
+/// LibTorch makes, without a random draw.
 template <typename Impl>
 std::shared_ptr<torch::nn::Module> clone_keeping_generator(
     const Impl& module, const std::optional<torch::Device>& device) {
-  const CpuGeneratorStateGuard keep_generator;
+  const NoDrawsGuard no_draws;
   return module.torch::nn::template Cloneable<Impl>::clone(device);
 }
 

@@ -41,6 +41,11 @@ HfConfig HfConfig::read(const std::string& path) {
   return parse(text.str(), path);
 }
 
+std::string HfConfig::json_text(const std::string& field) const {
+  auto it = fields_.find(field);
+  return it != fields_.end() ? it->second : "null";
+}
+
 bool HfConfig::has(const std::string& field) const {
   auto it = fields_.find(field);
   return it != fields_.end() && it->second != "null";

@@ -48,8 +48,10 @@ std::shared_ptr<torch::nn::Module> clone_module(const Impl& module,
   if (!holds_int8(module) && !holds_prepacked(module)) {
     return clone_keeping_generator(module, device);
   }
-  const CpuGeneratorStateGuard keep_generator;  // the new module's init draws leave no trace
-  auto copy = std::make_shared<Impl>(module.options);
+  auto copy = [&] {
+    const NoDrawsGuard no_draws;  // its init is overwritten: no draws
+    return std::make_shared<Impl>(module.options);
+  }();
   copy_with_converted_weights(module, *copy);
   copy->train(module.is_training());
   if (device) copy->to(*device);  // converted weights refuse any device but the CPU

@@ -58,7 +58,7 @@ void TensorParallelMultiheadAttentionImpl::reset() {
   in_proj_weight = local("in_proj_weight", {3 * w, E}, packed);
   in_proj_bias = local("in_proj_bias", {3 * w}, options.bias());
   {
-    const detail::CpuGeneratorStateGuard keep_generator;  // Linear's own init is overwritten
+    const detail::NoDrawsGuard no_draws;  // Linear's own init is overwritten
     out_proj = register_module(
         "out_proj", torch::nn::Linear(torch::nn::LinearOptions(w, E).bias(options.bias())));
   }

@@ -26,7 +26,7 @@ void register_stack_parts(Stack& stack,
   TORCH_CHECK(num_layers >= 0,
               fmt::format("num_layers must be non-negative, but got {}", num_layers));
   stack.layers = stack.register_module("layers", torch::nn::ModuleList());
-  const CpuGeneratorStateGuard keep_generator;
+  const NoDrawsGuard no_draws;
   for (int64_t i = 0; i < num_layers; ++i) stack.layers->push_back(layer->clone());
   if (!norm.is_empty()) {
     stack.norm = norm.clone();

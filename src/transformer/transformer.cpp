@@ -75,7 +75,7 @@ torch::nn::AnyModule stack_or_custom(const torch::nn::AnyModule& custom,
                                      const TransformerOptions& options,
                                      int64_t num_layers) {
   if (!custom.is_empty()) {
-    const detail::CpuGeneratorStateGuard keep_generator;
+    const detail::NoDrawsGuard no_draws;
     return custom.clone();
   }
   Layer layer(layer_options(options));
