@@ -31,6 +31,8 @@ BUILDS_ON = {
     "serving": ["common", "linear", "attention", "cache", "module", "transformer", "quantization"],
     "hugging_face": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
                      "quantization"],
+    "generation": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
+                   "quantization", "hugging_face"],
 }
 
 # The stage that implements each public header.
@@ -58,7 +60,8 @@ HOMES = {
     "hf_models.h": "hugging_face",
     "hf_encoder_models.h": "hugging_face",
     "hf_language_models.h": "hugging_face",
-    "generation_config.h": "hugging_face",
+    "generation_config.h": "generation",
+    "generation.h": "generation",
     "mha.h": "serving",
 }
 

@@ -6,7 +6,8 @@ Each directory gets what a checkpoint has (config.json from a model config,
 and for some a generation_config.json), and `expected.json`: the config a
 model loaded from the directory generates with, as transformers computes it
 (GenerationModelMixin's loading: generation_config.json, else config.json;
-then `_get_default_generation_params` for what is unset), its fields as
+then `_get_default_generation_params` for what is unset, but `max_length`,
+which `generate` treats as "20 new tokens" while unset), its fields as
 mha::GenerationConfig names them. Directories whose config transformers or
 mha refuses get `error.txt` instead: a fragment mha's message must contain.
 
@@ -35,7 +36,9 @@ def loaded(directory):
     except OSError:
         config = GenerationConfig.from_pretrained(directory, config_file_name="config.json",
                                                   _from_model_config=True)
+    max_length = config.max_length  # unset: generate's "20 new tokens"
     config.update(**GenerationConfig._get_default_generation_params(), defaults_only=True)
+    config.max_length = max_length
     config.validate()
     return config
 

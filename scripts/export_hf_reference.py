@@ -22,8 +22,9 @@ directory gets `mha_reference.pt`, a plain dict of CPU tensors:
   of old GPT-2's layout; opt, opt_350m): left-padded `input_ids`,
   `attention_mask`, `position_ids` (as `generate` computes them), `logits` and
   `last_hidden_state` with those positions, `logits_default_positions` (the
-  model's own positions) and `prompt_logits_unpadded` (the padded row alone,
-  unpadded).
+  model's own positions), `prompt_logits_unpadded` (the padded row alone,
+  unpadded) and `generated` (greedy `generate` from the generation_config.json
+  written beside it: prompt and new tokens, finished rows padded).
 A model saved in float16 or bfloat16 is run in float32 from the rounded weights.
 
 Usage: export_hf_reference.py --out DIR
@@ -169,6 +170,24 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
     write(directory, values)
 
 
+def greedy_causal(model, directory, ids, mask, pad):
+    """transformers' greedy `generate` on the left-padded prompts, from the
+    generation_config.json written beside the model: 10 new tokens at most, at
+    least 2, a multi-token bad word, no repeated 3-gram, and as end token the
+    4th token the first row generates without one (so that row ends early and
+    is padded, and the other runs on)."""
+    config = model.generation_config
+    config.max_new_tokens, config.min_new_tokens = 10, 2
+    config.no_repeat_ngram_size = 3
+    config.pad_token_id, config.eos_token_id = pad, None
+    free = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1)
+    prompt = ids.shape[1]
+    config.eos_token_id = int(free[0, prompt + 3])
+    config.bad_words_ids = [[int(free[1, prompt]), int(free[1, prompt + 1])]]
+    config.save_pretrained(directory)
+    return model.generate(input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1)
+
+
 @torch.no_grad()
 def causal_lm(out, name, config, model_class, legacy=None):
     """A causal language model on left-padded prompts; `legacy` also writes the
@@ -191,6 +210,7 @@ def causal_lm(out, name, config, model_class, legacy=None):
               # cumsum(mask) * mask - 1 (-1 at the pads), offset by 2.
               "logits_default_positions": model(input_ids=ids, attention_mask=mask).logits,
               "prompt_logits_unpadded": model(input_ids=ids[1:, mask[1] == 1]).logits}
+    values["generated"] = greedy_causal(model, directory, ids, mask, pad)
     write(directory, values)
     if legacy is not None:
         save_legacy_gpt2(model, os.path.join(out, legacy))

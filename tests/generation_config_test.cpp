@@ -38,7 +38,7 @@ json optional_json(const std::optional<T>& value) {
 /// `config` as the reference writes it.
 json as_json(const mha::GenerationConfig& c) {
   static const char* const kEarly[] = {"false", "true", "never"};
-  return {{"max_length", c.max_length()},
+  return {{"max_length", optional_json(c.max_length())},
           {"max_new_tokens", optional_json(c.max_new_tokens())},
           {"min_length", c.min_length()},
           {"min_new_tokens", optional_json(c.min_new_tokens())},
@@ -93,7 +93,7 @@ TEST(GenerationConfig, RefusesWhatTransformersRefusesAndWhatMhaDoesNotImplement)
 
 TEST(GenerationConfig, DefaultsAreTransformersAndValidateChecksOverrides) {
   const mha::GenerationConfig defaults;
-  EXPECT_EQ(defaults.max_length(), 20);
+  EXPECT_FALSE(defaults.max_length().has_value());  // 20 new tokens, as transformers' default
   EXPECT_EQ(defaults.top_k(), 50);
   EXPECT_NO_THROW(defaults.validate());
   MHA_ASSERT_THROWS_WITH(mha::GenerationConfig().do_sample(true).top_p(-0.5).validate(),

@@ -1,11 +1,13 @@
 // Greedy continuation of a prompt with a decoder-only Hugging Face model
 // directory (gpt2, opt) as one module: mha::load_hf_model returns a
-// mha::CausalLM (embeddings, causal layers, tied LM head); the prompt runs
-// once through its cache, then one token per step. Prints the tokens; checks
-// that the cached steps chose the tokens the whole-sequence forward ranks
-// first (exit 1 otherwise).
+// mha::CausalLM (embeddings, causal layers, tied LM head), and mha::generate
+// continues the prompt greedily through its cache (plain greedy here: a
+// GenerationConfig with only max_new_tokens; mha::read_generation_config(dir)
+// gives the checkpoint's own rules). Prints the tokens; checks that they are
+// the tokens the whole-sequence forward ranks first (exit 1 otherwise).
 // Usage: mha_hf_causal_lm MODEL_DIR [NEW_TOKENS]
 
+#include <mha/generation.h>
 #include <mha/hf_models.h>
 #include <torch/torch.h>
 
@@ -20,16 +22,11 @@ int main(int argc, char** argv) {
   torch::NoGradGuard no_grad;
   const int64_t new_tokens = argc == 3 ? std::stoll(argv[2]) : 8;
 
-  // The model code: load, call, print.
+  // The model code: load, generate, print.
   mha::CausalLM model = mha::load_hf_model(argv[1]).as<mha::CausalLM>();
-  torch::Tensor tokens = torch::tensor({{5, 17, 23, 42}});  // (1, L): the prompt
-  auto cache = model->make_cache();
-  torch::Tensor logits = model->forward_cached(tokens, cache);  // (1, L, V)
-  for (int64_t i = 0; i < new_tokens; ++i) {
-    const torch::Tensor next = logits.select(1, -1).argmax(-1, /*keepdim=*/true);  // (1, 1)
-    tokens = torch::cat({tokens, next}, 1);
-    logits = model->forward_cached(next, cache);  // (1, 1, V)
-  }
+  const torch::Tensor prompt_ids = torch::tensor({{5, 17, 23, 42}});  // (1, L): the prompt
+  const torch::Tensor tokens =
+      mha::generate(model, prompt_ids, {}, mha::GenerationConfig().max_new_tokens(new_tokens));
   std::cout << model->options.model_type() << " greedy tokens (prompt first): " << tokens << "\n";
 
   // The whole sequence at once ranks the same tokens first.

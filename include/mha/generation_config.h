@@ -29,8 +29,9 @@ struct GenerationConfig {
   void validate() const;
 
   /// Total length of a generated sequence (prompt included for decoder-only
-  /// models), unless `max_new_tokens` is set.
-  TORCH_ARG(int64_t, max_length) = 20;
+  /// models), unless `max_new_tokens` is set. Unset: transformers' default,
+  /// 20 tokens after the input, within the model's positions.
+  TORCH_ARG(std::optional<int64_t>, max_length) = std::nullopt;
   /// Tokens to generate after the prompt; wins over `max_length`.
   TORCH_ARG(std::optional<int64_t>, max_new_tokens) = std::nullopt;
   /// The end token is suppressed until a sequence has this length.

@@ -4,6 +4,7 @@
 #include <mha/attention_blocks.h>
 #include <mha/batching.h>
 #include <mha/functional.h>
+#include <mha/generation.h>
 #include <mha/generation_config.h>
 #include <mha/hf_models.h>
 #include <mha/hugging_face.h>

@@ -1,0 +1,196 @@
+// transformers' greedy-decoding logits processors, each as its `__call__`
+// computes it (transformers/generation/logits_process.py), so that the
+// processed scores are transformers' bit for bit on the same logits.
+
+#include "generation/logits_processors.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+/// The ids of `tokens` as a (K) int64 tensor.
+Tensor id_tensor(const std::vector<int64_t>& tokens) { return at::tensor(tokens, at::kLong); }
+
+/// `torch.where(isin(arange(V), tokens), -inf, scores)`.
+Tensor suppress(const Tensor& scores, const std::vector<int64_t>& tokens) {
+  const Tensor vocab = at::arange(scores.size(-1), at::kLong);
+  return at::where(at::isin(vocab, id_tensor(tokens)), kMinusInf, scores);
+}
+
+/// NoRepeatNGramLogitsProcessor: a token that would repeat an n-gram of the row is banned.
+Tensor no_repeat_ngram(const Tensor& sequences, const Tensor& scores, int64_t n) {
+  const int64_t cur_len = sequences.size(1);
+  if (cur_len < n) return scores;
+  const Tensor prefix = sequences.narrow(1, cur_len + 1 - n, n - 1);  // (N, n - 1)
+  const Tensor windows = sequences.unfold(1, n, 1);                   // (N, W, n)
+  const Tensor matches = (windows.narrow(2, 0, n - 1) == prefix.unsqueeze(1)).all(-1);
+  const int64_t vocab = scores.size(-1);
+  Tensor banned = at::zeros({scores.size(0), vocab + 1}, at::kBool);
+  banned.scatter_(
+      1,
+      at::where(matches, windows.select(2, n - 1).clamp_max(vocab), at::full({}, vocab, at::kLong)),
+      true);
+  return scores.masked_fill(banned.narrow(1, 0, vocab), kMinusInf);
+}
+
+/// NoBadWordsLogitsProcessor (SequenceBiasLogitsProcessor with -inf): a bad
+/// word's last token is banned where the row ends with its other tokens.
+Tensor bad_words(const Tensor& sequences,
+                 const Tensor& scores,
+                 const std::vector<std::vector<int64_t>>& words) {
+  Tensor bias = at::zeros_like(scores);
+  Tensor single = at::zeros({scores.size(-1)}, at::kFloat);
+  for (const auto& word : words) {
+    if (word.size() == 1) single.index_put_({word[0]}, kMinusInf);
+  }
+  bias += single;
+  for (const auto& word : words) {
+    const auto prefix_length = static_cast<int64_t>(word.size()) - 1;
+    if (prefix_length == 0 || prefix_length > sequences.size(1)) continue;
+    const Tensor prefix = id_tensor(std::vector<int64_t>(word.begin(), word.end() - 1));
+    const Tensor matching =  // (N, 1)
+        (sequences.narrow(1, sequences.size(1) - prefix_length, prefix_length) == prefix)
+            .all(-1, /*keepdim=*/true);
+    bias.index_add_(1, at::tensor({word.back()}, at::kLong),
+                    at::where(matching, kMinusInf, at::zeros({}, at::kFloat)));
+  }
+  return scores + bias;
+}
+
+/// ForcedBOS/ForcedEOS: every token -inf but `tokens`, which get 0.
+Tensor force(const Tensor& scores, const std::vector<int64_t>& tokens) {
+  Tensor forced = at::full_like(scores, kMinusInf);
+  forced.index_fill_(1, id_tensor(tokens), 0.0);
+  return forced;
+}
+
+/// `field`'s token ids must index a vocabulary of `vocab_size`.
+void check_in_vocabulary(const char* field,
+                         const std::vector<int64_t>& tokens,
+                         int64_t vocab_size) {
+  for (const int64_t t : tokens) {
+    TORCH_CHECK_VALUE(t >= 0 && t < vocab_size,
+                      fmt::format("generate: `{}` holds token {}, outside the model's vocabulary "
+                                  "of {} tokens",
+                                  field, t, vocab_size));
+  }
+}
+
+/// Refuses what greedy generate does not implement yet, naming the field.
+void check_greedy(const GenerationConfig& c) {
+  auto refuse = [](bool unsupported, const char* field, const std::string& value) {
+    TORCH_CHECK(!unsupported,
+                fmt::format("generate: `{}` = {} is not implemented yet (greedy decoding only); "
+                            "set it to transformers' default",
+                            field, value));
+  };
+  refuse(c.do_sample(), "do_sample", "true");
+  refuse(c.num_beams() != 1, "num_beams", std::to_string(c.num_beams()));
+  refuse(c.num_return_sequences() != 1, "num_return_sequences",
+         std::to_string(c.num_return_sequences()));
+  refuse(c.repetition_penalty() != 1.0, "repetition_penalty",
+         fmt::format("{}", c.repetition_penalty()));
+}
+
+}  // namespace
+
+GenerationPlan plan_generation(const GenerationConfig& config,
+                               int64_t input_length,
+                               int64_t vocab_size,
+                               int64_t max_positions,
+                               bool encoder_decoder) {
+  config.validate();
+  check_greedy(config);
+  GenerationPlan plan;
+  plan.input_length = input_length;
+  if (config.max_new_tokens()) {
+    plan.max_length = *config.max_new_tokens() + input_length;
+  } else if (config.max_length()) {
+    plan.max_length = *config.max_length();
+  } else {  // transformers' default: 20 new tokens, within the positions
+    plan.max_length = std::min<int64_t>(20 + input_length, max_positions);
+  }
+  plan.min_length =
+      config.min_new_tokens() ? *config.min_new_tokens() + input_length : config.min_length();
+  plan.eos = config.eos_token_id();
+  plan.pad = config.pad_token_id();
+  if (!plan.pad && !plan.eos.empty()) plan.pad = plan.eos.front();
+  if (encoder_decoder) {
+    plan.start =
+        config.decoder_start_token_id() ? config.decoder_start_token_id() : config.bos_token_id();
+    TORCH_CHECK_VALUE(plan.start.has_value(),
+                      "`decoder_start_token_id` or `bos_token_id` has to be defined for "
+                      "encoder-decoder generation.");
+    check_in_vocabulary("decoder_start_token_id", {*plan.start}, vocab_size);
+  }
+  if (plan.pad) check_in_vocabulary("pad_token_id", {*plan.pad}, vocab_size);
+  if (config.forced_bos_token_id()) {
+    check_in_vocabulary("forced_bos_token_id", {*config.forced_bos_token_id()}, vocab_size);
+  }
+  check_in_vocabulary("forced_eos_token_id", config.forced_eos_token_id(), vocab_size);
+  std::vector<int64_t> biased;
+  for (const auto& word : config.bad_words_ids()) {
+    for (const int64_t t : word) {
+      if (t >= vocab_size) biased.push_back(t);
+    }
+  }
+  TORCH_CHECK_VALUE(biased.empty(),
+                    fmt::format("The model vocabulary size is {}, but the following tokens were "
+                                "being biased: {}",
+                                vocab_size, biased));
+  return plan;
+}
+
+Tensor process_logits(const GenerationConfig& config,
+                      const GenerationPlan& plan,
+                      const Tensor& sequences,
+                      Tensor scores) {
+  const int64_t cur_len = sequences.size(1);
+  if (config.no_repeat_ngram_size() > 0) {
+    scores = no_repeat_ngram(sequences, scores, config.no_repeat_ngram_size());
+  }
+  if (!config.bad_words_ids().empty()) {
+    // transformers drops the bad words that are one end token.
+    std::vector<std::vector<int64_t>> words;
+    for (const auto& word : config.bad_words_ids()) {
+      const bool end_token = word.size() == 1 &&
+                             std::find(plan.eos.begin(), plan.eos.end(), word[0]) != plan.eos.end();
+      if (!end_token) words.push_back(word);
+    }
+    scores = bad_words(sequences, scores, words);
+  }
+  if (!plan.eos.empty() && plan.min_length > 0 && cur_len < plan.min_length) {
+    scores = suppress(scores, plan.eos);  // MinLength (and MinNewTokens, the same bound)
+  }
+  if (config.forced_bos_token_id() && cur_len == 1) {
+    scores = force(scores, {*config.forced_bos_token_id()});
+  }
+  if (!config.forced_eos_token_id().empty() && cur_len == plan.max_length - 1) {
+    scores = force(scores, config.forced_eos_token_id());
+  }
+  if (!config.suppress_tokens().empty()) scores = suppress(scores, config.suppress_tokens());
+  if (!config.begin_suppress_tokens().empty()) {
+    const int64_t begin = plan.input_length > 1 || !config.forced_bos_token_id()
+                              ? plan.input_length
+                              : plan.input_length + 1;
+    if (cur_len == begin) scores = suppress(scores, config.begin_suppress_tokens());
+  }
+  if (config.renormalize_logits()) scores = scores.log_softmax(-1);
+  return scores;
+}
+
+}  // namespace detail
+}  // namespace mha
