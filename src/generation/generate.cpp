@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <type_traits>
 
 #include "common/shape_format.h"
 #include "generation/logits_processors.h"
@@ -64,17 +65,28 @@ Tensor greedy(const GenerationConfig& config,
 /// tokens before each position, 1 on the padding. `mask` (N, t) -> (N, t).
 Tensor positions_of(const Tensor& mask) { return (mask.cumsum(-1) - 1).masked_fill_(mask == 0, 1); }
 
+/// `input_ids` and `attention_mask` checked, then the plan of `config` for
+/// `model` (a `Seq2SeqLM` or a `CausalLM`) over a decoder input of `input_length`.
+template <typename Model>
+detail::GenerationPlan checked_plan(const Model& model,
+                                    const Tensor& input_ids,
+                                    const Tensor& attention_mask,
+                                    const GenerationConfig& config,
+                                    int64_t input_length) {
+  check_inputs(input_ids, attention_mask);
+  const auto& o = model->options;
+  return detail::plan_generation(config, input_length, o.vocab_size(), o.max_position_embeddings(),
+                                 /*encoder_decoder=*/std::is_same_v<Model, Seq2SeqLM>);
+}
+
 }  // namespace
 
 Tensor generate(Seq2SeqLM& model,
                 const Tensor& input_ids,
                 const Tensor& attention_mask,
                 const GenerationConfig& config) {
-  check_inputs(input_ids, attention_mask);
-  const auto& o = model->options;
   const detail::GenerationPlan plan =
-      detail::plan_generation(config, /*input_length=*/1, o.vocab_size(),
-                              o.max_position_embeddings(), /*encoder_decoder=*/true);
+      checked_plan(model, input_ids, attention_mask, config, /*input_length=*/1);
   torch::NoGradGuard no_grad;
   const Tensor mask = attention_mask.defined() ? attention_mask.to(at::kLong) : attention_mask;
   const Tensor memory = model->encode(input_ids, mask);  // (N, S, E)
@@ -91,11 +103,8 @@ Tensor generate(CausalLM& model,
                 const Tensor& input_ids,
                 const Tensor& attention_mask,
                 const GenerationConfig& config) {
-  check_inputs(input_ids, attention_mask);
-  const auto& o = model->options;
   const detail::GenerationPlan plan =
-      detail::plan_generation(config, input_ids.size(1), o.vocab_size(),
-                              o.max_position_embeddings(), /*encoder_decoder=*/false);
+      checked_plan(model, input_ids, attention_mask, config, input_ids.size(1));
   torch::NoGradGuard no_grad;
   Tensor mask =
       attention_mask.defined() ? attention_mask.to(at::kLong) : at::ones_like(input_ids);  // (N, L)
