@@ -24,7 +24,9 @@ directory gets `mha_reference.pt`, a plain dict of CPU tensors:
   `last_hidden_state` with those positions, `logits_default_positions` (the
   model's own positions), `prompt_logits_unpadded` (the padded row alone,
   unpadded) and `generated` (greedy `generate` from the generation_config.json
-  written beside it: prompt and new tokens, finished rows padded).
+  written beside it: prompt and new tokens, finished rows padded); marian and
+  the causal models also `sampled_<setting>_<seed>` (sampling `generate`,
+  temperature 0.7 with top-k 50, or top-p 0.9, global seeds 0-4).
 A model saved in float16 or bfloat16 is run in float32 from the rounded weights.
 
 Usage: export_hf_reference.py --out DIR
@@ -167,6 +169,7 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
         values["generated"] = generated.masked_fill(generated == config.pad_token_id, -1)
         # The first token is the decoder start, which is also the pad token.
         values["generated"][:, 0] = config.decoder_start_token_id
+        sampled(model, values, input_ids=ids, attention_mask=mask)
     write(directory, values)
 
 
@@ -186,6 +189,20 @@ def greedy_causal(model, directory, ids, mask, pad):
     config.bad_words_ids = [[int(free[1, prompt]), int(free[1, prompt + 1])]]
     config.save_pretrained(directory)
     return model.generate(input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1)
+
+
+SAMPLING = {"t07_k50": dict(temperature=0.7, top_k=50), "p09": dict(top_p=0.9, top_k=0)}
+
+
+def sampled(model, values, **inputs):
+    """transformers' sampling `generate` with the directory's generation config
+    and each of SAMPLING's settings, seeds 0-4 of the global generator:
+    `sampled_<setting>_<seed>`."""
+    for name, setting in SAMPLING.items():
+        for seed in range(5):
+            torch.manual_seed(seed)
+            values[f"sampled_{name}_{seed}"] = model.generate(**inputs, do_sample=True, num_beams=1,
+                                                              **setting)
 
 
 @torch.no_grad()
@@ -211,6 +228,7 @@ def causal_lm(out, name, config, model_class, legacy=None):
               "logits_default_positions": model(input_ids=ids, attention_mask=mask).logits,
               "prompt_logits_unpadded": model(input_ids=ids[1:, mask[1] == 1]).logits}
     values["generated"] = greedy_causal(model, directory, ids, mask, pad)
+    sampled(model, values, input_ids=ids, attention_mask=mask)
     write(directory, values)
     if legacy is not None:
         save_legacy_gpt2(model, os.path.join(out, legacy))

@@ -2,13 +2,23 @@
 
 // transformers' `generate` for mha's whole language models (`Seq2SeqLM`,
 // `CausalLM`), token for token from the same `GenerationConfig`
-// (mha/generation_config.h): greedy decoding with transformers' logits
-// processors, in transformers' order. Beam search and sampling are not
-// implemented yet: a config that asks for them is refused, naming the field.
+// (mha/generation_config.h): greedy decoding and sampling with transformers'
+// logits processors and warpers, in transformers' order. Beam search, a
+// repetition penalty and several sequences per input are not implemented yet:
+// a config that asks for them is refused, naming the field.
+//
+// Random numbers: with `do_sample`, each step draws one `multinomial` over
+// all rows' probabilities (finished rows included), from `generator` or,
+// without one, from the default CPU generator, exactly as transformers'
+// `generate` draws from the global generator: the same seed gives
+// transformers' samples for the same batch.
 
+#include <ATen/core/Generator.h>
 #include <mha/generation_config.h>
 #include <mha/hf_language_models.h>
 #include <torch/types.h>
+
+#include <optional>
 
 namespace mha {
 
@@ -18,11 +28,14 @@ namespace mha {
 /// padding (undefined: none). Returns (N, T) int64: the decoder start token,
 /// then the generated tokens; a sequence that ended continues with
 /// `pad_token_id` until the last one ends or `max_length` is reached, as
-/// transformers returns them. Runs under `torch::NoGradGuard`, in eval mode.
+/// transformers returns them. Samples (`do_sample`) draw from `generator`,
+/// or from the default CPU generator without one. Runs under
+/// `torch::NoGradGuard`.
 torch::Tensor generate(Seq2SeqLM& model,
                        const torch::Tensor& input_ids,
                        const torch::Tensor& attention_mask,
-                       const GenerationConfig& config);
+                       const GenerationConfig& config,
+                       const std::optional<at::Generator>& generator = std::nullopt);
 
 /// transformers' `generate` for a decoder-only LM: `input_ids` (N, L)
 /// left-padded prompts, `attention_mask` (N, L) 1 for tokens and 0 for the
@@ -32,6 +45,7 @@ torch::Tensor generate(Seq2SeqLM& model,
 torch::Tensor generate(CausalLM& model,
                        const torch::Tensor& input_ids,
                        const torch::Tensor& attention_mask,
-                       const GenerationConfig& config);
+                       const GenerationConfig& config,
+                       const std::optional<at::Generator>& generator = std::nullopt);
 
 }  // namespace mha

@@ -1,7 +1,9 @@
-// mha::generate: transformers' greedy `generate` (transformers/generation/
-// utils.py, `_sample` with do_sample false) over the whole language models'
-// cached steps: the processed scores' argmax per row, finished rows continued
-// with the pad token, stopped at `max_length` or when every row has ended.
+// mha::generate: transformers' `generate` without beams (transformers/
+// generation/utils.py, `_sample`) over the whole language models' cached
+// steps: the processed scores' argmax per row, or with `do_sample` one
+// `multinomial` over every row's probabilities (finished rows included, as
+// transformers draws); finished rows continued with the pad token, stopped
+// at `max_length` or when every row has ended.
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -37,11 +39,13 @@ void check_inputs(const Tensor& input_ids, const Tensor& attention_mask) {
                                 detail::torch_size(attention_mask.sizes())));
 }
 
-/// The greedy loop from `sequences` (N, t0): `next_logits(sequences)` gives
-/// the next position's logits (N, V) after each step's token is appended.
-Tensor greedy(const GenerationConfig& config,
+/// The decoding loop from `sequences` (N, t0): `next_logits(sequences)` gives
+/// the next position's logits (N, V) after each step's token is appended;
+/// samples draw from `generator` (undefined: the default CPU generator).
+Tensor decode(const GenerationConfig& config,
               const detail::GenerationPlan& plan,
               Tensor sequences,
+              const std::optional<at::Generator>& generator,
               const std::function<Tensor(const Tensor&)>& next_logits) {
   const int64_t n = sequences.size(0);
   Tensor unfinished = at::ones({n}, at::kLong);        // (N)
@@ -49,7 +53,10 @@ Tensor greedy(const GenerationConfig& config,
   while (true) {
     const Tensor logits = next_logits(sequences).to(at::kFloat);  // (N, V)
     const Tensor scores = detail::process_logits(config, plan, sequences, logits.clone());
-    Tensor next = scores.argmax(-1);  // (N)
+    Tensor next =
+        config.do_sample()  // (N)
+            ? at::multinomial(scores.softmax(-1), 1, /*replacement=*/false, generator).squeeze(1)
+            : scores.argmax(-1);
     if (!plan.eos.empty()) next = next * unfinished + *plan.pad * (1 - unfinished);
     sequences = at::cat({sequences, next.unsqueeze(1)}, 1);  // (N, t + 1)
     if (sequences.size(1) >= plan.max_length) break;         // MaxLengthCriteria
@@ -84,7 +91,8 @@ detail::GenerationPlan checked_plan(const Model& model,
 Tensor generate(Seq2SeqLM& model,
                 const Tensor& input_ids,
                 const Tensor& attention_mask,
-                const GenerationConfig& config) {
+                const GenerationConfig& config,
+                const std::optional<at::Generator>& generator) {
   const detail::GenerationPlan plan =
       checked_plan(model, input_ids, attention_mask, config, /*input_length=*/1);
   torch::NoGradGuard no_grad;
@@ -92,7 +100,7 @@ Tensor generate(Seq2SeqLM& model,
   const Tensor memory = model->encode(input_ids, mask);  // (N, S, E)
   TransformerDecoderCache cache = model->make_cache();
   const Tensor start = at::full({input_ids.size(0), 1}, *plan.start, at::kLong);  // (N, 1)
-  return greedy(config, plan, start, [&](const Tensor& sequences) {
+  return decode(config, plan, start, generator, [&](const Tensor& sequences) {
     const Tensor last = sequences.narrow(1, sequences.size(1) - 1, 1);  // (N, 1)
     const Tensor step_memory = cache.length() == 0 ? memory : Tensor();
     return model->decode_cached(last, step_memory, cache, mask).select(1, 0);  // (N, V)
@@ -102,7 +110,8 @@ Tensor generate(Seq2SeqLM& model,
 Tensor generate(CausalLM& model,
                 const Tensor& input_ids,
                 const Tensor& attention_mask,
-                const GenerationConfig& config) {
+                const GenerationConfig& config,
+                const std::optional<at::Generator>& generator) {
   const detail::GenerationPlan plan =
       checked_plan(model, input_ids, attention_mask, config, input_ids.size(1));
   torch::NoGradGuard no_grad;
@@ -110,7 +119,7 @@ Tensor generate(CausalLM& model,
       attention_mask.defined() ? attention_mask.to(at::kLong) : at::ones_like(input_ids);  // (N, L)
   TransformerEncoderCache cache = model->make_cache();
   int64_t fed = 0;  // tokens already in the cache
-  return greedy(config, plan, input_ids, [&](const Tensor& sequences) {
+  return decode(config, plan, input_ids, generator, [&](const Tensor& sequences) {
     const int64_t length = sequences.size(1);
     if (length > mask.size(1)) {  // the new token is attended
       mask = at::cat({mask, at::ones({mask.size(0), length - mask.size(1)}, at::kLong)}, 1);

@@ -77,6 +77,26 @@ Tensor force(const Tensor& scores, const std::vector<int64_t>& tokens) {
   return forced;
 }
 
+/// The warpers of sampling, in transformers' order, one token kept at least
+/// (no beams): TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper.
+Tensor warp_for_sampling(const GenerationConfig& config, Tensor scores) {
+  if (config.temperature() != 1.0) scores = scores / config.temperature();
+  if (config.top_k() != 0) {
+    const int64_t k = std::min(std::max<int64_t>(config.top_k(), 1), scores.size(-1));
+    const Tensor kth = std::get<0>(at::topk(scores, k)).select(-1, k - 1).unsqueeze(-1);  // (N, 1)
+    scores = scores.masked_fill(scores < kth, kMinusInf);
+  }
+  if (config.top_p() < 1.0) {
+    const auto [sorted, indices] = at::sort(scores, /*dim=*/-1, /*descending=*/false);
+    const Tensor cumulative = sorted.softmax(-1).cumsum(-1);  // (N, V), ascending
+    Tensor remove_sorted = cumulative <= (1 - config.top_p());
+    remove_sorted.narrow(-1, remove_sorted.size(-1) - 1, 1).fill_(false);  // keep the top one
+    const Tensor remove = remove_sorted.scatter(1, indices, remove_sorted);
+    scores = scores.masked_fill(remove, kMinusInf);
+  }
+  return scores;
+}
+
 /// `field`'s token ids must index a vocabulary of `vocab_size`.
 void check_in_vocabulary(const char* field,
                          const std::vector<int64_t>& tokens,
@@ -89,15 +109,14 @@ void check_in_vocabulary(const char* field,
   }
 }
 
-/// Refuses what greedy generate does not implement yet, naming the field.
-void check_greedy(const GenerationConfig& c) {
+/// Refuses what generate does not implement yet, naming the field.
+void check_implemented(const GenerationConfig& c) {
   auto refuse = [](bool unsupported, const char* field, const std::string& value) {
     TORCH_CHECK(!unsupported,
-                fmt::format("generate: `{}` = {} is not implemented yet (greedy decoding only); "
-                            "set it to transformers' default",
+                fmt::format("generate: `{}` = {} is not implemented yet (greedy decoding and "
+                            "sampling only); set it to transformers' default",
                             field, value));
   };
-  refuse(c.do_sample(), "do_sample", "true");
   refuse(c.num_beams() != 1, "num_beams", std::to_string(c.num_beams()));
   refuse(c.num_return_sequences() != 1, "num_return_sequences",
          std::to_string(c.num_return_sequences()));
@@ -113,7 +132,7 @@ GenerationPlan plan_generation(const GenerationConfig& config,
                                int64_t max_positions,
                                bool encoder_decoder) {
   config.validate();
-  check_greedy(config);
+  check_implemented(config);
   GenerationPlan plan;
   plan.input_length = input_length;
   if (config.max_new_tokens()) {
@@ -188,6 +207,7 @@ Tensor process_logits(const GenerationConfig& config,
                               : plan.input_length + 1;
     if (cur_len == begin) scores = suppress(scores, config.begin_suppress_tokens());
   }
+  if (config.do_sample()) scores = warp_for_sampling(config, scores);
   if (config.renormalize_logits()) scores = scores.log_softmax(-1);
   return scores;
 }

@@ -1,6 +1,6 @@
 #pragma once
 
-// Private: transformers' logits processors for greedy decoding
+// Private: transformers' logits processors and sampling warpers
 // (transformers/generation/logits_process.py), in the order `generate`
 // applies them (`_get_logits_processor`), and the lengths and special tokens
 // `generate` derives from a config (`_prepare_generated_length`,
@@ -29,9 +29,9 @@ struct GenerationPlan {
 
 /// The plan of `config` for a decoder input of `input_length` tokens, a model
 /// of `vocab_size` tokens and `max_positions` positions, `encoder_decoder`
-/// or not. Throws for what greedy `generate` does not implement yet (beams,
-/// sampling, several sequences per input, a repetition penalty), naming the
-/// field, and for token ids the model cannot embed or score.
+/// or not. Throws for what `generate` does not implement yet (beams, several
+/// sequences per input, a repetition penalty), naming the field, and for
+/// token ids the model cannot embed or score.
 GenerationPlan plan_generation(const GenerationConfig& config,
                                int64_t input_length,
                                int64_t vocab_size,
@@ -40,8 +40,9 @@ GenerationPlan plan_generation(const GenerationConfig& config,
 
 /// `scores` (N, V) float32 of the next token after `sequences` (N, t), as
 /// transformers' processors leave them: no repeated n-gram, bad words, the
-/// minimum lengths, forced first and last tokens, suppressed tokens, and the
-/// log-softmax of `renormalize_logits`.
+/// minimum lengths, forced first and last tokens, suppressed tokens, with
+/// `do_sample` the warpers (temperature, top-k, top-p), and the log-softmax
+/// of `renormalize_logits`.
 torch::Tensor process_logits(const GenerationConfig& config,
                              const GenerationPlan& plan,
                              const torch::Tensor& sequences,
