@@ -24,7 +24,8 @@ directory gets `mha_reference.pt`, a plain dict of CPU tensors:
   `last_hidden_state` with those positions, `logits_default_positions` (the
   model's own positions), `prompt_logits_unpadded` (the padded row alone,
   unpadded) and `generated` (greedy `generate` from the generation_config.json
-  written beside it: prompt and new tokens, finished rows padded); marian and
+  written beside it: prompt and new tokens, finished rows padded) with
+  `greedy_margin`, the smallest gap between a chosen token's score and the next; marian and
   the causal models also `sampled_<setting>_<seed>` (sampling `generate`,
   temperature 0.7 with top-k 50, or top-p 0.9, global seeds 0-4).
 A model saved in float16 or bfloat16 is run in float32 from the rounded weights.
@@ -164,8 +165,8 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
         model.generation_config.max_new_tokens = 9
         model.generation_config.bad_words_ids = [[config.pad_token_id]]  # as Marian's configs
         model.generation_config.save_pretrained(directory)
-        generated = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
-                                   num_beams=1)
+        generated, values["greedy_margin"] = greedy_with_margin(
+            model, input_ids=ids, attention_mask=mask)
         values["generated"] = generated.masked_fill(generated == config.pad_token_id, -1)
         # The first token is the decoder start, which is also the pad token.
         values["generated"][:, 0] = config.decoder_start_token_id
@@ -188,7 +189,26 @@ def greedy_causal(model, directory, ids, mask, pad):
     config.eos_token_id = int(free[0, prompt + 3])
     config.bad_words_ids = [[int(free[1, prompt]), int(free[1, prompt + 1])]]
     config.save_pretrained(directory)
-    return model.generate(input_ids=ids, attention_mask=mask, do_sample=False, num_beams=1)
+    return greedy_with_margin(model, input_ids=ids, attention_mask=mask)
+
+
+def greedy_with_margin(model, **inputs):
+    """transformers' greedy `generate`, and the smallest margin of its choices:
+    over every step and every row still generating, the processed score of the
+    chosen token minus the next best (a token check against mha, whose logits
+    agree within float32 rounding, means something only well above 1e-5)."""
+    out = model.generate(**inputs, do_sample=False, num_beams=1, output_scores=True,
+                         return_dict_in_generate=True)
+    eos = model.generation_config.eos_token_id
+    eos = torch.tensor(eos if isinstance(eos, list) else [eos])
+    first = out.sequences.shape[1] - len(out.scores)  # the first generated position
+    margins = []
+    for step, scores in enumerate(out.scores):
+        ended = torch.isin(out.sequences[:, first:first + step], eos).any(dim=1)
+        top2 = scores.topk(2, dim=-1).values
+        gap = (top2[:, 0] - top2[:, 1])[~ended]
+        margins.append(gap[torch.isfinite(gap)])  # a forced token has no runner-up
+    return out.sequences, torch.cat(margins).min()
 
 
 SAMPLING = {"t07_k50": dict(temperature=0.7, top_k=50), "p09": dict(top_p=0.9, top_k=0)}
@@ -227,7 +247,7 @@ def causal_lm(out, name, config, model_class, legacy=None):
               # cumsum(mask) * mask - 1 (-1 at the pads), offset by 2.
               "logits_default_positions": model(input_ids=ids, attention_mask=mask).logits,
               "prompt_logits_unpadded": model(input_ids=ids[1:, mask[1] == 1]).logits}
-    values["generated"] = greedy_causal(model, directory, ids, mask, pad)
+    values["generated"], values["greedy_margin"] = greedy_causal(model, directory, ids, mask, pad)
     sampled(model, values, input_ids=ids, attention_mask=mask)
     write(directory, values)
     if legacy is not None:
