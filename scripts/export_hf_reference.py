@@ -27,7 +27,8 @@ directory gets `mha_reference.pt`, a plain dict of CPU tensors:
   written beside it: prompt and new tokens, finished rows padded) with
   `greedy_margin`, the smallest gap between a chosen token's score and the next; marian and
   the causal models also `sampled_<setting>_<seed>` (sampling `generate`,
-  temperature 0.7 with top-k 50, or top-p 0.9, global seeds 0-4).
+  temperature 0.7 with top-k 50, top-p 0.9, or temperature 0.7 with top-k 50
+  and a repetition penalty of 1.3; global seeds 0-4).
 A model saved in float16 or bfloat16 is run in float32 from the rounded weights.
 
 Usage: export_hf_reference.py --out DIR
@@ -211,7 +212,8 @@ def greedy_with_margin(model, **inputs):
     return out.sequences, torch.cat(margins).min()
 
 
-SAMPLING = {"t07_k50": dict(temperature=0.7, top_k=50), "p09": dict(top_p=0.9, top_k=0)}
+SAMPLING = {"t07_k50": dict(temperature=0.7, top_k=50), "p09": dict(top_p=0.9, top_k=0),
+            "t07_rep13": dict(temperature=0.7, top_k=50, repetition_penalty=1.3)}
 
 
 def sampled(model, values, **inputs):

@@ -3,9 +3,9 @@
 // transformers' `generate` for mha's whole language models (`Seq2SeqLM`,
 // `CausalLM`), token for token from the same `GenerationConfig`
 // (mha/generation_config.h): greedy decoding and sampling with transformers'
-// logits processors and warpers, in transformers' order. Beam search, a
-// repetition penalty and several sequences per input are not implemented yet:
-// a config that asks for them is refused, naming the field.
+// logits processors and warpers, in transformers' order. Beam search and
+// several sequences per input are not implemented yet: a config that asks for
+// them is refused, naming the field.
 //
 // Random numbers: with `do_sample`, each step draws one `multinomial` over
 // all rows' probabilities (finished rows included), from `generator` or,

@@ -112,8 +112,11 @@ Tensor generate(CausalLM& model,
                 const Tensor& attention_mask,
                 const GenerationConfig& config,
                 const std::optional<at::Generator>& generator) {
-  const detail::GenerationPlan plan =
+  detail::GenerationPlan plan =
       checked_plan(model, input_ids, attention_mask, config, input_ids.size(1));
+  if (attention_mask.defined()) {  // the prompts' left padding: (N)
+    plan.prompt_padding = attention_mask.ne(0).to(at::kInt).argmax(1);
+  }
   torch::NoGradGuard no_grad;
   Tensor mask =
       attention_mask.defined() ? attention_mask.to(at::kLong) : at::ones_like(input_ids);  // (N, L)

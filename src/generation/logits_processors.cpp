@@ -30,6 +30,26 @@ Tensor suppress(const Tensor& scores, const std::vector<int64_t>& tokens) {
   return at::where(at::isin(vocab, id_tensor(tokens)), kMinusInf, scores);
 }
 
+/// RepetitionPenaltyLogitsProcessor: each token already in the row (after
+/// its left padding `padding` (N), when defined) has its score divided by
+/// `penalty` when positive, multiplied when negative.
+Tensor repetition_penalty(const Tensor& sequences,
+                          const Tensor& scores,
+                          double penalty,
+                          const Tensor& padding) {
+  const int64_t vocab = scores.size(-1);
+  Tensor ids = sequences;  // (N, t)
+  if (padding.defined()) {
+    const Tensor positions = at::arange(ids.size(1), at::kLong);
+    ids = ids.masked_fill(positions.unsqueeze(0) < padding.unsqueeze(1), vocab);
+  }
+  ids = ids.clamp_max(vocab);
+  const Tensor padded = at::constant_pad_nd(scores, {0, 1});  // (N, V + 1)
+  Tensor score = padded.gather(1, ids);
+  score = at::where(score < 0, score * penalty, score / penalty);
+  return padded.scatter(1, ids, score).narrow(1, 0, vocab);
+}
+
 /// NoRepeatNGramLogitsProcessor: a token that would repeat an n-gram of the row is banned.
 Tensor no_repeat_ngram(const Tensor& sequences, const Tensor& scores, int64_t n) {
   const int64_t cur_len = sequences.size(1);
@@ -120,8 +140,6 @@ void check_implemented(const GenerationConfig& c) {
   refuse(c.num_beams() != 1, "num_beams", std::to_string(c.num_beams()));
   refuse(c.num_return_sequences() != 1, "num_return_sequences",
          std::to_string(c.num_return_sequences()));
-  refuse(c.repetition_penalty() != 1.0, "repetition_penalty",
-         fmt::format("{}", c.repetition_penalty()));
 }
 
 }  // namespace
@@ -178,6 +196,10 @@ Tensor process_logits(const GenerationConfig& config,
                       const Tensor& sequences,
                       Tensor scores) {
   const int64_t cur_len = sequences.size(1);
+  if (config.repetition_penalty() != 1.0) {
+    scores =
+        repetition_penalty(sequences, scores, config.repetition_penalty(), plan.prompt_padding);
+  }
   if (config.no_repeat_ngram_size() > 0) {
     scores = no_repeat_ngram(sequences, scores, config.no_repeat_ngram_size());
   }

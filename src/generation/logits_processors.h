@@ -25,13 +25,16 @@ struct GenerationPlan {
   std::vector<int64_t> eos;      ///< end tokens (empty: none)
   std::optional<int64_t> pad;    ///< what finished sequences continue with
   std::optional<int64_t> start;  ///< the decoder start token (encoder-decoder)
+  /// Each row's left padding (N) int64, which the repetition penalty skips
+  /// (a decoder-only model's attention mask; undefined: none).
+  torch::Tensor prompt_padding;
 };
 
 /// The plan of `config` for a decoder input of `input_length` tokens, a model
 /// of `vocab_size` tokens and `max_positions` positions, `encoder_decoder`
 /// or not. Throws for what `generate` does not implement yet (beams, several
-/// sequences per input, a repetition penalty), naming the field, and for
-/// token ids the model cannot embed or score.
+/// sequences per input), naming the field, and for token ids the model
+/// cannot embed or score.
 GenerationPlan plan_generation(const GenerationConfig& config,
                                int64_t input_length,
                                int64_t vocab_size,
@@ -39,7 +42,8 @@ GenerationPlan plan_generation(const GenerationConfig& config,
                                bool encoder_decoder);
 
 /// `scores` (N, V) float32 of the next token after `sequences` (N, t), as
-/// transformers' processors leave them: no repeated n-gram, bad words, the
+/// transformers' processors leave them: the repetition penalty, no repeated
+/// n-gram, bad words, the
 /// minimum lengths, forced first and last tokens, suppressed tokens, with
 /// `do_sample` the warpers (temperature, top-k, top-p), and the log-softmax
 /// of `renormalize_logits`.
