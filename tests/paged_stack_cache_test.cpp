@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "stack_fixtures.h"
 #include "support.h"
 
 namespace {
@@ -21,29 +22,10 @@ namespace {
 using mha::test::tensors_close;
 using torch::Tensor;
 
-constexpr int64_t kE = 512, kHeads = 8, kBlock = 4;
+constexpr int64_t kE = mha::test::kStackE, kHeads = mha::test::kStackHeads, kBlock = 4;
 
-mha::TransformerEncoder make_causal_stack(int64_t layers) {
-  torch::manual_seed(0);
-  mha::TransformerEncoder stack(
-      mha::TransformerEncoderOptions(
-          mha::TransformerEncoderLayer(
-              mha::TransformerEncoderLayerOptions(kE, kHeads).dim_feedforward(64).dropout(0.0)),
-          layers)
-          .enable_nested_tensor(false));
-  stack->eval();
-  return stack;
-}
-
-mha::TransformerDecoder make_decoder(int64_t layers) {
-  torch::manual_seed(0);
-  mha::TransformerDecoder decoder(mha::TransformerDecoderOptions(
-      mha::TransformerDecoderLayer(
-          mha::TransformerDecoderLayerOptions(kE, kHeads).dim_feedforward(64).dropout(0.0)),
-      layers));
-  decoder->eval();
-  return decoder;
-}
+using mha::test::make_causal_stack;
+using mha::test::make_decoder;
 
 mha::TransformerEncoderLayerImpl& layer(mha::TransformerEncoder& stack, size_t i) {
   return *stack->layers[i]->as<mha::TransformerEncoderLayerImpl>();
