@@ -25,10 +25,16 @@ directory gets `mha_reference.pt`, a plain dict of CPU tensors:
   model's own positions), `prompt_logits_unpadded` (the padded row alone,
   unpadded) and `generated` (greedy `generate` from the generation_config.json
   written beside it: prompt and new tokens, finished rows padded) with
-  `greedy_margin`, the smallest gap between a chosen token's score and the next; marian and
-  the causal models also `sampled_<setting>_<seed>` (sampling `generate`,
-  temperature 0.7 with top-k 50, top-p 0.9, or temperature 0.7 with top-k 50
-  and a repetition penalty of 1.3; global seeds 0-4).
+  `greedy_margin`, the smallest gap between a chosen token's score and the next.
+The generating models (marian, bart_generate, mbart_generate and the causal
+ones) also get `sampled_<setting>_<seed>` (sampling `generate`, temperature 0.7
+with top-k 50, top-p 0.9, or temperature 0.7 with top-k 50 and a repetition
+penalty of 1.3; global seeds 0-4) with `sampling_margin` (the smallest distance
+of a sampling cut-off: the k-th from the next score, the top-p mass from the
+bound), and `beam_<setting>` with `beam_<setting>_scores` (beam search, see
+BEAMS; `beam_bad_word` the two-token bad word of one setting) with
+`beam_margin` (the smallest gap at a boundary where beam search ranks
+candidates).
 A model saved in float16 or bfloat16 is run in float32 from the rounded weights.
 
 Usage: export_hf_reference.py --out DIR
@@ -172,6 +178,8 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
         # The first token is the decoder start, which is also the pad token.
         values["generated"][:, 0] = config.decoder_start_token_id
         sampled(model, values, input_ids=ids, attention_mask=mask)
+        beams(model, values, [int(generated[0, 1]), int(generated[0, 2])],
+              input_ids=ids, attention_mask=mask)
     write(directory, values)
 
 
@@ -216,15 +224,128 @@ SAMPLING = {"t07_k50": dict(temperature=0.7, top_k=50), "p09": dict(top_p=0.9, t
             "t07_rep13": dict(temperature=0.7, top_k=50, repetition_penalty=1.3)}
 
 
+class SamplingCutoffs(T.LogitsProcessor):
+    """Records how far each row's sampling cut-offs are from flipping a token
+    (run last of the processors, before the warpers, which it imitates):
+    top-k's k-th score minus the next, top-p's cumulative mass at the cut
+    minus the bound (and the next mass minus it)."""
+
+    def __init__(self, temperature, top_k, top_p):
+        self.temperature, self.top_k, self.top_p, self.margins = temperature, top_k, top_p, []
+
+    def __call__(self, input_ids, scores):
+        warped = scores / self.temperature
+        if self.top_k:
+            top = warped.topk(self.top_k + 1, dim=-1).values
+            gap = top[:, -2] - top[:, -1]
+            self.margins.append(gap[torch.isfinite(gap)])
+            warped = warped.masked_fill(warped < top[:, -2:-1], float("-inf"))
+        if self.top_p < 1.0:
+            cumulative = warped.sort(dim=-1).values.softmax(dim=-1).cumsum(dim=-1)
+            self.margins.append((cumulative - (1 - self.top_p)).abs().min(dim=-1).values)
+        return scores
+
+
 def sampled(model, values, **inputs):
     """transformers' sampling `generate` with the directory's generation config
     and each of SAMPLING's settings, seeds 0-4 of the global generator:
-    `sampled_<setting>_<seed>`."""
+    `sampled_<setting>_<seed>`, and `sampling_margin`."""
+    margins = []
     for name, setting in SAMPLING.items():
         for seed in range(5):
+            cutoffs = SamplingCutoffs(setting.get("temperature", 1.0), setting["top_k"],
+                                      setting.get("top_p", 1.0))
             torch.manual_seed(seed)
-            values[f"sampled_{name}_{seed}"] = model.generate(**inputs, do_sample=True, num_beams=1,
-                                                              **setting)
+            values[f"sampled_{name}_{seed}"] = model.generate(
+                **inputs, do_sample=True, num_beams=1,
+                logits_processor=T.LogitsProcessorList([cutoffs]), **setting)
+            margins += cutoffs.margins
+    values["sampling_margin"] = torch.cat(margins).min()
+
+
+# Beam search settings (4 beams each), over the directory's generation config;
+# `ngram3_ret2` adds a two-token bad word (from the greedy output) to its bad words.
+BEAMS = {"lp1": dict(length_penalty=1.0, early_stopping=False),
+         "lp2_early": dict(length_penalty=2.0, early_stopping=True),
+         "never": dict(early_stopping="never"),
+         "ngram3_ret2": dict(no_repeat_ngram_size=3, num_return_sequences=2),
+         "sample_0": dict(do_sample=True, temperature=0.7, top_k=50)}
+
+
+def boundary_gaps(values, boundaries):
+    """Each row's gaps between its b-th and (b + 1)-th best value, for b in
+    `boundaries`, where both are real candidates (above -1e8, where beam
+    search puts what is out of the race)."""
+    top = values.topk(min(max(boundaries) + 1, values.shape[-1]), dim=-1).values
+    gaps = [top[:, b - 1] - top[:, b] for b in boundaries if b < top.shape[-1]]
+    real = [top[:, b] > -1e8 for b in boundaries if b < top.shape[-1]]
+    return torch.cat([gap[ok & torch.isfinite(gap)] for gap, ok in zip(gaps, real)])
+
+
+def recording_beam_margins(model, margins):
+    """Wraps `model`'s beam search helpers so that every choice they make
+    appends its margin to `margins`, the gap at each boundary that decides
+    something: the step's B best and K kept continuations, the B running
+    beams among those that go on, the finished hypotheses (their order in the
+    first two, which are returned, and the B kept), and the early-stop test's
+    best running score against the worst finished one."""
+    top_k, running, update, early = (
+        model._get_top_k_continuations, model._get_running_beams_for_next_iteration,
+        model._update_finished_beams, model._check_early_stop_heuristic)
+
+    def top_k_recorded(**kw):
+        if not kw["do_sample"]:
+            margins.append(boundary_gaps(kw["accumulated_log_probs"],
+                                         [kw["num_beams"], kw["beams_to_keep"]]))
+        return top_k(**kw)
+
+    def running_recorded(**kw):
+        going_on = kw["topk_log_probs"] + kw["next_token_hits_stopping_criteria"] * -1.0e9
+        margins.append(boundary_gaps(going_on, [kw["num_beams"]]))
+        return running(**kw)
+
+    def update_recorded(**kw):
+        done = kw["next_token_hits_stopping_criteria"] & kw["top_num_beam_mask"][None, :]
+        new = kw["topk_log_probs"] / ((kw["cur_len"] + 1 - kw["decoder_prompt_len"])
+                                      ** kw["length_penalty"])
+        merged = torch.cat((kw["beam_scores"], new.masked_fill(~done, -1e9)), dim=1)
+        margins.append(boundary_gaps(merged, [1, 2, kw["num_beams"]]))
+        return update(**kw)
+
+    def early_recorded(**kw):
+        length = kw["cur_len"] - kw["decoder_prompt_len"]
+        if kw["early_stopping"] == "never" and kw["length_penalty"] > 0.0:
+            length = kw["max_length"] - kw["decoder_prompt_len"]
+        best = kw["running_beam_scores"][:, 0] / (length ** kw["length_penalty"])
+        worst = kw["beam_scores"].min(dim=1).values
+        tested = kw["is_early_stop_heuristic_unsatisfied"][:, 0] & (worst > -1e8)
+        margins.append((best - worst).abs()[tested])
+        return early(**kw)
+
+    model._get_top_k_continuations = top_k_recorded
+    model._get_running_beams_for_next_iteration = running_recorded
+    model._update_finished_beams = update_recorded
+    model._check_early_stop_heuristic = early_recorded
+
+
+def beams(model, values, bad_word, **inputs):
+    """transformers' beam search `generate` (4 beams) with the directory's
+    generation config and each of BEAMS' settings: `beam_<setting>` and
+    `beam_<setting>_scores` (`sequences_scores`), `beam_bad_word` and `beam_margin`."""
+    margins = []
+    values["beam_bad_word"] = torch.tensor(bad_word)
+    recording_beam_margins(model, margins)
+    bad_words = (model.generation_config.bad_words_ids or []) + [bad_word]
+    for name, setting in BEAMS.items():
+        extra = dict(bad_words_ids=bad_words) if name == "ngram3_ret2" else {}
+        torch.manual_seed(0)
+        out = model.generate(**inputs, num_beams=4, return_dict_in_generate=True,
+                             output_scores=True, **setting, **extra)
+        values[f"beam_{name}"], values[f"beam_{name}_scores"] = out.sequences, out.sequences_scores
+    values["beam_margin"] = torch.cat(margins).min()
+    for name in ("_get_top_k_continuations", "_get_running_beams_for_next_iteration",
+                 "_update_finished_beams", "_check_early_stop_heuristic"):
+        delattr(model, name)
 
 
 @torch.no_grad()
@@ -251,6 +372,9 @@ def causal_lm(out, name, config, model_class, legacy=None):
               "prompt_logits_unpadded": model(input_ids=ids[1:, mask[1] == 1]).logits}
     values["generated"], values["greedy_margin"] = greedy_causal(model, directory, ids, mask, pad)
     sampled(model, values, input_ids=ids, attention_mask=mask)
+    prompt = ids.shape[1]
+    beams(model, values, [int(values["generated"][0, prompt]), int(values["generated"][0, prompt + 1])],
+          input_ids=ids, attention_mask=mask)
     write(directory, values)
     if legacy is not None:
         save_legacy_gpt2(model, os.path.join(out, legacy))
@@ -299,6 +423,13 @@ def main():
     seq2seq(out, "bart_lm", T.BartConfig(**s2s), T.BartForConditionalGeneration)
     seq2seq(out, "mbart_lm", T.MBartConfig(scale_embedding=True, decoder_start_token_id=2, **s2s),
             T.MBartForConditionalGeneration)
+    # As bart_lm and mbart_lm with weights of std 0.5: logits of a few units,
+    # whose choices are far from ties.
+    seq2seq(out, "bart_generate", T.BartConfig(init_std=0.5, **s2s),
+            T.BartForConditionalGeneration, generate=True)
+    seq2seq(out, "mbart_generate",
+            T.MBartConfig(scale_embedding=True, decoder_start_token_id=2, init_std=0.5, **s2s),
+            T.MBartForConditionalGeneration, generate=True)
 
     # Weights of std 0.5 (initializer_range, init_std) rather than 0.02: logits
     # of a few units rather than of a tenth. The lm_head is tied to the token
@@ -319,7 +450,7 @@ def main():
               T.OPTConfig(word_embed_proj_dim=16, do_layer_norm_before=False,
                           **dict(opt, init_std=0.25)),
               T.OPTForCausalLM)
-    print(f"wrote 17 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
+    print(f"wrote 19 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,30 @@
-// mha::generate against transformers' greedy `generate` on the random-weight
+// mha::generate against transformers' `generate` on the random-weight
 // models scripts/export_hf_reference.py writes at test time, each with the
 // generation_config.json written beside it (read by read_generation_config):
-// marian (min_new_tokens, a bad word, the forced end token, rows that end at
-// different steps) and the decoder-only gpt2, opt and opt_350m on left-padded
-// prompts (min_new_tokens, no repeated 3-gram, a two-token bad word, one row
-// ending early and padded). Token for token. Sampling (temperature 0.7 with
-// top-k 50, top-p 0.9, and with a repetition penalty of 1.3; seeds 0-4), the
-// same batches: the same tokens as
-// transformers' batched call after `torch.manual_seed(seed)`, drawing from
-// the default generator or from a generator seeded alike.
+// the seq2seq marian, bart_generate and mbart_generate on sources of
+// different lengths (min_new_tokens, a bad word, the forced end token, rows
+// that end at different steps) and the decoder-only gpt2, opt and opt_350m
+// on left-padded prompts (min_new_tokens, no repeated 3-gram, a two-token
+// bad word, one row ending early and padded). Token for token:
+// - greedy;
+// - sampling (temperature 0.7 with top-k 50, top-p 0.9, and with a
+//   repetition penalty of 1.3; seeds 0-4): the same tokens as transformers'
+//   batched call after `torch.manual_seed(seed)`, drawing from the default
+//   generator or from a generator seeded alike;
+// - beam search with 4 beams (length penalty 1 and 2, early stopping false,
+//   true and "never", no repeated 3-gram with two sequences returned and a
+//   two-token bad word, and beam sampling), with transformers'
+//   `sequences_scores`.
+// Each reference records its smallest margin (the gap at a choice, the
+// distance of a sampling cut-off), which must be above float32 rounding of
+// the logits for the token check to mean something.
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <mha/generation.h>
 #include <mha/hf_models.h>
 #include <mha/state_dict.h>
 
+#include <algorithm>
 #include <string>
 
 #include "support.h"
@@ -32,26 +42,31 @@ std::map<std::string, Tensor> reference(const std::string& name) {
 }
 
 /// A token check means something only when transformers' choices were not
-/// near ties: its smallest gap between the chosen and the next score (the
-/// reference's `greedy_margin`) is far above float32 rounding of the logits.
-void expect_margin_means_something(const std::map<std::string, Tensor>& values) {
-  const double margin = values.at("greedy_margin").item<double>();
-  EXPECT_GT(margin, 1e-3) << "a near tie in the reference: the token check means little";
-  ::testing::Test::RecordProperty("smallest_greedy_margin", std::to_string(margin));
+/// near ties: the reference's smallest margin `name` (in the scores' units)
+/// is above `floor`, itself above mha's agreement with transformers' logits
+/// (within 1.7e-6).
+void expect_margin_means_something(const std::map<std::string, Tensor>& values,
+                                   const std::string& name,
+                                   double floor) {
+  const double margin = values.at(name).item<double>();
+  EXPECT_GT(margin, floor) << name << ": a near tie in the reference, the token check means little";
+  ::testing::Test::RecordProperty("smallest_" + name, ::testing::PrintToString(margin));
 }
 
-TEST(Generate, Seq2SeqGreedyIsTransformersTokenForToken) {
-  const auto values = reference("marian");
-  auto model = mha::load_hf_model(model_dir("marian")).as<mha::Seq2SeqLM>();
-  const mha::GenerationConfig config = mha::read_generation_config(model_dir("marian"));
+class Seq2SeqGenerate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Seq2SeqGenerate, GreedyIsTransformersTokenForToken) {
+  const auto values = reference(GetParam());
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::Seq2SeqLM>();
+  const mha::GenerationConfig config = mha::read_generation_config(model_dir(GetParam()));
   Tensor generated =
       mha::generate(model, values.at("input_ids"), values.at("attention_mask"), config);
-  // The reference writes the padding (the pad token is also the start token) as -1.
+  // The reference writes the padding as -1 (marian's pad token is also its start token).
   generated = generated.masked_fill(generated == *config.pad_token_id(), -1);
   generated.select(1, 0).fill_(*config.decoder_start_token_id());
   EXPECT_TRUE(torch::equal(generated, values.at("generated"))) << generated << "\n"
                                                                << values.at("generated");
-  expect_margin_means_something(values);
+  expect_margin_means_something(values, "greedy_margin", 1e-2);
 }
 
 class CausalGenerate : public ::testing::TestWithParam<std::string> {};
@@ -64,7 +79,7 @@ TEST_P(CausalGenerate, GreedyIsTransformersTokenForToken) {
       mha::generate(model, values.at("input_ids"), values.at("attention_mask"), config);
   EXPECT_TRUE(torch::equal(generated, values.at("generated"))) << generated << "\n"
                                                                << values.at("generated");
-  expect_margin_means_something(values);
+  expect_margin_means_something(values, "greedy_margin", 1e-2);
 }
 
 /// The directory's config with the reference's sampling `setting`.
@@ -87,6 +102,7 @@ void expect_samples_equal(const std::string& name, Run run) {
       EXPECT_TRUE(torch::equal(got, expected)) << got << "\n" << expected;
     }
   }
+  expect_margin_means_something(values, "sampling_margin", 2e-6);
 }
 
 TEST_P(CausalGenerate, SamplingIsTransformersTokenForTokenWithTheSameSeed) {
@@ -100,10 +116,10 @@ TEST_P(CausalGenerate, SamplingIsTransformersTokenForTokenWithTheSameSeed) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CausalGenerate, ::testing::Values("gpt2", "opt", "opt_350m"));
 
-TEST(Generate, Seq2SeqSamplingDrawsFromTheGeneratorItIsGiven) {
-  auto model = mha::load_hf_model(model_dir("marian")).as<mha::Seq2SeqLM>();
+TEST_P(Seq2SeqGenerate, SamplingDrawsFromTheGeneratorItIsGiven) {
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::Seq2SeqLM>();
   expect_samples_equal(
-      "marian", [&](const mha::GenerationConfig& config, const auto& values, int seed) {
+      GetParam(), [&](const mha::GenerationConfig& config, const auto& values, int seed) {
         const at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
         torch::manual_seed(1000 + seed);  // the default generator is not the one drawn from
         return mha::generate(model, values.at("input_ids"), values.at("attention_mask"), config,
@@ -111,18 +127,73 @@ TEST(Generate, Seq2SeqSamplingDrawsFromTheGeneratorItIsGiven) {
       });
 }
 
-TEST(Generate, RefusesWhatItDoesNotImplementYetNamingTheField) {
+/// The directory's config with the reference's 4-beam `setting`.
+mha::GenerationConfig beams(const std::string& name,
+                            const std::string& setting,
+                            const std::map<std::string, Tensor>& values) {
+  mha::GenerationConfig config = mha::read_generation_config(model_dir(name)).num_beams(4);
+  if (setting == "lp1")
+    return config.length_penalty(1.0).early_stopping(mha::EarlyStopping::kFalse);
+  if (setting == "lp2_early") {
+    return config.length_penalty(2.0).early_stopping(mha::EarlyStopping::kTrue);
+  }
+  if (setting == "never") return config.early_stopping(mha::EarlyStopping::kNever);
+  if (setting == "ngram3_ret2") {
+    auto words = config.bad_words_ids();
+    const Tensor word = values.at("beam_bad_word");
+    words.push_back({word[0].item<int64_t>(), word[1].item<int64_t>()});
+    return config.no_repeat_ngram_size(3).num_return_sequences(2).bad_words_ids(words);
+  }
+  return config.do_sample(true).temperature(0.7).top_k(50);  // sample_0: seed 0
+}
+
+/// Every beam search reference of `name`: the same sequences as
+/// transformers, and its `sequences_scores` within the sum of a sequence's
+X template <typename Model>
+void expect_beams_equal(const std::string& name) {
+  const auto values = reference(name);
+  auto model = mha::load_hf_model(model_dir(name)).as<Model>();
+  double largest_difference = 0;
+  for (const std::string setting : {"lp1", "lp2_early", "never", "ngram3_ret2", "sample_0"}) {
+    SCOPED_TRACE(setting);
+    torch::manual_seed(0);
+    const mha::GenerateOutput out = mha::generate_with_scores(
+        model, values.at("input_ids"), values.at("attention_mask"), beams(name, setting, values));
+    const Tensor expected = values.at("beam_" + setting);
+    EXPECT_TRUE(torch::equal(out.sequences, expected)) << out.sequences << "\n" << expected;
+    const Tensor scores = values.at("beam_" + setting + "_scores");
+    EXPECT_TRUE(torch::allclose(out.sequences_scores, scores, /*rtol=*/0, /*atol=*/1e-5))
+        << out.sequences_scores << "\n"
+        << scores;
+    largest_difference =
+        std::max(largest_difference, (out.sequences_scores - scores).abs().max().item<double>());
+  }
+  ::testing::Test::RecordProperty("largest_score_difference",
+                                  ::testing::PrintToString(largest_difference));
+  expect_margin_means_something(values, "beam_margin", 1e-4);
+}
+
+TEST_P(Seq2SeqGenerate, BeamSearchIsTransformersTokenForToken) {
+  expect_beams_equal<mha::Seq2SeqLM>(GetParam());
+}
+
+TEST_P(CausalGenerate, BeamSearchIsTransformersTokenForToken) {
+  expect_beams_equal<mha::CausalLM>(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Families,
+                         Seq2SeqGenerate,
+                         ::testing::Values("marian", "bart_generate", "mbart_generate"));
+
+TEST(Generate, RefusesBadConfigsNamingTheField) {
   const auto values = reference("gpt2");
   auto model = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
   const Tensor ids = values.at("input_ids"), mask = values.at("attention_mask");
   auto config = mha::read_generation_config(model_dir("gpt2"));
   MHA_ASSERT_THROWS_WITH(
-      mha::generate(model, ids, mask, mha::GenerationConfig(config).num_beams(4)),
-      "`num_beams` = 4 is not implemented yet");
-  MHA_ASSERT_THROWS_WITH(
       mha::generate(model, ids, mask,
-                    mha::GenerationConfig(config).do_sample(true).num_return_sequences(2)),
-      "`num_return_sequences` = 2 is not implemented yet");
+                    mha::GenerationConfig(config).num_beams(2).num_return_sequences(3)),
+      "`num_return_sequences` (3) has to be smaller or equal to `num_beams` (2).");
   MHA_ASSERT_THROWS_WITH(
       mha::generate(model, ids, mask, mha::GenerationConfig(config).pad_token_id(1000)),
       "`pad_token_id` holds token 1000, outside the model's vocabulary of 99 tokens");

@@ -3,15 +3,17 @@
 // transformers' `generate` for mha's whole language models (`Seq2SeqLM`,
 // `CausalLM`), token for token from the same `GenerationConfig`
 // (mha/generation_config.h): greedy decoding and sampling with transformers'
-// logits processors and warpers, in transformers' order. Beam search and
-// several sequences per input are not implemented yet: a config that asks for
-// them is refused, naming the field.
+// logits processors and warpers, in transformers' order; beam search with
+// transformers' scorer (its candidates, finishing, early-stopping and
+// length-penalty rules, `num_return_sequences` best first), and beam sampling
+// with `do_sample`; several sampled sequences per input.
 //
 // Random numbers: with `do_sample`, each step draws one `multinomial` over
-// all rows' probabilities (finished rows included), from `generator` or,
-// without one, from the default CPU generator, exactly as transformers'
-// `generate` draws from the global generator: the same seed gives
-// transformers' samples for the same batch.
+// all rows' probabilities (finished rows included; with beams, over each
+// input's beams x vocabulary), from `generator` or, without one, from the
+// default CPU generator, exactly as transformers' `generate` draws from the
+// global generator: the same seed gives transformers' samples for the same
+// batch.
 
 #include <ATen/core/Generator.h>
 #include <mha/generation_config.h>
@@ -22,13 +24,26 @@
 
 namespace mha {
 
+/// What `generate_with_scores` returns: transformers' `generate(...,
+/// return_dict_in_generate=True, output_scores=True)` less the per-step scores.
+struct GenerateOutput {
+  /// The sequences `generate` returns.
+  torch::Tensor sequences;
+  /// Beam search: each returned sequence's length-penalized log-probability
+  /// (N * num_return_sequences) float32, transformers' `sequences_scores`;
+  /// undefined without beams.
+  torch::Tensor sequences_scores;
+};
+
 /// transformers' `model.generate(input_ids, attention_mask=attention_mask,
 /// generation_config=config)` for a sequence-to-sequence LM: `input_ids`
 /// (N, S) the sources, `attention_mask` (N, S) 1 for tokens and 0 for
-/// padding (undefined: none). Returns (N, T) int64: the decoder start token,
-/// then the generated tokens; a sequence that ended continues with
+/// padding (undefined: none). Returns (N * R, T) int64, R =
+/// `num_return_sequences` consecutive rows per input: the decoder start
+/// token, then the generated tokens; a sequence that ended continues with
 /// `pad_token_id` until the last one ends or `max_length` is reached, as
-/// transformers returns them. Samples (`do_sample`) draw from `generator`,
+/// transformers returns them (beam search: the best hypotheses, padded as
+/// transformers pads them). Samples (`do_sample`) draw from `generator`,
 /// or from the default CPU generator without one. Runs under
 /// `torch::NoGradGuard`.
 torch::Tensor generate(Seq2SeqLM& model,
@@ -40,12 +55,26 @@ torch::Tensor generate(Seq2SeqLM& model,
 /// transformers' `generate` for a decoder-only LM: `input_ids` (N, L)
 /// left-padded prompts, `attention_mask` (N, L) 1 for tokens and 0 for the
 /// padding (undefined: none), positions counted over the mask as
-/// transformers' `generate` counts them. Returns (N, L + T) int64: the
+/// transformers' `generate` counts them. Returns (N * R, L + T) int64: the
 /// prompts, then the generated tokens (finished sequences padded as above).
 torch::Tensor generate(CausalLM& model,
                        const torch::Tensor& input_ids,
                        const torch::Tensor& attention_mask,
                        const GenerationConfig& config,
                        const std::optional<at::Generator>& generator = std::nullopt);
+
+/// `generate`, with beam search's scores.
+GenerateOutput generate_with_scores(Seq2SeqLM& model,
+                                    const torch::Tensor& input_ids,
+                                    const torch::Tensor& attention_mask,
+                                    const GenerationConfig& config,
+                                    const std::optional<at::Generator>& generator = std::nullopt);
+
+/// `generate`, with beam search's scores.
+GenerateOutput generate_with_scores(CausalLM& model,
+                                    const torch::Tensor& input_ids,
+                                    const torch::Tensor& attention_mask,
+                                    const GenerationConfig& config,
+                                    const std::optional<at::Generator>& generator = std::nullopt);
 
 }  // namespace mha

@@ -97,12 +97,12 @@ Tensor force(const Tensor& scores, const std::vector<int64_t>& tokens) {
   return forced;
 }
 
-/// The warpers of sampling, in transformers' order, one token kept at least
-/// (no beams): TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper.
-Tensor warp_for_sampling(const GenerationConfig& config, Tensor scores) {
+/// The warpers of sampling, in transformers' order, `keep` tokens kept at
+/// least: TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper.
+Tensor warp_for_sampling(const GenerationConfig& config, int64_t keep, Tensor scores) {
   if (config.temperature() != 1.0) scores = scores / config.temperature();
   if (config.top_k() != 0) {
-    const int64_t k = std::min(std::max<int64_t>(config.top_k(), 1), scores.size(-1));
+    const int64_t k = std::min(std::max<int64_t>(config.top_k(), keep), scores.size(-1));
     const Tensor kth = std::get<0>(at::topk(scores, k)).select(-1, k - 1).unsqueeze(-1);  // (N, 1)
     scores = scores.masked_fill(scores < kth, kMinusInf);
   }
@@ -110,7 +110,7 @@ Tensor warp_for_sampling(const GenerationConfig& config, Tensor scores) {
     const auto [sorted, indices] = at::sort(scores, /*dim=*/-1, /*descending=*/false);
     const Tensor cumulative = sorted.softmax(-1).cumsum(-1);  // (N, V), ascending
     Tensor remove_sorted = cumulative <= (1 - config.top_p());
-    remove_sorted.narrow(-1, remove_sorted.size(-1) - 1, 1).fill_(false);  // keep the top one
+    remove_sorted.narrow(-1, remove_sorted.size(-1) - keep, keep).fill_(false);  // the top ones
     const Tensor remove = remove_sorted.scatter(1, indices, remove_sorted);
     scores = scores.masked_fill(remove, kMinusInf);
   }
@@ -129,19 +129,6 @@ void check_in_vocabulary(const char* field,
   }
 }
 
-/// Refuses what generate does not implement yet, naming the field.
-void check_implemented(const GenerationConfig& c) {
-  auto refuse = [](bool unsupported, const char* field, const std::string& value) {
-    TORCH_CHECK(!unsupported,
-                fmt::format("generate: `{}` = {} is not implemented yet (greedy decoding and "
-                            "sampling only); set it to transformers' default",
-                            field, value));
-  };
-  refuse(c.num_beams() != 1, "num_beams", std::to_string(c.num_beams()));
-  refuse(c.num_return_sequences() != 1, "num_return_sequences",
-         std::to_string(c.num_return_sequences()));
-}
-
 }  // namespace
 
 GenerationPlan plan_generation(const GenerationConfig& config,
@@ -150,7 +137,6 @@ GenerationPlan plan_generation(const GenerationConfig& config,
                                int64_t max_positions,
                                bool encoder_decoder) {
   config.validate();
-  check_implemented(config);
   GenerationPlan plan;
   plan.input_length = input_length;
   if (config.max_new_tokens()) {
@@ -165,6 +151,9 @@ GenerationPlan plan_generation(const GenerationConfig& config,
   plan.eos = config.eos_token_id();
   plan.pad = config.pad_token_id();
   if (!plan.pad && !plan.eos.empty()) plan.pad = plan.eos.front();
+  if (config.num_beams() > 1) {  // beams keep one token besides the end tokens
+    plan.min_tokens_to_keep = std::max<int64_t>(2, static_cast<int64_t>(plan.eos.size()) + 1);
+  }
   if (encoder_decoder) {
     plan.start =
         config.decoder_start_token_id() ? config.decoder_start_token_id() : config.bos_token_id();
@@ -229,7 +218,7 @@ Tensor process_logits(const GenerationConfig& config,
                               : plan.input_length + 1;
     if (cur_len == begin) scores = suppress(scores, config.begin_suppress_tokens());
   }
-  if (config.do_sample()) scores = warp_for_sampling(config, scores);
+  if (config.do_sample()) scores = warp_for_sampling(config, plan.min_tokens_to_keep, scores);
   if (config.renormalize_logits()) scores = scores.log_softmax(-1);
   return scores;
 }

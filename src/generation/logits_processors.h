@@ -19,12 +19,13 @@ namespace detail {
 /// What one `generate` call runs with: the config's lengths made absolute and
 /// its special tokens resolved, as transformers resolves them.
 struct GenerationPlan {
-  int64_t max_length = 0;        ///< total sequence length at which it stops
-  int64_t min_length = 0;        ///< the end token is suppressed below this length
-  int64_t input_length = 0;      ///< the decoder's input length (prompt, or 1)
-  std::vector<int64_t> eos;      ///< end tokens (empty: none)
-  std::optional<int64_t> pad;    ///< what finished sequences continue with
-  std::optional<int64_t> start;  ///< the decoder start token (encoder-decoder)
+  int64_t max_length = 0;          ///< total sequence length at which it stops
+  int64_t min_length = 0;          ///< the end token is suppressed below this length
+  int64_t input_length = 0;        ///< the decoder's input length (prompt, or 1)
+  int64_t min_tokens_to_keep = 1;  ///< what top-k and top-p keep at least (beams: more)
+  std::vector<int64_t> eos;        ///< end tokens (empty: none)
+  std::optional<int64_t> pad;      ///< what finished sequences continue with
+  std::optional<int64_t> start;    ///< the decoder start token (encoder-decoder)
   /// Each row's left padding (N) int64, which the repetition penalty skips
   /// (a decoder-only model's attention mask; undefined: none).
   torch::Tensor prompt_padding;
@@ -32,9 +33,8 @@ struct GenerationPlan {
 
 /// The plan of `config` for a decoder input of `input_length` tokens, a model
 /// of `vocab_size` tokens and `max_positions` positions, `encoder_decoder`
-/// or not. Throws for what `generate` does not implement yet (beams, several
-/// sequences per input), naming the field, and for token ids the model
-/// cannot embed or score.
+/// or not. Throws for an invalid config and for token ids the model cannot
+/// embed or score, naming the field.
 GenerationPlan plan_generation(const GenerationConfig& config,
                                int64_t input_length,
                                int64_t vocab_size,

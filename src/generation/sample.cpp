@@ -1,0 +1,43 @@
+// transformers' decoding loop without beams (transformers/generation/utils.py,
+// `_sample`): the processed scores' argmax per row, or with `do_sample` one
+// `multinomial` over every row's probabilities (finished rows included, as
+// transformers draws); finished rows continued with the pad token, stopped
+// at `max_length` or when every row has ended.
+
+#include <ATen/ATen.h>
+
+#include "generation/decoding.h"
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+Decoded greedy_or_sample(const GenerationConfig& config,
+                         const GenerationPlan& plan,
+                         Tensor sequences,
+                         const std::optional<at::Generator>& generator,
+                         const DecodingSteps& steps) {
+  const int64_t n = sequences.size(0);
+  Tensor unfinished = at::ones({n}, at::kLong);        // (N)
+  const Tensor eos = at::tensor(plan.eos, at::kLong);  // (K)
+  while (true) {
+    const Tensor logits = steps.next_logits(sequences).to(at::kFloat);  // (N, V)
+    const Tensor scores = process_logits(config, plan, sequences, logits.clone());
+    Tensor next =
+        config.do_sample()  // (N)
+            ? at::multinomial(scores.softmax(-1), 1, /*replacement=*/false, generator).squeeze(1)
+            : scores.argmax(-1);
+    if (!plan.eos.empty()) next = next * unfinished + *plan.pad * (1 - unfinished);
+    sequences = at::cat({sequences, next.unsqueeze(1)}, 1);  // (N, t + 1)
+    if (sequences.size(1) >= plan.max_length) break;         // MaxLengthCriteria
+    if (!plan.eos.empty()) {                                 // EosTokenCriteria
+      unfinished = unfinished * at::isin(next, eos).logical_not().to(at::kLong);
+      if (unfinished.max().item<int64_t>() == 0) break;
+    }
+  }
+  return {sequences, Tensor()};
+}
+
+}  // namespace detail
+}  // namespace mha
