@@ -32,7 +32,7 @@ BUILDS_ON = {
     "hugging_face": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
                      "quantization"],
     "generation": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
-                   "quantization", "hugging_face"],
+                   "quantization", "serving", "hugging_face"],
 }
 
 # The stage that implements each public header.
@@ -62,6 +62,7 @@ HOMES = {
     "hf_language_models.h": "hugging_face",
     "generation_config.h": "generation",
     "generation.h": "generation",
+    "generation_server.h": "generation",
     "mha.h": "serving",
 }
 

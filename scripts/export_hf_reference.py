@@ -34,7 +34,8 @@ of a sampling cut-off: the k-th from the next score, the top-p mass from the
 bound), and `beam_<setting>` with `beam_<setting>_scores` (beam search, see
 BEAMS; `beam_bad_word` the two-token bad word of one setting) with
 `beam_margin` (the smallest gap at a boundary where beam search ranks
-candidates).
+candidates), and `alone_greedy_<row>` and `alone_sampled_<row>` (each row
+generated alone, unpadded: what a server's requests must produce).
 A model saved in float16 or bfloat16 is run in float32 from the rounded weights.
 
 Usage: export_hf_reference.py --out DIR
@@ -180,6 +181,7 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
         sampled(model, values, input_ids=ids, attention_mask=mask)
         beams(model, values, [int(generated[0, 1]), int(generated[0, 2])],
               input_ids=ids, attention_mask=mask)
+        alone(model, values, ids, mask)
     write(directory, values)
 
 
@@ -328,6 +330,25 @@ def recording_beam_margins(model, margins):
     model._check_early_stop_heuristic = early_recorded
 
 
+def alone(model, values, ids, mask):
+    """transformers' batch-1 `generate` of each row alone, unpadded, with the
+    directory's generation config: `alone_greedy_<row>`, and sampling
+    (temperature 0.7, top-k 50) after `torch.manual_seed(20 + row)`:
+    `alone_sampled_<row>` (what a server's requests must each produce), with
+    `alone_margin`, the smallest greedy gap or sampling cut-off distance."""
+    margins = []
+    for row in range(ids.shape[0]):
+        prompt = ids[row:row + 1, mask[row] == 1]
+        values[f"alone_greedy_{row}"], greedy_margin = greedy_with_margin(model, input_ids=prompt)
+        cutoffs = SamplingCutoffs(0.7, 50, 1.0)
+        torch.manual_seed(20 + row)
+        values[f"alone_sampled_{row}"] = model.generate(
+            input_ids=prompt, num_beams=1, logits_processor=T.LogitsProcessorList([cutoffs]),
+            **dict(SAMPLING["t07_k50"], do_sample=True))
+        margins += cutoffs.margins + [greedy_margin.reshape(1)]
+    values["alone_margin"] = torch.cat(margins).min()
+
+
 def beams(model, values, bad_word, **inputs):
     """transformers' beam search `generate` (4 beams) with the directory's
     generation config and each of BEAMS' settings: `beam_<setting>` and
@@ -375,6 +396,7 @@ def causal_lm(out, name, config, model_class, legacy=None):
     prompt = ids.shape[1]
     beams(model, values, [int(values["generated"][0, prompt]), int(values["generated"][0, prompt + 1])],
           input_ids=ids, attention_mask=mask)
+    alone(model, values, ids, mask)
     write(directory, values)
     if legacy is not None:
         save_legacy_gpt2(model, os.path.join(out, legacy))

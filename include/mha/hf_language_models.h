@@ -101,6 +101,11 @@ class Seq2SeqLMImpl : public torch::nn::Cloneable<Seq2SeqLMImpl> {
   /// The decoder's hidden states (N, T, E) -> logits (N, T, vocab_size).
   torch::Tensor logits(const torch::Tensor& hidden) const;
 
+  /// The decoder stack's input for `decoder_input_ids` (N, t) at positions
+  /// [start, start + t): token and position embeddings (and the embedding
+  /// norm), (N, t, E); what a server feeds `ContinuousBatch` with.
+  torch::Tensor embed_decoder(const torch::Tensor& decoder_input_ids, int64_t start) const;
+
   /// Registers the submodules and ties the head.
   void reset() override;
   /// `torch::load`'s step; the head stays tied.
@@ -242,6 +247,12 @@ class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
   /// Hidden states (..., word_embed_proj_dim or E) -> logits (..., vocab_size).
   torch::Tensor logits(const torch::Tensor& hidden) const;
 
+  /// The decoder stack's input: token embeddings (projected in) plus the
+  /// positions' (offset added): `input_ids` and `position_ids` (N, L) -> (N, L, E).
+  torch::Tensor embed(const torch::Tensor& input_ids, const torch::Tensor& position_ids) const;
+  /// The stack's output (..., E) projected out: the LM head's input.
+  torch::Tensor project(const torch::Tensor& hidden) const;
+
   /// Registers the submodules and ties the head.
   void reset() override;
   /// `torch::load`'s step; the head stays tied.
@@ -274,10 +285,6 @@ class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
   torch::nn::Linear lm_head{nullptr};
 
  private:
-  /// The layers' input: token embeddings (projected in) plus positions: (N, L, E).
-  torch::Tensor embed(const torch::Tensor& input_ids, const torch::Tensor& position_ids) const;
-  /// The stack's output (N, L, E) projected out.
-  torch::Tensor project(const torch::Tensor& hidden) const;
   void tie_weights();
 };
 

@@ -6,6 +6,7 @@
 #include <mha/functional.h>
 #include <mha/generation.h>
 #include <mha/generation_config.h>
+#include <mha/generation_server.h>
 #include <mha/hf_models.h>
 #include <mha/hugging_face.h>
 #include <mha/kernel_switches.h>

@@ -138,12 +138,15 @@ Tensor Seq2SeqLMImpl::decode_cached(const Tensor& decoder_input_ids,
                                     const Tensor& memory,
                                     TransformerDecoderCache& cache,
                                     const Tensor& attention_mask) {
-  detail::check_token_ids(decoder_input_ids, options.vocab_size(), "decoder_input_ids");
-  const Tensor tgt =
-      embed(decoder_input_ids, cache.length(), decoder_positions, decoder_layernorm_embedding);
+  const Tensor tgt = embed_decoder(decoder_input_ids, cache.length());  // (N, t, E)
   const Tensor hidden = transformer->decode_cached(tgt, memory, cache, Tensor(),
                                                    detail::key_padding_mask(attention_mask));
   return logits(hidden);  // (N, t, V)
+}
+
+Tensor Seq2SeqLMImpl::embed_decoder(const Tensor& decoder_input_ids, int64_t start) const {
+  detail::check_token_ids(decoder_input_ids, options.vocab_size(), "decoder_input_ids");
+  return embed(decoder_input_ids, start, decoder_positions, decoder_layernorm_embedding);
 }
 
 Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {

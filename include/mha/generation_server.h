@@ -1,0 +1,113 @@
+#pragma once
+
+// Many generation requests at once: requests, each with its own generation
+// config and generator, join and leave between steps; each step decodes one
+// token for every active request as one `ContinuousBatch` step; tokens are
+// streamed to the request's callback as they are chosen; a request can be
+// cancelled. See docs/decoding.md.
+
+#include <ATen/core/Generator.h>
+#include <mha/batching.h>
+#include <mha/generation_config.h>
+#include <mha/hf_language_models.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace mha {
+
+namespace detail {
+class ServedModel;
+struct ServedRequest;
+}  // namespace detail
+
+/// Called with a request's id and each token as it is chosen.
+using TokenCallback = std::function<void(int64_t id, int64_t token)>;
+
+/// One request of a `GenerationServer`.
+struct GenerationRequest {
+  /// (L) int64: a decoder-only model's prompt, or a seq2seq model's source; no padding.
+  torch::Tensor input_ids;
+  /// How to decode it: greedy or sampling (`num_beams` 1, `num_return_sequences` 1).
+  GenerationConfig config;
+  /// The samples' source; none: the default CPU generator.
+  std::optional<at::Generator> generator;
+  /// Receives each token as it is chosen (may be empty).
+  TokenCallback on_token;
+};
+
+/// Serves `generate` for many requests of one `CausalLM` or `Seq2SeqLM` at
+/// once over a `ContinuousBatch`: `submit` admits a request (a seq2seq
+/// model's source is encoded then), `step` decodes one token for every
+/// active request in one batch (a new request's prompt, or its decoder
+/// start, in the same step), `cancel` stops one, `take` hands over a
+/// finished or cancelled request's sequence.
+///
+/// Each request's tokens are those of `generate` on that request alone
+/// (batch 1) with its generator: the same processors, the same draws, one
+/// `multinomial` per step from its own generator. (Requests without one
+/// share the default CPU generator, drawing in the order of their ids each
+/// step, so their samples depend on each other.) With
+/// `ContinuousBatchOptions::batch_invariant`, a request's logits, hence its
+/// tokens and draws, are bitwise those of the request served alone, whichever
+/// requests share its steps.
+///
+/// Beam search is not served (`num_beams` > 1 is refused; `generate` runs
+/// it): its beams would need one cache fork per beam and a ranking across a
+/// request's rows inside the shared step.
+///
+/// Thread safety: every method locks one mutex, so requests may be submitted
+/// and cancelled from other threads while one thread steps; callbacks run on
+/// the stepping thread, under that lock (they must not call the server).
+class GenerationServer {
+ public:
+  /// A server for `model` (eval mode) with the paged pools of `options`.
+  GenerationServer(CausalLM model, const ContinuousBatchOptions& options = {});
+  /// See above; each request's source is encoded alone at `submit`.
+  GenerationServer(Seq2SeqLM model, const ContinuousBatchOptions& options = {});
+  /// Frees the pools.
+  ~GenerationServer();
+
+  /// Admits `request` (its config validated, its tokens and lengths
+  /// checked, a seq2seq source encoded; nothing changes on an error); it
+  /// decodes from the next step. Returns its id.
+  int64_t submit(GenerationRequest request);
+  /// Decodes one token for every active request; a request that ends (an
+  /// end token, `max_length`) leaves the batch. Returns the ids that ended.
+  /// A step the pools cannot hold is a c10::Error that changes no request
+  /// (cancel one, or wait for some to end).
+  std::vector<int64_t> step();
+  /// Steps until no request is active.
+  void run();
+  /// Stops request `id` now (its blocks freed; what it generated is kept for `take`).
+  void cancel(int64_t id);
+  /// The sequence of request `id`, which must have ended or been cancelled,
+  /// as `generate` returns it for the request alone: (1, T) int64, the
+  /// prompt (or the decoder start) and the generated tokens. The server
+  /// forgets the request.
+  torch::Tensor take(int64_t id);
+
+  /// Requests still decoding.
+  int64_t num_active() const;
+  /// Whether request `id` has ended or been cancelled.
+  bool done(int64_t id) const;
+
+ private:
+  std::unique_ptr<detail::ServedModel> model_;
+  std::unique_ptr<ContinuousBatch> batch_;
+  std::map<int64_t, std::unique_ptr<detail::ServedRequest>> requests_;
+  bool batch_invariant_;
+  int64_t next_id_ = 0;
+  mutable std::mutex mutex_;
+
+  detail::ServedRequest& request(int64_t id) const;
+  void finish(detail::ServedRequest& request);
+};
+
+}  // namespace mha

@@ -1,0 +1,120 @@
+// The two served language models: a decoder-only `CausalLM` over a
+// `ContinuousBatch` of its causal stack, and a `Seq2SeqLM` over one of its
+// `Transformer`'s decoder (each request's source encoded alone at admission).
+
+#include "generation/served_model.h"
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/nn/utils.h>
+
+#include "common/shape_format.h"
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+namespace {
+
+/// `input_ids` (L) int64, L > 0, every id within `vocab_size`.
+void check_request_tokens(const Tensor& input_ids, int64_t vocab_size) {
+  TORCH_CHECK_VALUE(input_ids.defined() && input_ids.dim() == 1 && input_ids.size(0) > 0,
+                    fmt::format("GenerationServer: expected input_ids of shape (length), length "
+                                "positive, but got {}",
+                                input_ids.defined() ? torch_size(input_ids.sizes()) : "undefined"));
+  TORCH_CHECK_TYPE(input_ids.scalar_type() == at::kLong,
+                   "GenerationServer: expected input_ids of dtype int64, but got ",
+                   c10::toString(input_ids.scalar_type()));
+  const int64_t low = input_ids.min().item<int64_t>(), high = input_ids.max().item<int64_t>();
+  TORCH_CHECK_VALUE(low >= 0 && high < vocab_size,
+                    fmt::format("GenerationServer: input_ids holds token {}, outside the model's "
+                                "vocabulary of {} tokens",
+                                low < 0 ? low : high, vocab_size));
+}
+
+/// A request's lengths within the model's `positions`.
+void check_within_positions(const char* what, int64_t length, int64_t positions) {
+  TORCH_CHECK_VALUE(length <= positions,
+                    fmt::format("GenerationServer: {} of {} tokens, but the model has {} "
+                                "positions (lower max_new_tokens or max_length)",
+                                what, length, positions));
+}
+
+class ServedCausalLM final : public ServedModel {
+ public:
+  explicit ServedCausalLM(CausalLM model) : model_(std::move(model)) {}
+
+  std::unique_ptr<ContinuousBatch> make_batch(const ContinuousBatchOptions& options) override {
+    return std::make_unique<ContinuousBatch>(model_->decoder, options);
+  }
+  GenerationPlan plan(const GenerationConfig& config, const Tensor& input_ids) override {
+    const auto& o = model_->options;
+    check_request_tokens(input_ids, o.vocab_size());
+    GenerationPlan plan = plan_generation(config, input_ids.size(0), o.vocab_size(),
+                                          o.max_position_embeddings(), /*encoder_decoder=*/false);
+    check_within_positions("a sequence", plan.max_length, o.max_position_embeddings());
+    return plan;
+  }
+  Tensor first_tokens(const Tensor& input_ids, const GenerationPlan&) const override {
+    return input_ids.unsqueeze(0);  // (1, L)
+  }
+  int64_t admit(ContinuousBatch& batch, const Tensor&) override { return batch.add(); }
+  Tensor embed(const Tensor& tokens, int64_t start) const override {
+    const Tensor positions = torch::arange(start, start + tokens.size(0), torch::kLong);  // (t)
+    return model_->embed(tokens.unsqueeze(0), positions.unsqueeze(0)).squeeze(0);         // (t, E)
+  }
+  Tensor logits(const Tensor& hidden) const override {
+    return model_->logits(model_->project(hidden));  // (R, V)
+  }
+
+ private:
+  CausalLM model_;
+};
+
+class ServedSeq2SeqLM final : public ServedModel {
+ public:
+  explicit ServedSeq2SeqLM(Seq2SeqLM model) : model_(std::move(model)) {}
+
+  std::unique_ptr<ContinuousBatch> make_batch(const ContinuousBatchOptions& options) override {
+    return std::make_unique<ContinuousBatch>(model_->transformer, options);
+  }
+  GenerationPlan plan(const GenerationConfig& config, const Tensor& input_ids) override {
+    const auto& o = model_->options;
+    check_request_tokens(input_ids, o.vocab_size());
+    check_within_positions("a source", input_ids.size(0), o.max_position_embeddings());
+    GenerationPlan plan = plan_generation(config, /*input_length=*/1, o.vocab_size(),
+                                          o.max_position_embeddings(), /*encoder_decoder=*/true);
+    check_within_positions("a decoded sequence", plan.max_length, o.max_position_embeddings());
+    return plan;
+  }
+  Tensor first_tokens(const Tensor&, const GenerationPlan& plan) const override {
+    return torch::full({1, 1}, *plan.start, torch::kLong);  // (1, 1)
+  }
+  int64_t admit(ContinuousBatch& batch, const Tensor& input_ids) override {
+    const Tensor memory = model_->encode(input_ids.unsqueeze(0));  // (1, S, E)
+    return batch.add(memory.squeeze(0));
+  }
+  Tensor embed(const Tensor& tokens, int64_t start) const override {
+    return model_->embed_decoder(tokens.unsqueeze(0), start).squeeze(0);  // (t, E)
+  }
+  Tensor logits(const Tensor& hidden) const override {
+    return model_->logits(hidden);  // (R, V)
+  }
+
+ private:
+  Seq2SeqLM model_;
+};
+
+}  // namespace
+
+std::unique_ptr<ServedModel> served(CausalLM model) {
+  return std::make_unique<ServedCausalLM>(std::move(model));
+}
+
+std::unique_ptr<ServedModel> served(Seq2SeqLM model) {
+  return std::make_unique<ServedSeq2SeqLM>(std::move(model));
+}
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,215 @@
+// mha::GenerationServer against transformers' batch-1 `generate` on the
+// random-weight models scripts/export_hf_reference.py writes at test time
+// (`alone_greedy_<row>`, `alone_sampled_<row>`: each row of the reference's
+// batch unpadded, greedy and sampled with seed 20 + row): four requests
+// served together, two joining after the first step, each with its own
+// generator, give transformers' tokens, streamed as they are chosen. With
+// batch invariance, a request's tokens are those of the request served
+// alone, bitwise, whatever shares its steps; cancelling frees a request and
+// leaves the others alone; bad requests and steps the pools cannot hold
+// change nothing.
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <mha/generation.h>
+#include <mha/generation_server.h>
+#include <mha/hf_models.h>
+#include <mha/state_dict.h>
+
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "support.h"
+
+namespace {
+
+using torch::Tensor;
+
+std::string model_dir(const std::string& name) {
+  return std::string(MHA_HF_REFERENCE_DIR) + "/" + name;
+}
+
+std::map<std::string, Tensor> reference(const std::string& name) {
+  return mha::read_state_dict(model_dir(name) + "/mha_reference.pt");
+}
+
+/// Row `row` of the reference's batch without its padding: (L) int64.
+Tensor unpadded(const std::map<std::string, Tensor>& values, int64_t row) {
+  return values.at("input_ids")[row].masked_select(values.at("attention_mask")[row] == 1);
+}
+
+/// A server over the model of `name`, whichever kind it is.
+mha::GenerationServer make_server(const std::string& name,
+                                  const mha::ContinuousBatchOptions& options) {
+  auto model = mha::load_hf_model(model_dir(name));
+  if (std::holds_alternative<mha::CausalLM>(model.module))
+    return mha::GenerationServer(model.as<mha::CausalLM>(), options);
+  return mha::GenerationServer(model.as<mha::Seq2SeqLM>(), options);
+}
+
+/// One request: row `row`, greedy with the directory's config, or sampled
+/// (temperature 0.7, top-k 50) from a generator seeded `20 + row`; its
+/// tokens streamed into `streamed`.
+mha::GenerationRequest request(const std::string& name,
+                               const std::map<std::string, Tensor>& values,
+                               int64_t row,
+                               bool sampled,
+                               std::map<int64_t, std::vector<int64_t>>& streamed) {
+  mha::GenerationRequest r;
+  r.input_ids = unpadded(values, row);
+  r.config = mha::read_generation_config(model_dir(name));
+  if (sampled) {
+    r.config.do_sample(true).temperature(0.7).top_k(50);
+    r.generator = at::make_generator<at::CPUGeneratorImpl>(20 + row);
+  }
+  r.on_token = [&streamed](int64_t id, int64_t token) { streamed[id].push_back(token); };
+  return r;
+}
+
+class ServedGenerate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ServedGenerate, EachRequestIsTransformersBatchOneCallStreamed) {
+  const std::string name = GetParam();
+  const auto values = reference(name);
+  mha::GenerationServer server = make_server(name, mha::ContinuousBatchOptions().num_blocks(64));
+  std::map<int64_t, std::vector<int64_t>> streamed;
+  std::map<int64_t, std::string> expected;  // id -> the reference's key
+  auto submit = [&](int64_t row, bool sampled) {
+    const int64_t id = server.submit(request(name, values, row, sampled, streamed));
+    expected[id] = std::string(sampled ? "alone_sampled_" : "alone_greedy_") + std::to_string(row);
+  };
+  submit(0, /*sampled=*/false);
+  submit(1, /*sampled=*/true);
+  server.step();  // the other two join a running batch
+  submit(1, /*sampled=*/false);
+  submit(0, /*sampled=*/true);
+  server.run();
+  for (const auto& [id, key] : expected) {
+    SCOPED_TRACE(key);
+    ASSERT_TRUE(server.done(id));
+    const Tensor sequence = server.take(id);
+    EXPECT_TRUE(torch::equal(sequence, values.at(key))) << sequence << "\n" << values.at(key);
+    const int64_t generated = static_cast<int64_t>(streamed[id].size());
+    EXPECT_TRUE(torch::equal(sequence[0].narrow(0, sequence.size(1) - generated, generated),
+                             torch::tensor(streamed[id], torch::kLong)));
+  }
+  const double margin = values.at("alone_margin").item<double>();
+  EXPECT_GT(margin, 1e-4) << "a near tie in the reference: the token check means little";
+  RecordProperty("smallest_alone_margin", ::testing::PrintToString(margin));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families,
+    ServedGenerate,
+    ::testing::Values("marian", "bart_generate", "mbart_generate", "gpt2", "opt", "opt_350m"));
+
+/// Row 0 sampled from the full distribution (temperature 1, no top-k), 12
+/// new tokens, served beside `neighbours` other requests in batch-invariant
+/// mode: its sequence.
+Tensor served_in_company(const std::string& name, int neighbours) {
+  const auto values = reference(name);
+  mha::GenerationServer server =
+      make_server(name, mha::ContinuousBatchOptions().num_blocks(64).batch_invariant(true));
+  std::map<int64_t, std::vector<int64_t>> streamed;
+  auto full_distribution = [&](int64_t row, int64_t seed) {
+    mha::GenerationRequest r = request(name, values, row, /*sampled=*/true, streamed);
+    r.config.temperature(1.0).top_k(0).max_new_tokens(12).min_new_tokens(12);
+    r.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+    return r;
+  };
+  const int64_t id = server.submit(full_distribution(0, 7));
+  for (int i = 0; i < neighbours; ++i) {
+    server.submit(full_distribution(i % 2, 100 + i));
+    server.step();
+  }
+  server.run();
+  return server.take(id);
+}
+
+TEST(ServedGenerate, BatchInvariantRequestsAreTheirAloneSelvesBitwise) {
+  for (const std::string name : {"gpt2", "marian"}) {
+    SCOPED_TRACE(name);
+    const Tensor alone = served_in_company(name, 0);
+    EXPECT_TRUE(torch::equal(served_in_company(name, 5), alone));
+  }
+}
+
+TEST(ServedGenerate, CancellingARequestLeavesTheOthersAlone) {
+  const auto values = reference("gpt2");
+  mha::GenerationServer server = make_server("gpt2", mha::ContinuousBatchOptions().num_blocks(64));
+  std::map<int64_t, std::vector<int64_t>> streamed;
+  const int64_t cancelled = server.submit(request("gpt2", values, 0, false, streamed));
+  const int64_t kept = server.submit(request("gpt2", values, 1, true, streamed));
+  server.step();
+  server.step();
+  server.cancel(cancelled);
+  EXPECT_TRUE(server.done(cancelled));
+  EXPECT_EQ(server.num_active(), 1);
+  MHA_ASSERT_THROWS_WITH(server.take(kept), "request 1 is still decoding");
+  server.run();
+  const Tensor partial = server.take(cancelled);
+  EXPECT_EQ(partial.size(1), unpadded(values, 0).size(0) + 2);
+  EXPECT_EQ(streamed[cancelled].size(), 2u);
+  EXPECT_TRUE(torch::equal(server.take(kept), values.at("alone_sampled_1")));
+  MHA_ASSERT_THROWS_WITH(server.take(kept), "no request 1 (taken, or never submitted)");
+}
+
+TEST(ServedGenerate, AStepThePoolsCannotHoldChangesNoRequest) {
+  const auto values = reference("gpt2");
+  // Two requests of 7 + 20 positions, blocks of 16, 3 blocks: the step
+  // where both need a second block cannot run.
+  mha::GenerationServer server =
+      make_server("gpt2", mha::ContinuousBatchOptions().block_size(16).num_blocks(3));
+  std::map<int64_t, std::vector<int64_t>> streamed;
+  auto twenty_tokens = [&](bool sampled) {
+    mha::GenerationRequest r = request("gpt2", values, 0, sampled, streamed);
+    r.config.max_new_tokens(20).min_new_tokens(20);
+    return r;
+  };
+  const mha::GenerationRequest greedy = twenty_tokens(false);
+  const int64_t kept = server.submit(greedy);
+  const int64_t other = server.submit(twenty_tokens(true));
+  bool refused = false;
+  while (!refused && server.num_active() == 2) {
+    try {
+      server.step();
+    } catch (const c10::Error&) {
+      refused = true;
+    }
+  }
+  ASSERT_TRUE(refused);
+  // Positions 0-15 filled the first block of each (10 tokens chosen); the
+  // next step feeds position 16 of both.
+  EXPECT_EQ(streamed[kept].size(), 10u);
+  EXPECT_EQ(streamed[other].size(), 10u);
+  server.cancel(other);
+  server.run();
+  auto model = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
+  const Tensor alone = mha::generate(model, greedy.input_ids.unsqueeze(0), Tensor(), greedy.config);
+  EXPECT_TRUE(torch::equal(server.take(kept), alone));
+}
+
+TEST(ServedGenerate, RefusesBadRequestsChangingNothing) {
+  const auto values = reference("marian");
+  mha::GenerationServer server =
+      make_server("marian", mha::ContinuousBatchOptions().num_blocks(64));
+  std::map<int64_t, std::vector<int64_t>> streamed;
+  server.submit(request("marian", values, 0, false, streamed));
+  mha::GenerationRequest beams = request("marian", values, 1, false, streamed);
+  beams.config.num_beams(4);
+  MHA_ASSERT_THROWS_WITH(server.submit(beams), "`num_beams` = 4 is not served");
+  mha::GenerationRequest outside = request("marian", values, 1, false, streamed);
+  outside.input_ids = torch::tensor({5, 120}, torch::kLong);
+  MHA_ASSERT_THROWS_WITH(server.submit(outside),
+                         "input_ids holds token 120, outside the model's vocabulary of 99 tokens");
+  mha::GenerationRequest too_long = request("marian", values, 1, false, streamed);
+  too_long.config.max_new_tokens(40);
+  MHA_ASSERT_THROWS_WITH(server.submit(too_long),
+                         "a decoded sequence of 41 tokens, but the model has 32 positions");
+  EXPECT_EQ(server.num_active(), 1);
+  server.run();
+  EXPECT_TRUE(torch::equal(server.take(0), values.at("alone_greedy_0")));
+}
+
+}  // namespace
