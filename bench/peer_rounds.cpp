@@ -17,10 +17,17 @@
 //                  (examples/seq2seq_decoding/seq2seq_model.h); "src" (N, S)
 //                  ids, "steps" (0-d): greedy decoding of that many tokens,
 //                  output (N, 1 + steps) int64, BOS first
+//   generate       a case file inside a Hugging Face seq2seq model's directory
+//                  (the model: mha::load_hf_model of that directory, its
+//                  generation_config.json): "input_ids" (N, S),
+//                  "config.num_beams", "config.max_new_tokens"; mha::generate,
+//                  output (N, 1 + max_new_tokens) int64
 //
 // --precision (decode): float32 (default: every case's weights prepacked by
 // mha::prepack, a server's choice); int8: mha::quantize_dynamic of every
 // linear (the output projection too); bf16: the model ->to(kBFloat16).
+// (generate): float32, the model as load_hf_model gives it; prepacked: after
+// mha::prepack.
 // --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
 // the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
 // outside any tensor) that building, loading and converting the model kept,
@@ -31,6 +38,8 @@
 
 #include <ATen/Parallel.h>
 #include <malloc.h>
+#include <mha/generation.h>
+#include <mha/hf_models.h>
 #include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <mha/state_dict.h>
@@ -40,6 +49,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -91,13 +101,15 @@ Args parse(int argc, char** argv) {
   TORCH_CHECK(!args.case_name.empty() && !args.weights.empty() && args.iters > 0,
               "usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K "
               "[--warmup=W] [--out=FILE] [--precision=P] [--memory]");
-  TORCH_CHECK(args.precision == "float32" || args.precision == "int8" || args.precision == "bf16",
-              "peer_rounds: --precision is float32, int8 or bf16, not ", args.precision);
+  TORCH_CHECK(args.precision == "float32" || args.precision == "int8" ||
+                  args.precision == "bf16" || args.precision == "prepacked",
+              "peer_rounds: --precision is float32, int8, bf16 or prepacked, not ",
+              args.precision);
   return args;
 }
 
 /// The file's 0-d "config.<key>".
-int64_t config(const File& file, const std::string& key) {
+int64_t config_value(const File& file, const std::string& key) {
   return file.at("config." + key).item<int64_t>();
 }
 
@@ -106,7 +118,7 @@ int64_t config(const File& file, const std::string& key) {
 /// (L, N, E) in and out, mha's kernels on strided views, prepacked.
 Call attention(const File& file) {
   mha::MultiheadAttention attn(
-      mha::MultiheadAttentionOptions(config(file, "embed_dim"), config(file, "num_heads")));
+      mha::MultiheadAttentionOptions(config_value(file, "embed_dim"), config_value(file, "num_heads")));
   mha::load_state_dict(attn, file, mha::LoadOptions().prefix("model."));
   attn->eval();
   mha::prepack(attn);
@@ -119,9 +131,9 @@ Call attention(const File& file) {
 /// mha::TransformerEncoderLayer (ReLU, post-norm) on the file's input.
 Call encoder_layer(const File& file) {
   mha::TransformerEncoderLayer layer(
-      mha::TransformerEncoderLayerOptions(config(file, "d_model"), config(file, "nhead"))
-          .dim_feedforward(config(file, "dim_feedforward"))
-          .batch_first(config(file, "batch_first") != 0));
+      mha::TransformerEncoderLayerOptions(config_value(file, "d_model"), config_value(file, "nhead"))
+          .dim_feedforward(config_value(file, "dim_feedforward"))
+          .batch_first(config_value(file, "batch_first") != 0));
   mha::load_state_dict(layer, file, mha::LoadOptions().prefix("model."));
   layer->eval();
   mha::prepack(layer);
@@ -148,13 +160,30 @@ Call decode(const File& file, const std::string& precision) {
   };
 }
 
-/// The call of case `name` ("attention", "encoder_layer" or "decode").
+/// mha::generate with the Hugging Face model of the directory holding the
+/// case file `path`, as loaded (`precision` float32) or prepacked.
+Call generate(const std::string& path, const File& file, const std::string& precision) {
+  const std::string directory = std::filesystem::path(path).parent_path().string();
+  auto model = mha::load_hf_model(directory).as<mha::Seq2SeqLM>();
+  if (precision == "prepacked") mha::prepack(model);
+  const mha::GenerationConfig config = mha::read_generation_config(directory)
+                                           .num_beams(config_value(file, "num_beams"))
+                                           .max_new_tokens(config_value(file, "max_new_tokens"));
+  const Tensor ids = file.at("input_ids");  // (N, S)
+  return [model, config, ids]() mutable {
+    return mha::generate(model, ids, Tensor(), config);  // (N, 1 + max_new_tokens)
+  };
+}
+
+/// The call of case `name` ("attention", "encoder_layer", "decode" or "generate").
 Call make_call(const Args& args, const File& file) {
   const std::string& name = args.case_name;
-  TORCH_CHECK(name == "decode" || args.precision == "float32",
-              "peer_rounds: --precision is for the decode case");
+  TORCH_CHECK(name == "decode" || args.precision == "float32" ||
+                  (name == "generate" && args.precision == "prepacked"),
+              "peer_rounds: --precision ", args.precision, " is not for the ", name, " case");
   if (name == "attention") return attention(file);
   if (name == "encoder_layer") return encoder_layer(file);
+  if (name == "generate") return generate(args.weights, file, args.precision);
   TORCH_CHECK(name == "decode", "peer_rounds: unknown case ", name);
   return decode(file, args.precision);
 }

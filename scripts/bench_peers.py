@@ -12,6 +12,10 @@ Cases (float32, eval, inference mode, seeded weights; peers/cases.py):
                  8000, post-norm; peers/seq2seq.py), source length 32, N = 1, 8
   decode_int8    the same decoding with every linear int8 in mha and CTranslate2,
                  and mha in bf16 (peers/int8_rows.py), with the model's bytes
+  generate       mha::generate against CTranslate2 and transformers' generate on
+                 a Marian-shaped Hugging Face model (d_model 512, 6 + 6 layers,
+                 vocabulary 32,000; peers/marian.py), greedy and 4 beams, N = 1
+                 and 16, 64 new tokens (peers/generation_rows.py)
 mha runs in bench/peer_rounds.cpp (a subprocess reading the case file);
 ONNX Runtime (torch.onnx.export(dynamo=True)) and AOTInductor
 (torch.export + aoti_compile_and_package) run the attention and encoder
@@ -42,9 +46,10 @@ import ctranslate2
 import onnxruntime
 import torch
 
-from peers import cases, ct2_peer, decode_rows, int8_rows, kernel_rows, report, seq2seq, timing
+from peers import (cases, ct2_peer, decode_rows, generation_rows, int8_rows, kernel_rows, marian,
+                   report, seq2seq, timing)
 
-KINDS = ("attention", "encoder_layer", "decode", "decode_int8")
+KINDS = ("attention", "encoder_layer", "decode", "decode_int8", "generate")
 
 
 def parse_args():
@@ -59,13 +64,15 @@ def parse_args():
     parser.add_argument("--decode-rounds", type=int, default=5)
     parser.add_argument("--load-rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--steps", type=int, default=128, help="generated tokens")
+    parser.add_argument("--steps", type=int, default=128, help="generated tokens (decode)")
+    parser.add_argument("--generate-steps", type=int, default=64,
+                        help="new tokens of the generate rows")
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS,
                         help="run only these cases (decode includes the busy-loop rows)")
     args = parser.parse_args()
     if args.smoke:
         args.rounds = args.decode_rounds = args.load_rounds = 1
-        args.steps = 8
+        args.steps = args.generate_steps = 8
     return args
 
 
@@ -92,6 +99,11 @@ def run_all(args, work):
     for case in cases.KERNEL_CASES:
         if case.kind in args.kinds:
             add(rows, kernel_rows.rows(case, work, args))
+    if "generate" in args.kinds:
+        directory = os.path.join(work, "marian")
+        model = marian.write(directory)
+        ct2_dir = marian.convert_for_ct2(directory, os.path.join(work, "marian_ct2"))
+        add(rows, generation_rows.rows(directory, model, ct2_dir, work, args))
     if "decode" not in args.kinds and "decode_int8" not in args.kinds:
         return rows, load, memory
     model = seq2seq.make_model()
