@@ -101,10 +101,9 @@ Args parse(int argc, char** argv) {
   TORCH_CHECK(!args.case_name.empty() && !args.weights.empty() && args.iters > 0,
               "usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K "
               "[--warmup=W] [--out=FILE] [--precision=P] [--memory]");
-  TORCH_CHECK(args.precision == "float32" || args.precision == "int8" ||
-                  args.precision == "bf16" || args.precision == "prepacked",
-              "peer_rounds: --precision is float32, int8, bf16 or prepacked, not ",
-              args.precision);
+  TORCH_CHECK(args.precision == "float32" || args.precision == "int8" || args.precision == "bf16" ||
+                  args.precision == "prepacked",
+              "peer_rounds: --precision is float32, int8, bf16 or prepacked, not ", args.precision);
   return args;
 }
 
@@ -117,8 +116,8 @@ int64_t config_value(const File& file, const std::string& key) {
 /// sequence-first as the peers export it (nn.MultiheadAttention's default):
 /// (L, N, E) in and out, mha's kernels on strided views, prepacked.
 Call attention(const File& file) {
-  mha::MultiheadAttention attn(
-      mha::MultiheadAttentionOptions(config_value(file, "embed_dim"), config_value(file, "num_heads")));
+  mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(config_value(file, "embed_dim"),
+                                                              config_value(file, "num_heads")));
   mha::load_state_dict(attn, file, mha::LoadOptions().prefix("model."));
   attn->eval();
   mha::prepack(attn);
@@ -130,10 +129,10 @@ Call attention(const File& file) {
 
 /// mha::TransformerEncoderLayer (ReLU, post-norm) on the file's input.
 Call encoder_layer(const File& file) {
-  mha::TransformerEncoderLayer layer(
-      mha::TransformerEncoderLayerOptions(config_value(file, "d_model"), config_value(file, "nhead"))
-          .dim_feedforward(config_value(file, "dim_feedforward"))
-          .batch_first(config_value(file, "batch_first") != 0));
+  mha::TransformerEncoderLayer layer(mha::TransformerEncoderLayerOptions(
+                                         config_value(file, "d_model"), config_value(file, "nhead"))
+                                         .dim_feedforward(config_value(file, "dim_feedforward"))
+                                         .batch_first(config_value(file, "batch_first") != 0));
   mha::load_state_dict(layer, file, mha::LoadOptions().prefix("model."));
   layer->eval();
   mha::prepack(layer);

@@ -159,6 +159,50 @@ TEST_P(TransformerDecodingParity, BeamReorderSelectsTheBatchEntries) {
   EXPECT_TRUE(tensors_close(after, expected, tol.rtol, tol.atol));
 }
 
+/// Two beams per source, fed different tokens (source i's and source i +
+/// 1's), reordered within each source after 3 positions by `reorder` or by
+/// `reorder_decoded`: every call's logits (2N, 1, V).
+std::vector<Tensor> decode_beam_pairs(Reference& ref, bool decoded_only) {
+  torch::NoGradGuard no_grad;
+  auto& t = ref.model->transformer;
+  const int64_t n = ref.src.size(0);
+  const Tensor pairs = torch::div(torch::arange(2 * n), 2, "floor");  // (2N): each source twice
+  const Tensor kpm = ref.src_key_padding_mask.defined()
+                         ? ref.src_key_padding_mask.index_select(0, pairs)
+                         : Tensor();
+  const Tensor memory = t->encode(ref.model->inputs(ref.src, 0), {}, ref.src_key_padding_mask)
+                            .index_select(ref.model->config.batch_first ? 0 : 1, pairs);
+  Tensor tokens = ref.tokens.index_select(0, (pairs + torch::arange(2 * n) % 2) % n);  // (2N, T)
+  // Each source keeps its second beam twice: rows 2i + 1, 2i + 1.
+  const Tensor index = pairs * 2 + 1;
+  auto cache = t->make_decoder_cache();
+  std::vector<Tensor> rows;
+  for (int64_t start = 0; start < ref.steps(); ++start) {
+    if (start == 3) {
+      decoded_only ? cache.reorder_decoded(index) : cache.reorder(index);
+      tokens = tokens.index_select(0, index);
+    }
+    const Tensor out = t->decode_cached(ref.model->inputs(tokens.narrow(1, start, 1), start),
+                                        start == 0 ? memory : Tensor(), cache, {}, kpm);
+    rows.push_back(ref.model->logits(out));  // (2N, 1, V)
+  }
+  return rows;
+}
+
+TEST_P(TransformerDecodingParity, ReorderDecodedIsReorderForBeamsOfOneSource) {
+  Reference ref(GetParam());
+  const Tensor decoded = torch::cat(decode_beam_pairs(ref, /*decoded_only=*/true), 1);
+  const Tensor full = torch::cat(decode_beam_pairs(ref, /*decoded_only=*/false), 1);
+  EXPECT_TRUE(tensors_close(decoded, full, tol.rtol, tol.atol));
+  auto cache = ref.model->transformer->make_decoder_cache();
+  const Tensor memory =
+      ref.model->transformer->encode(ref.model->inputs(ref.src, 0), {}, ref.src_key_padding_mask);
+  ref.model->transformer->decode_cached(ref.model->inputs(ref.tokens.narrow(1, 0, 1), 0), memory,
+                                        cache, {}, ref.src_key_padding_mask);
+  MHA_ASSERT_THROWS_WITH(cache.reorder_decoded(torch::tensor(std::vector<int64_t>{0})),
+                         "reorder_decoded: expected index of the cache's batch size");
+}
+
 INSTANTIATE_TEST_SUITE_P(Python,
                          TransformerDecodingParity,
                          ::testing::ValuesIn(mha::support::read_manifest(reference_dir())),

@@ -123,6 +123,12 @@ class TransformerDecoderCache {
   /// int64 tensor of N' entries in [0, batch_size()), repeats allowed. The
   /// next calls take batch N' (pass `memory` reordered the same way, or undefined).
   void reorder(const torch::Tensor& index);
+  /// `reorder` of the decoded positions only, keeping the cross-attention
+  /// caches: for beam search where `index` (N entries, N the batch size)
+  /// maps every row to a row of the same memory (each source's beams hold
+  /// the same projected memory), it copies N x length rows per layer instead
+  /// of N x (length + S).
+  void reorder_decoded(const torch::Tensor& index);
 
   /// The caches of layer `i`, for `TransformerDecoderLayerImpl::forward_cached`.
   TransformerDecoderLayerCache& layer(int64_t i);

@@ -43,6 +43,28 @@ void reallocate(KVCacheState& state,
   state.extra = layout.extra;
 }
 
+/// `buffer` (N, H, capacity + extra, hd) with its batch entries selected by
+/// `index` (N'): (N', H, capacity + extra, hd), only rows [0, `rows`)
+/// copied. When N' = N, in place, copying only the entries that change
+/// (beam search keeps most beams where they are).
+Tensor select_filled(const Tensor& buffer, const Tensor& index, int64_t rows) {
+  const Tensor filled = buffer.narrow(2, 0, rows);  // (N, H, rows, hd)
+  if (index.size(0) == buffer.size(0)) {
+    const Tensor moved = index.ne(at::arange(index.size(0), index.options())).nonzero().squeeze(1);
+    if (moved.numel() > 0) {
+      const Tensor sources =
+          filled.index_select(0, index.index_select(0, moved));  // (M, H, rows, hd)
+      filled.index_copy_(0, moved, sources);
+    }
+    return buffer;
+  }
+  Tensor out =
+      at::empty({index.size(0), buffer.size(1), buffer.size(2), buffer.size(3)}, buffer.options());
+  Tensor out_filled = out.narrow(2, 0, rows);
+  at::index_select_out(out_filled, filled, 0, index);
+  return out;
+}
+
 }  // namespace
 
 void reserve(KVCacheState& state,
@@ -160,9 +182,8 @@ void KVCache::reorder(const Tensor& index) {
           "expected index entries in [0, {}) (the cache's batch size), but got values in [{}, {}]",
           bsz, lo, hi));
   c10::InferenceMode inference;
-  // (N, H, capacity + extra, hd) -> (N', H, capacity + extra, hd)
-  state_->keys = state_->keys.index_select(0, index);
-  state_->values = state_->values.index_select(0, index);
+  state_->keys = detail::select_filled(state_->keys, index, state_->length + state_->extra);
+  state_->values = detail::select_filled(state_->values, index, state_->length + state_->extra);
 }
 
 }  // namespace mha

@@ -100,7 +100,8 @@ GenerateOutput generate_with_scores(Seq2SeqLM& model,
     const Tensor step_memory = cache.length() == 0 ? memory : Tensor();
     return model->decode_cached(last, step_memory, cache, mask).select(1, 0);  // (N R, V)
   };
-  steps.reorder = [&](const Tensor& index) { cache.reorder(index); };
+  // Beams move within their source's rows, whose projected memories are the same.
+  steps.reorder = [&](const Tensor& index) { cache.reorder_decoded(index); };
   const Tensor start = at::full({memory.size(0), 1}, *plan.start, at::kLong);  // (N R, 1)
   return decode(config, plan, start, generator, steps);
 }

@@ -1,3 +1,6 @@
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
 #include "common/layer_index.h"
 #include "mha/transformer_cache.h"
 
@@ -53,6 +56,15 @@ void TransformerDecoderCache::reorder(const torch::Tensor& index) {
     layer.multihead_attn.reorder(index);
     layer.self_attn.reorder(index);
   }
+}
+
+void TransformerDecoderCache::reorder_decoded(const torch::Tensor& index) {
+  TORCH_CHECK_VALUE(
+      batch_size() == 0 || !index.defined() || index.dim() != 1 || index.size(0) == batch_size(),
+      fmt::format("reorder_decoded: expected index of the cache's batch size {}, "
+                  "but got {} entries (reorder() changes the batch size)",
+                  batch_size(), index.size(0)));
+  for (auto& layer : layers_) layer.self_attn.reorder(index);
 }
 
 TransformerDecoderLayerCache& TransformerDecoderCache::layer(int64_t i) {
