@@ -21,6 +21,7 @@
 #include <torch/types.h>
 
 #include <optional>
+#include <type_traits>
 
 namespace mha {
 
@@ -36,9 +37,10 @@ struct GenerateOutput {
 };
 
 /// transformers' `model.generate(input_ids, attention_mask=attention_mask,
-/// generation_config=config)` for a sequence-to-sequence LM: `input_ids`
-/// (N, S) the sources, `attention_mask` (N, S) 1 for tokens and 0 for
-/// padding (undefined: none). Returns (N * R, T) int64, R =
+/// generation_config=config, return_dict_in_generate=True,
+/// output_scores=True)` for a sequence-to-sequence LM: `input_ids` (N, S)
+/// the sources, `attention_mask` (N, S) 1 for tokens and 0 for padding
+/// (undefined: none). Its sequences are (N * R, T) int64, R =
 /// `num_return_sequences` consecutive rows per input: the decoder start
 /// token, then the generated tokens; a sequence that ended continues with
 /// `pad_token_id` until the last one ends or `max_length` is reached, as
@@ -46,35 +48,35 @@ struct GenerateOutput {
 /// transformers pads them). Samples (`do_sample`) draw from `generator`,
 /// or from the default CPU generator without one. Runs under
 /// `torch::NoGradGuard`.
-torch::Tensor generate(Seq2SeqLM& model,
-                       const torch::Tensor& input_ids,
-                       const torch::Tensor& attention_mask,
-                       const GenerationConfig& config,
-                       const std::optional<at::Generator>& generator = std::nullopt);
-
-/// transformers' `generate` for a decoder-only LM: `input_ids` (N, L)
-/// left-padded prompts, `attention_mask` (N, L) 1 for tokens and 0 for the
-/// padding (undefined: none), positions counted over the mask as
-/// transformers' `generate` counts them. Returns (N * R, L + T) int64: the
-/// prompts, then the generated tokens (finished sequences padded as above).
-torch::Tensor generate(CausalLM& model,
-                       const torch::Tensor& input_ids,
-                       const torch::Tensor& attention_mask,
-                       const GenerationConfig& config,
-                       const std::optional<at::Generator>& generator = std::nullopt);
-
-/// `generate`, with beam search's scores.
 GenerateOutput generate_with_scores(Seq2SeqLM& model,
                                     const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask,
                                     const GenerationConfig& config,
                                     const std::optional<at::Generator>& generator = std::nullopt);
 
-/// `generate`, with beam search's scores.
+/// The same for a decoder-only LM: `input_ids` (N, L) left-padded prompts,
+/// `attention_mask` (N, L) 1 for tokens and 0 for the padding (undefined:
+/// none), positions counted over the mask as transformers' `generate`
+/// counts them. Its sequences are (N * R, L + T) int64: the prompts, then
+/// the generated tokens (finished sequences padded as above).
 GenerateOutput generate_with_scores(CausalLM& model,
                                     const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask,
                                     const GenerationConfig& config,
                                     const std::optional<at::Generator>& generator = std::nullopt);
+
+/// transformers' `model.generate(input_ids, attention_mask=attention_mask,
+/// generation_config=config)` for a `Seq2SeqLM` or a `CausalLM`: the
+/// sequences of `generate_with_scores`.
+template <typename LanguageModel>
+torch::Tensor generate(LanguageModel& model,
+                       const torch::Tensor& input_ids,
+                       const torch::Tensor& attention_mask,
+                       const GenerationConfig& config,
+                       const std::optional<at::Generator>& generator = std::nullopt) {
+  static_assert(std::is_same_v<LanguageModel, Seq2SeqLM> || std::is_same_v<LanguageModel, CausalLM>,
+                "mha::generate takes a mha::Seq2SeqLM or a mha::CausalLM");
+  return generate_with_scores(model, input_ids, attention_mask, config, generator).sequences;
+}
 
 }  // namespace mha

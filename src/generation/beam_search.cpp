@@ -202,8 +202,8 @@ Decoded beam_search(const GenerationConfig& config,
     const Tensor flat = b.running_sequences.narrow(2, 0, cur_len).flatten(0, 1);  // (N B, t)
     const Tensor logits = steps.next_logits(flat).to(at::kFloat);                 // (N B, V)
     Tensor scores = process_logits(config, plan, flat, logits.log_softmax(-1));
-    scores = (scores.view({s.batch, s.beams, -1}) + b.running_beam_scores.unsqueeze(-1))
-                 .reshape({s.batch, -1});  // (N, B V)
+    scores.view({s.batch, s.beams, -1}).add_(b.running_beam_scores.unsqueeze(-1));
+    scores = scores.view({s.batch, -1});  // (N, B V)
     const auto [log_probs, sequences, beam_indices] =
         top_k_continuations(b, scores, cur_len, s, config.do_sample(), generator);
     b.hits_stop = stops(sequences, cur_len, plan);

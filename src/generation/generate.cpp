@@ -139,20 +139,4 @@ GenerateOutput generate_with_scores(CausalLM& model,
   return decode(config, plan, prompts, generator, steps);
 }
 
-Tensor generate(Seq2SeqLM& model,
-                const Tensor& input_ids,
-                const Tensor& attention_mask,
-                const GenerationConfig& config,
-                const std::optional<at::Generator>& generator) {
-  return generate_with_scores(model, input_ids, attention_mask, config, generator).sequences;
-}
-
-Tensor generate(CausalLM& model,
-                const Tensor& input_ids,
-                const Tensor& attention_mask,
-                const GenerationConfig& config,
-                const std::optional<at::Generator>& generator) {
-  return generate_with_scores(model, input_ids, attention_mask, config, generator).sequences;
-}
-
 }  // namespace mha

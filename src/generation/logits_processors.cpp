@@ -69,15 +69,15 @@ Tensor no_repeat_ngram(const Tensor& sequences, const Tensor& scores, int64_t n)
 /// NoBadWordsLogitsProcessor (SequenceBiasLogitsProcessor with -inf): a bad
 /// word's last token is banned where the row ends with its other tokens.
 /// transformers adds a bias of 0 or -inf; banning with -inf gives the same
-/// scores (x + 0 is x) without the bias tensors.
+/// scores (x + 0 is x) without the bias tensors. Writes into `scores`.
 Tensor bad_words(const Tensor& sequences,
-                 const Tensor& scores,
+                 Tensor scores,
                  const std::vector<std::vector<int64_t>>& words) {
   std::vector<int64_t> single;
   for (const auto& word : words) {
     if (word.size() == 1) single.push_back(word[0]);
   }
-  Tensor banned = single.empty() ? scores : scores.index_fill(1, id_tensor(single), kMinusInf);
+  Tensor banned = single.empty() ? scores : scores.index_fill_(1, id_tensor(single), kMinusInf);
   for (const auto& word : words) {
     const auto prefix_length = static_cast<int64_t>(word.size()) - 1;
     if (prefix_length == 0 || prefix_length > sequences.size(1)) continue;
@@ -85,7 +85,6 @@ Tensor bad_words(const Tensor& sequences,
     const Tensor matching =  // (N)
         (sequences.narrow(1, sequences.size(1) - prefix_length, prefix_length) == prefix).all(-1);
     if (!matching.any().item<bool>()) continue;
-    if (banned.is_same(scores)) banned = scores.clone();
     banned.select(1, word.back()).masked_fill_(matching, kMinusInf);
   }
   return banned;

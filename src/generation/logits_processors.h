@@ -46,7 +46,8 @@ GenerationPlan plan_generation(const GenerationConfig& config,
 /// n-gram, bad words, the
 /// minimum lengths, forced first and last tokens, suppressed tokens, with
 /// `do_sample` the warpers (temperature, top-k, top-p), and the log-softmax
-/// of `renormalize_logits`.
+/// of `renormalize_logits`. May write into `scores` (callers pass a tensor
+/// of their own).
 torch::Tensor process_logits(const GenerationConfig& config,
                              const GenerationPlan& plan,
                              const torch::Tensor& sequences,

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <torch/nn/utils.h>
 
+#include <type_traits>
+
 #include "common/shape_format.h"
 
 namespace mha {
@@ -41,79 +43,83 @@ void check_within_positions(const char* what, int64_t length, int64_t positions)
                                 what, length, positions));
 }
 
-class ServedCausalLM final : public ServedModel {
+/// The plan of `config` for a request `input_ids` (L) of a model of options
+/// `o` (a decoder-only model's prompt, or a `seq2seq` model's source), its
+/// tokens and lengths checked.
+template <typename Options>
+GenerationPlan checked_plan(const Options& o,
+                            const GenerationConfig& config,
+                            const Tensor& input_ids,
+                            bool seq2seq) {
+  check_request_tokens(input_ids, o.vocab_size());
+  if (seq2seq) check_within_positions("a source", input_ids.size(0), o.max_position_embeddings());
+  GenerationPlan plan = plan_generation(config, seq2seq ? 1 : input_ids.size(0), o.vocab_size(),
+                                        o.max_position_embeddings(), seq2seq);
+  check_within_positions(seq2seq ? "a decoded sequence" : "a sequence", plan.max_length,
+                         o.max_position_embeddings());
+  return plan;
+}
+
+/// `Model` (a `CausalLM` or a `Seq2SeqLM`) around a `ContinuousBatch` of its stack.
+template <typename Model>
+class ServedLM final : public ServedModel {
+  static constexpr bool kSeq2Seq = std::is_same_v<Model, Seq2SeqLM>;
+
  public:
-  explicit ServedCausalLM(CausalLM model) : model_(std::move(model)) {}
+  explicit ServedLM(Model model) : model_(std::move(model)) {}
 
   std::unique_ptr<ContinuousBatch> make_batch(const ContinuousBatchOptions& options) override {
-    return std::make_unique<ContinuousBatch>(model_->decoder, options);
+    if constexpr (kSeq2Seq) {
+      return std::make_unique<ContinuousBatch>(model_->transformer, options);
+    } else {
+      return std::make_unique<ContinuousBatch>(model_->decoder, options);
+    }
   }
   GenerationPlan plan(const GenerationConfig& config, const Tensor& input_ids) override {
-    const auto& o = model_->options;
-    check_request_tokens(input_ids, o.vocab_size());
-    GenerationPlan plan = plan_generation(config, input_ids.size(0), o.vocab_size(),
-                                          o.max_position_embeddings(), /*encoder_decoder=*/false);
-    check_within_positions("a sequence", plan.max_length, o.max_position_embeddings());
-    return plan;
+    return checked_plan(model_->options, config, input_ids, kSeq2Seq);
   }
-  Tensor first_tokens(const Tensor& input_ids, const GenerationPlan&) const override {
-    return input_ids.unsqueeze(0);  // (1, L)
-  }
-  int64_t admit(ContinuousBatch& batch, const Tensor&) override { return batch.add(); }
-  Tensor embed(const Tensor& tokens, int64_t start) const override {
-    const Tensor positions = torch::arange(start, start + tokens.size(0), torch::kLong);  // (t)
-    return model_->embed(tokens.unsqueeze(0), positions.unsqueeze(0)).squeeze(0);         // (t, E)
-  }
-  Tensor logits(const Tensor& hidden) const override {
-    return model_->logits(model_->project(hidden));  // (R, V)
-  }
-
- private:
-  CausalLM model_;
-};
-
-class ServedSeq2SeqLM final : public ServedModel {
- public:
-  explicit ServedSeq2SeqLM(Seq2SeqLM model) : model_(std::move(model)) {}
-
-  std::unique_ptr<ContinuousBatch> make_batch(const ContinuousBatchOptions& options) override {
-    return std::make_unique<ContinuousBatch>(model_->transformer, options);
-  }
-  GenerationPlan plan(const GenerationConfig& config, const Tensor& input_ids) override {
-    const auto& o = model_->options;
-    check_request_tokens(input_ids, o.vocab_size());
-    check_within_positions("a source", input_ids.size(0), o.max_position_embeddings());
-    GenerationPlan plan = plan_generation(config, /*input_length=*/1, o.vocab_size(),
-                                          o.max_position_embeddings(), /*encoder_decoder=*/true);
-    check_within_positions("a decoded sequence", plan.max_length, o.max_position_embeddings());
-    return plan;
-  }
-  Tensor first_tokens(const Tensor&, const GenerationPlan& plan) const override {
-    return torch::full({1, 1}, *plan.start, torch::kLong);  // (1, 1)
+  Tensor first_tokens(const Tensor& input_ids, const GenerationPlan& plan) const override {
+    if constexpr (kSeq2Seq) {
+      return torch::full({1, 1}, *plan.start, torch::kLong);  // (1, 1): the decoder start
+    } else {
+      return input_ids.unsqueeze(0);  // (1, L): the prompt
+    }
   }
   int64_t admit(ContinuousBatch& batch, const Tensor& input_ids) override {
-    const Tensor memory = model_->encode(input_ids.unsqueeze(0));  // (1, S, E)
-    return batch.add(memory.squeeze(0));
+    if constexpr (kSeq2Seq) {
+      return batch.add(model_->encode(input_ids.unsqueeze(0)).squeeze(0));  // memory (S, E)
+    } else {
+      return batch.add();
+    }
   }
   Tensor embed(const Tensor& tokens, int64_t start) const override {
-    return model_->embed_decoder(tokens.unsqueeze(0), start).squeeze(0);  // (t, E)
+    if constexpr (kSeq2Seq) {
+      return model_->embed_decoder(tokens.unsqueeze(0), start).squeeze(0);  // (t, E)
+    } else {
+      const Tensor positions = torch::arange(start, start + tokens.size(0), torch::kLong);  // (t)
+      return model_->embed(tokens.unsqueeze(0), positions.unsqueeze(0)).squeeze(0);  // (t, E)
+    }
   }
   Tensor logits(const Tensor& hidden) const override {
-    return model_->logits(hidden);  // (R, V)
+    if constexpr (kSeq2Seq) {
+      return model_->logits(hidden);  // (R, V)
+    } else {
+      return model_->logits(model_->project(hidden));  // (R, V)
+    }
   }
 
  private:
-  Seq2SeqLM model_;
+  Model model_;
 };
 
 }  // namespace
 
 std::unique_ptr<ServedModel> served(CausalLM model) {
-  return std::make_unique<ServedCausalLM>(std::move(model));
+  return std::make_unique<ServedLM<CausalLM>>(std::move(model));
 }
 
 std::unique_ptr<ServedModel> served(Seq2SeqLM model) {
-  return std::make_unique<ServedSeq2SeqLM>(std::move(model));
+  return std::make_unique<ServedLM<Seq2SeqLM>>(std::move(model));
 }
 
 }  // namespace detail
