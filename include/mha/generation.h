@@ -25,8 +25,8 @@
 
 namespace mha {
 
-/// What `generate_with_scores` returns: transformers' `generate(...,
-/// return_dict_in_generate=True, output_scores=True)` less the per-step scores.
+/// What `generate_with_scores` returns: transformers' `generate(...)` with
+/// `return_dict_in_generate=True` and `output_scores=True`, less the per-step scores.
 struct GenerateOutput {
   /// The sequences `generate` returns.
   torch::Tensor sequences;
@@ -36,9 +36,8 @@ struct GenerateOutput {
   torch::Tensor sequences_scores;
 };
 
-/// transformers' `model.generate(input_ids, attention_mask=attention_mask,
-/// generation_config=config, return_dict_in_generate=True,
-/// output_scores=True)` for a sequence-to-sequence LM: `input_ids` (N, S)
+/// transformers' `model.generate(...)` with `return_dict_in_generate=True`
+/// and `output_scores=True` for a sequence-to-sequence LM: `input_ids` (N, S)
 /// the sources, `attention_mask` (N, S) 1 for tokens and 0 for padding
 /// (undefined: none). Its sequences are (N * R, T) int64, R =
 /// `num_return_sequences` consecutive rows per input: the decoder start
@@ -65,9 +64,8 @@ GenerateOutput generate_with_scores(CausalLM& model,
                                     const GenerationConfig& config,
                                     const std::optional<at::Generator>& generator = std::nullopt);
 
-/// transformers' `model.generate(input_ids, attention_mask=attention_mask,
-/// generation_config=config)` for a `Seq2SeqLM` or a `CausalLM`: the
-/// sequences of `generate_with_scores`.
+/// transformers' `model.generate(input_ids, attention_mask=mask, generation_config=config)`
+/// for a `Seq2SeqLM` or a `CausalLM`: the sequences of `generate_with_scores`.
 template <typename LanguageModel>
 torch::Tensor generate(LanguageModel& model,
                        const torch::Tensor& input_ids,
