@@ -7,7 +7,8 @@
 // batch invariance, a request's tokens are those of the request served
 // alone, bitwise, whatever shares its steps; cancelling frees a request and
 // leaves the others alone; bad requests and steps the pools cannot hold
-// change nothing.
+// change nothing; requests may be submitted from another thread while one
+// thread steps.
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <mha/generation.h>
@@ -15,8 +16,10 @@
 #include <mha/hf_models.h>
 #include <mha/state_dict.h>
 
+#include <atomic>
 #include <map>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -188,6 +191,28 @@ TEST(ServedGenerate, AStepThePoolsCannotHoldChangesNoRequest) {
   auto model = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
   const Tensor alone = mha::generate(model, greedy.input_ids.unsqueeze(0), Tensor(), greedy.config);
   EXPECT_TRUE(torch::equal(server.take(kept), alone));
+}
+
+TEST(ServedGenerate, RequestsSubmittedFromAnotherThreadWhileOneSteps) {
+  const auto values = reference("gpt2");
+  mha::GenerationServer server = make_server("gpt2", mha::ContinuousBatchOptions().num_blocks(64));
+  std::map<int64_t, std::vector<int64_t>> streamed;
+  std::vector<int64_t> ids;
+  std::atomic<bool> submitted{false};
+  std::thread submitter([&] {
+    for (int i = 0; i < 6; ++i) {
+      ids.push_back(
+          server.submit(request("gpt2", values, i % 2, /*sampled=*/i % 3 == 0, streamed)));
+    }
+    submitted = true;
+  });
+  while (!submitted || server.num_active() > 0) server.step();
+  submitter.join();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string key =
+        std::string(i % 3 == 0 ? "alone_sampled_" : "alone_greedy_") + std::to_string(i % 2);
+    EXPECT_TRUE(torch::equal(server.take(ids[i]), values.at(key))) << key;
+  }
 }
 
 TEST(ServedGenerate, RefusesBadRequestsChangingNothing) {
