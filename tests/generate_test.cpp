@@ -196,6 +196,9 @@ TEST(Generate, RefusesBadConfigsNamingTheField) {
                     mha::GenerationConfig(config).num_beams(2).num_return_sequences(3)),
       "`num_return_sequences` (3) has to be smaller or equal to `num_beams` (2).");
   MHA_ASSERT_THROWS_WITH(
+      mha::generate(model, ids.to(torch::kMeta), Tensor(), config),
+      "generate: decodes on the CPU, but the model is on cpu and input_ids on meta");
+  MHA_ASSERT_THROWS_WITH(
       mha::generate(model, ids, mask, mha::GenerationConfig(config).pad_token_id(1000)),
       "`pad_token_id` holds token 1000, outside the model's vocabulary of 99 tokens");
   MHA_ASSERT_THROWS_WITH(

@@ -46,7 +46,8 @@ struct GenerateOutput {
 /// transformers returns them (beam search: the best hypotheses, padded as
 /// transformers pads them). Samples (`do_sample`) draw from `generator`,
 /// or from the default CPU generator without one. Runs under
-/// `torch::NoGradGuard`.
+/// `torch::NoGradGuard`, on the CPU (a model or `input_ids` elsewhere is a
+/// c10::Error).
 GenerateOutput generate_with_scores(Seq2SeqLM& model,
                                     const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask,

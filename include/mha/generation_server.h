@@ -67,7 +67,7 @@ struct GenerationRequest {
 /// the stepping thread, under that lock (they must not call the server).
 class GenerationServer {
  public:
-  /// A server for `model` (eval mode) with the paged pools of `options`.
+  /// A server for `model` (eval mode, on the CPU) with the paged pools of `options`.
   GenerationServer(CausalLM model, const ContinuousBatchOptions& options = {});
   /// See above; each request's source is encoded alone at `submit`.
   GenerationServer(Seq2SeqLM model, const ContinuousBatchOptions& options = {});

@@ -39,6 +39,16 @@ void check_inputs(const Tensor& input_ids, const Tensor& attention_mask) {
                                 detail::torch_size(attention_mask.sizes())));
 }
 
+/// generate decodes on the CPU: `model`'s parameters and `input_ids` there.
+void check_on_cpu(const torch::nn::Module& model, const Tensor& input_ids) {
+  const auto parameters = model.parameters();
+  const torch::Device device = parameters.empty() ? torch::kCPU : parameters.front().device();
+  TORCH_CHECK_VALUE(device.is_cpu() && input_ids.device().is_cpu(),
+                    fmt::format("generate: decodes on the CPU, but the model is on {} and "
+                                "input_ids on {} (move both with .to(torch::kCPU))",
+                                device.str(), input_ids.device().str()));
+}
+
 /// transformers' generate's positions for left-padded prompts: the count of
 /// tokens before each position, 1 on the padding. `mask` (N, t) -> (N, t).
 Tensor positions_of(const Tensor& mask) { return (mask.cumsum(-1) - 1).masked_fill_(mask == 0, 1); }
@@ -52,6 +62,7 @@ detail::GenerationPlan checked_plan(const Model& model,
                                     const GenerationConfig& config,
                                     int64_t input_length) {
   check_inputs(input_ids, attention_mask);
+  check_on_cpu(*model, input_ids);
   const auto& o = model->options;
   return detail::plan_generation(config, input_length, o.vocab_size(), o.max_position_embeddings(),
                                  /*encoder_decoder=*/std::is_same_v<Model, Seq2SeqLM>);

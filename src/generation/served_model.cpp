@@ -112,13 +112,25 @@ class ServedLM final : public ServedModel {
   Model model_;
 };
 
+/// The server decodes on the CPU: `model`'s parameters there.
+void check_on_cpu(const torch::nn::Module& model) {
+  for (const auto& p : model.parameters()) {
+    TORCH_CHECK_VALUE(p.device().is_cpu(),
+                      fmt::format("GenerationServer: serves on the CPU, but the model is on {} "
+                                  "(move it with ->to(torch::kCPU))",
+                                  p.device().str()));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<ServedModel> served(CausalLM model) {
+  check_on_cpu(*model);
   return std::make_unique<ServedLM<CausalLM>>(std::move(model));
 }
 
 std::unique_ptr<ServedModel> served(Seq2SeqLM model) {
+  check_on_cpu(*model);
   return std::make_unique<ServedLM<Seq2SeqLM>>(std::move(model));
 }
 
