@@ -34,8 +34,9 @@ of a sampling cut-off: the k-th from the next score, the top-p mass from the
 bound), and `beam_<setting>` with `beam_<setting>_scores` (beam search, see
 BEAMS; `beam_bad_word` the two-token bad word of one setting) with
 `beam_margin` (the smallest gap at a boundary where beam search ranks
-candidates), and `alone_greedy_<row>` and `alone_sampled_<row>` (each row
-generated alone, unpadded: what a server's requests must produce).
+candidates), and `alone_greedy_<row>`, `alone_sampled_<row>` and
+`alone_beam_<row>` (each row generated alone, unpadded: what a server's
+requests must produce).
 A model saved in float16 or bfloat16 is run in float32 from the rounded weights.
 
 Usage: export_hf_reference.py --out DIR
@@ -332,10 +333,11 @@ def recording_beam_margins(model, margins):
 
 def alone(model, values, ids, mask):
     """transformers' batch-1 `generate` of each row alone, unpadded, with the
-    directory's generation config: `alone_greedy_<row>`, and sampling
+    directory's generation config: `alone_greedy_<row>`, sampling
     (temperature 0.7, top-k 50) after `torch.manual_seed(20 + row)`:
-    `alone_sampled_<row>` (what a server's requests must each produce), with
-    `alone_margin`, the smallest greedy gap or sampling cut-off distance."""
+    `alone_sampled_<row>`, and beam search with 4 beams: `alone_beam_<row>`
+    (what a server's requests must each produce), with `alone_margin`, the
+    smallest greedy gap, sampling cut-off distance or beam boundary gap."""
     margins = []
     for row in range(ids.shape[0]):
         prompt = ids[row:row + 1, mask[row] == 1]
@@ -346,6 +348,10 @@ def alone(model, values, ids, mask):
             input_ids=prompt, num_beams=1, logits_processor=T.LogitsProcessorList([cutoffs]),
             **dict(SAMPLING["t07_k50"], do_sample=True))
         margins += cutoffs.margins + [greedy_margin.reshape(1)]
+        recording_beam_margins(model, margins)
+        values[f"alone_beam_{row}"] = model.generate(input_ids=prompt, num_beams=4,
+                                                     do_sample=False)
+        forget_beam_margins(model)
     values["alone_margin"] = torch.cat(margins).min()
 
 
@@ -364,6 +370,11 @@ def beams(model, values, bad_word, **inputs):
                              output_scores=True, **setting, **extra)
         values[f"beam_{name}"], values[f"beam_{name}_scores"] = out.sequences, out.sequences_scores
     values["beam_margin"] = torch.cat(margins).min()
+    forget_beam_margins(model)
+
+
+def forget_beam_margins(model):
+    """Undoes `recording_beam_margins`."""
     for name in ("_get_top_k_continuations", "_get_running_beams_for_next_iteration",
                  "_update_finished_beams", "_check_early_stop_heuristic"):
         delattr(model, name)

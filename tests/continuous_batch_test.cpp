@@ -147,6 +147,30 @@ TEST(ContinuousBatchingInvariance, ARequestsOutputsAreBitwiseItsOutputsAlone) {
   EXPECT_EQ(bitwise, steps);
 }
 
+TEST(ContinuousBatchingFork, AForkContinuesItsParentAndThenGoesItsOwnWay) {
+  auto decoder = make_decoder(false);
+  const auto requests = make_requests(2);
+  const Request& r = requests[1];  // a prompt of 2 positions, then single tokens
+  torch::NoGradGuard no_grad;
+  mha::ContinuousBatch batch(decoder, mha::ContinuousBatchOptions().block_size(4).num_blocks(16));
+  const int64_t parent = batch.add(r.memory);
+  batch.step({{parent, r.inputs[0]}});
+  const int64_t free_before = batch.num_free_blocks();
+  const int64_t child = batch.fork(parent);  // shares the prompt's block and the memory
+  EXPECT_EQ(batch.num_free_blocks(), free_before);
+  EXPECT_EQ(batch.length(child), batch.length(parent));
+  // The child is fed the parent's next inputs: the request alone; the parent other ones.
+  const std::vector<Tensor> expected = alone(decoder, r);
+  for (size_t i = 1; i < r.inputs.size(); ++i) {
+    const auto out = batch.step({{child, r.inputs[i]}, {parent, torch::randn({1, kE})}});
+    EXPECT_TRUE(tensors_close(out.at(child), expected[i], 1e-5, 1e-5)) << "step " << i;
+  }
+  batch.remove(parent);
+  batch.remove(child);
+  EXPECT_EQ(batch.num_free_blocks(), 16);
+  MHA_ASSERT_THROWS_WITH(batch.fork(parent), "ContinuousBatch::fork: unknown request id");
+}
+
 TEST(ContinuousBatchingInvariance, IsRefusedForInt8Weights) {
   auto decoder = make_decoder(false);
   mha::quantize_dynamic(decoder);

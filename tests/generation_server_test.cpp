@@ -1,9 +1,11 @@
 // mha::GenerationServer against transformers' batch-1 `generate` on the
 // random-weight models scripts/export_hf_reference.py writes at test time
-// (`alone_greedy_<row>`, `alone_sampled_<row>`: each row of the reference's
-// batch unpadded, greedy and sampled with seed 20 + row): four requests
-// served together, two joining after the first step, each with its own
-// generator, give transformers' tokens, streamed as they are chosen. With
+// (`alone_greedy_<row>`, `alone_sampled_<row>`, `alone_beam_<row>`: each row
+// of the reference's batch unpadded, greedy, sampled with seed 20 + row, and
+// with 4 beams): six requests served together, joining at different steps,
+// each with its own generator, give transformers' tokens, streamed as they
+// are chosen (a beam search's when it ends); beams share their prompt's
+// blocks. With
 // batch invariance, a request's tokens are those of the request served
 // alone, bitwise, whatever shares its steps; cancelling frees a request and
 // leaves the others alone; bad requests and steps the pools cannot hold
@@ -51,21 +53,31 @@ mha::GenerationServer make_server(const std::string& name,
   return mha::GenerationServer(model.as<mha::Seq2SeqLM>(), options);
 }
 
-/// One request: row `row`, greedy with the directory's config, or sampled
-/// (temperature 0.7, top-k 50) from a generator seeded `20 + row`; its
-/// tokens streamed into `streamed`.
+/// How a request decodes: as the reference's `alone_<kind>_<row>`.
+enum class Kind { kGreedy, kSampled, kBeam };
+
+/// The reference's name of row `row` decoded as `kind`.
+std::string alone_key(Kind kind, int64_t row) {
+  const char* names[] = {"alone_greedy_", "alone_sampled_", "alone_beam_"};
+  return names[static_cast<int>(kind)] + std::to_string(row);
+}
+
+/// One request: row `row` with the directory's config, greedy, or sampled
+/// (temperature 0.7, top-k 50) from a generator seeded `20 + row`, or with
+/// 4 beams; its tokens streamed into `streamed`.
 mha::GenerationRequest request(const std::string& name,
                                const std::map<std::string, Tensor>& values,
                                int64_t row,
-                               bool sampled,
+                               Kind kind,
                                std::map<int64_t, std::vector<int64_t>>& streamed) {
   mha::GenerationRequest r;
   r.input_ids = unpadded(values, row);
   r.config = mha::read_generation_config(model_dir(name));
-  if (sampled) {
+  if (kind == Kind::kSampled) {
     r.config.do_sample(true).temperature(0.7).top_k(50);
     r.generator = at::make_generator<at::CPUGeneratorImpl>(20 + row);
   }
+  if (kind == Kind::kBeam) r.config.num_beams(4);
   r.on_token = [&streamed](int64_t id, int64_t token) { streamed[id].push_back(token); };
   return r;
 }
@@ -78,15 +90,17 @@ TEST_P(ServedGenerate, EachRequestIsTransformersBatchOneCallStreamed) {
   mha::GenerationServer server = make_server(name, mha::ContinuousBatchOptions().num_blocks(64));
   std::map<int64_t, std::vector<int64_t>> streamed;
   std::map<int64_t, std::string> expected;  // id -> the reference's key
-  auto submit = [&](int64_t row, bool sampled) {
-    const int64_t id = server.submit(request(name, values, row, sampled, streamed));
-    expected[id] = std::string(sampled ? "alone_sampled_" : "alone_greedy_") + std::to_string(row);
+  auto submit = [&](int64_t row, Kind kind) {
+    expected[server.submit(request(name, values, row, kind, streamed))] = alone_key(kind, row);
   };
-  submit(0, /*sampled=*/false);
-  submit(1, /*sampled=*/true);
-  server.step();  // the other two join a running batch
-  submit(1, /*sampled=*/false);
-  submit(0, /*sampled=*/true);
+  submit(0, Kind::kGreedy);
+  submit(1, Kind::kSampled);
+  submit(0, Kind::kBeam);
+  server.step();  // the others join a running batch
+  submit(1, Kind::kGreedy);
+  submit(0, Kind::kSampled);
+  server.step();
+  submit(1, Kind::kBeam);
   server.run();
   for (const auto& [id, key] : expected) {
     SCOPED_TRACE(key);
@@ -107,21 +121,23 @@ INSTANTIATE_TEST_SUITE_P(
     ServedGenerate,
     ::testing::Values("marian", "bart_generate", "mbart_generate", "gpt2", "opt", "opt_350m"));
 
-/// Row 0 sampled from the full distribution (temperature 1, no top-k), 12
-/// new tokens, served beside `neighbours` other requests in batch-invariant
-/// mode: its sequence.
-Tensor served_in_company(const std::string& name, int neighbours) {
+/// Row 0 sampled from the full distribution (temperature 1, no top-k), or
+/// beam-sampled with 4 beams (`beams`), 12 new tokens, served beside
+/// `neighbours` other requests in batch-invariant mode: its sequences.
+Tensor served_in_company(const std::string& name, int neighbours, bool beams) {
   const auto values = reference(name);
   mha::GenerationServer server =
       make_server(name, mha::ContinuousBatchOptions().num_blocks(64).batch_invariant(true));
   std::map<int64_t, std::vector<int64_t>> streamed;
   auto full_distribution = [&](int64_t row, int64_t seed) {
-    mha::GenerationRequest r = request(name, values, row, /*sampled=*/true, streamed);
+    mha::GenerationRequest r = request(name, values, row, Kind::kSampled, streamed);
     r.config.temperature(1.0).top_k(0).max_new_tokens(12).min_new_tokens(12);
     r.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
     return r;
   };
-  const int64_t id = server.submit(full_distribution(0, 7));
+  mha::GenerationRequest mine = full_distribution(0, 7);
+  if (beams) mine.config.num_beams(4).num_return_sequences(2);
+  const int64_t id = server.submit(mine);
   for (int i = 0; i < neighbours; ++i) {
     server.submit(full_distribution(i % 2, 100 + i));
     server.step();
@@ -132,18 +148,36 @@ Tensor served_in_company(const std::string& name, int neighbours) {
 
 TEST(ServedGenerate, BatchInvariantRequestsAreTheirAloneSelvesBitwise) {
   for (const std::string name : {"gpt2", "marian"}) {
-    SCOPED_TRACE(name);
-    const Tensor alone = served_in_company(name, 0);
-    EXPECT_TRUE(torch::equal(served_in_company(name, 5), alone));
+    for (const bool beams : {false, true}) {
+      SCOPED_TRACE(name + (beams ? ", beams" : ""));
+      const Tensor alone = served_in_company(name, 0, beams);
+      EXPECT_TRUE(torch::equal(served_in_company(name, 5, beams), alone));
+    }
   }
+}
+
+TEST(ServedGenerate, BeamsShareTheirPromptsBlocks) {
+  const auto values = reference("gpt2");
+  mha::GenerationServer server =
+      make_server("gpt2", mha::ContinuousBatchOptions().block_size(4).num_blocks(64));
+  std::map<int64_t, std::vector<int64_t>> streamed;
+  const int64_t id = server.submit(request("gpt2", values, 0, Kind::kBeam, streamed));
+  server.step();  // the prompt of 7 positions, once: 2 blocks, which the 4 beams share
+  EXPECT_EQ(server.num_free_blocks(), 64 - 2);
+  EXPECT_TRUE(streamed[id].empty());  // no beam is final yet
+  server.run();
+  EXPECT_EQ(server.num_free_blocks(), 64);
+  const Tensor best = server.take(id);
+  EXPECT_TRUE(torch::equal(best, values.at("alone_beam_0")));
+  EXPECT_EQ(static_cast<int64_t>(streamed[id].size()), best.size(1) - unpadded(values, 0).size(0));
 }
 
 TEST(ServedGenerate, CancellingARequestLeavesTheOthersAlone) {
   const auto values = reference("gpt2");
   mha::GenerationServer server = make_server("gpt2", mha::ContinuousBatchOptions().num_blocks(64));
   std::map<int64_t, std::vector<int64_t>> streamed;
-  const int64_t cancelled = server.submit(request("gpt2", values, 0, false, streamed));
-  const int64_t kept = server.submit(request("gpt2", values, 1, true, streamed));
+  const int64_t cancelled = server.submit(request("gpt2", values, 0, Kind::kGreedy, streamed));
+  const int64_t kept = server.submit(request("gpt2", values, 1, Kind::kSampled, streamed));
   server.step();
   server.step();
   server.cancel(cancelled);
@@ -166,7 +200,8 @@ TEST(ServedGenerate, AStepThePoolsCannotHoldChangesNoRequest) {
       make_server("gpt2", mha::ContinuousBatchOptions().block_size(16).num_blocks(3));
   std::map<int64_t, std::vector<int64_t>> streamed;
   auto twenty_tokens = [&](bool sampled) {
-    mha::GenerationRequest r = request("gpt2", values, 0, sampled, streamed);
+    mha::GenerationRequest r =
+        request("gpt2", values, 0, sampled ? Kind::kSampled : Kind::kGreedy, streamed);
     r.config.max_new_tokens(20).min_new_tokens(20);
     return r;
   };
@@ -201,16 +236,15 @@ TEST(ServedGenerate, RequestsSubmittedFromAnotherThreadWhileOneSteps) {
   std::atomic<bool> submitted{false};
   std::thread submitter([&] {
     for (int i = 0; i < 6; ++i) {
-      ids.push_back(
-          server.submit(request("gpt2", values, i % 2, /*sampled=*/i % 3 == 0, streamed)));
+      ids.push_back(server.submit(
+          request("gpt2", values, i % 2, i % 3 == 0 ? Kind::kSampled : Kind::kGreedy, streamed)));
     }
     submitted = true;
   });
   while (!submitted || server.num_active() > 0) server.step();
   submitter.join();
   for (size_t i = 0; i < ids.size(); ++i) {
-    const std::string key =
-        std::string(i % 3 == 0 ? "alone_sampled_" : "alone_greedy_") + std::to_string(i % 2);
+    const std::string key = alone_key(i % 3 == 0 ? Kind::kSampled : Kind::kGreedy, i % 2);
     EXPECT_TRUE(torch::equal(server.take(ids[i]), values.at(key))) << key;
   }
 }
@@ -220,15 +254,16 @@ TEST(ServedGenerate, RefusesBadRequestsChangingNothing) {
   mha::GenerationServer server =
       make_server("marian", mha::ContinuousBatchOptions().num_blocks(64));
   std::map<int64_t, std::vector<int64_t>> streamed;
-  server.submit(request("marian", values, 0, false, streamed));
-  mha::GenerationRequest beams = request("marian", values, 1, false, streamed);
-  beams.config.num_beams(4);
-  MHA_ASSERT_THROWS_WITH(server.submit(beams), "`num_beams` = 4 is not served");
-  mha::GenerationRequest outside = request("marian", values, 1, false, streamed);
+  server.submit(request("marian", values, 0, Kind::kGreedy, streamed));
+  mha::GenerationRequest several = request("marian", values, 1, Kind::kSampled, streamed);
+  several.config.num_return_sequences(2);
+  MHA_ASSERT_THROWS_WITH(server.submit(several),
+                         "`num_return_sequences` = 2 is served with beams only");
+  mha::GenerationRequest outside = request("marian", values, 1, Kind::kGreedy, streamed);
   outside.input_ids = torch::tensor({5, 120}, torch::kLong);
   MHA_ASSERT_THROWS_WITH(server.submit(outside),
                          "input_ids holds token 120, outside the model's vocabulary of 99 tokens");
-  mha::GenerationRequest too_long = request("marian", values, 1, false, streamed);
+  mha::GenerationRequest too_long = request("marian", values, 1, Kind::kGreedy, streamed);
   too_long.config.max_new_tokens(40);
   MHA_ASSERT_THROWS_WITH(server.submit(too_long),
                          "a decoded sequence of 41 tokens, but the model has 32 positions");

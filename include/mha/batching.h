@@ -121,6 +121,11 @@ class ContinuousBatch {
                      const std::vector<int64_t>& lengths);
   /// Forgets request `id` and frees its blocks.
   void remove(int64_t id);
+  /// A new request that continues request `id` from where it is: it shares
+  /// `id`'s blocks (its decoded positions and, for a decoder, its memory),
+  /// copied on write when either writes into a shared block (beam search,
+  /// several samples of one prompt). Takes no block; returns its id.
+  int64_t fork(int64_t id);
 
   /// The active requests' ids, ascending.
   std::vector<int64_t> ids() const;

@@ -34,11 +34,13 @@ using TokenCallback = std::function<void(int64_t id, int64_t token)>;
 struct GenerationRequest {
   /// (L) int64: a decoder-only model's prompt, or a seq2seq model's source; no padding.
   torch::Tensor input_ids;
-  /// How to decode it: greedy or sampling (`num_beams` 1, `num_return_sequences` 1).
+  /// How to decode it: greedy, sampling or beam search (`num_return_sequences`
+  /// above 1 with beams only).
   GenerationConfig config;
   /// The samples' source; none: the default CPU generator.
   std::optional<at::Generator> generator;
-  /// Receives each token as it is chosen (may be empty).
+  /// Receives each token as it is chosen (may be empty); a beam search's
+  /// tokens (its best hypothesis') when it ends, since no beam is final before.
   TokenCallback on_token;
 };
 
@@ -58,9 +60,10 @@ struct GenerationRequest {
 /// tokens and draws, are bitwise those of the request served alone, whichever
 /// requests share its steps.
 ///
-/// Beam search is not served (`num_beams` > 1 is refused; `generate` runs
-/// it): its beams would need one cache fork per beam and a ranking across a
-/// request's rows inside the shared step.
+/// Beam search (`num_beams` > 1) runs transformers' search as `generate`
+/// does, its beams as sequences of the batch: the prompt is run once, the
+/// beams fork it (sharing its blocks, copied on write), and each step every
+/// surviving beam forks its parent while the old beams leave.
 ///
 /// Thread safety: every method locks one mutex, so requests may be submitted
 /// and cancelled from other threads while one thread steps; callbacks run on
@@ -85,16 +88,20 @@ class GenerationServer {
   std::vector<int64_t> step();
   /// Steps until no request is active.
   void run();
-  /// Stops request `id` now (its blocks freed; what it generated is kept for `take`).
+  /// Stops request `id` now (its blocks freed; what it generated is kept for
+  /// `take`: a beam search's best running beam).
   void cancel(int64_t id);
   /// The sequence of request `id`, which must have ended or been cancelled,
   /// as `generate` returns it for the request alone: (1, T) int64, the
-  /// prompt (or the decoder start) and the generated tokens. The server
-  /// forgets the request.
+  /// prompt (or the decoder start) and the generated tokens; a beam search's
+  /// (R, T), its `num_return_sequences` best hypotheses. The server forgets
+  /// the request.
   torch::Tensor take(int64_t id);
 
   /// Requests still decoding.
   int64_t num_active() const;
+  /// Free blocks of the batch's self-attention block table (admission control).
+  int64_t num_free_blocks() const;
   /// Whether request `id` has ended or been cancelled.
   bool done(int64_t id) const;
 
@@ -107,6 +114,9 @@ class GenerationServer {
   mutable std::mutex mutex_;
 
   detail::ServedRequest& request(int64_t id) const;
+  /// `r`'s next token (or beam step) from its sequences' `logits` (k, V);
+  /// whether it ended.
+  bool advance(detail::ServedRequest& r, const torch::Tensor& logits);
   void finish(detail::ServedRequest& request);
 };
 

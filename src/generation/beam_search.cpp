@@ -27,29 +27,6 @@ Tensor gather_beams(const Tensor& tensor, Tensor indices) {
   return at::take_along_dim(tensor, indices, 1);
 }
 
-/// The search's state, per input (N) and beam (B): running hypotheses and
-/// finished ones, transformers' tensors of the same names.
-struct Beams {
-  Tensor running_sequences;     ///< (N, B, max_length) int64
-  Tensor running_beam_scores;   ///< (N, B) float32
-  Tensor running_beam_indices;  ///< (N, B, max_length - t0) int32
-  Tensor sequences;             ///< (N, B, max_length) int64, the finished
-  Tensor beam_scores;           ///< (N, B) float32
-  Tensor beam_indices;          ///< (N, B, max_length - t0) int32
-  Tensor is_sent_finished;      ///< (N, B) bool
-  Tensor improvable;            ///< (N, 1) bool: `is_early_stop_heuristic_unsatisfied`
-  Tensor hits_stop;             ///< (N, K) bool: `next_token_hits_stopping_criteria`
-};
-
-/// The search's fixed sizes.
-struct Shape {
-  int64_t batch = 0;       ///< N
-  int64_t beams = 0;       ///< B
-  int64_t keep = 0;        ///< K: candidates kept per step
-  int64_t prompt = 0;      ///< t0: `decoder_prompt_len`
-  int64_t max_length = 0;  ///< the sequences' capacity
-};
-
 /// The state before the first step, from `input_ids` (N * B, t0).
 Beams start(const Tensor& input_ids, const Shape& s, int64_t fill) {
   Beams b;
@@ -185,35 +162,59 @@ Decoded best_hypotheses(const Beams& b, int64_t returned, int64_t prompt) {
 
 }  // namespace
 
+BeamSearch::BeamSearch(const GenerationConfig& config,
+                       const GenerationPlan& plan,
+                       const Tensor& input_ids,
+                       std::optional<at::Generator> generator)
+    : config_(config), plan_(plan), generator_(std::move(generator)) {
+  shape_.beams = config.num_beams();
+  shape_.batch = input_ids.size(0) / shape_.beams;
+  shape_.prompt = input_ids.size(1);
+  shape_.keep = std::max<int64_t>(2, 1 + static_cast<int64_t>(plan.eos.size())) * shape_.beams;
+  shape_.max_length = plan.max_length;
+  cur_len_ = shape_.prompt;
+  beams_ = start(input_ids, shape_, fill_value(plan));
+  beams_.hits_stop = at::zeros({shape_.batch, shape_.beams}, at::kBool);
+}
+
+Tensor BeamSearch::sequences() const {
+  return beams_.running_sequences.narrow(2, 0, cur_len_).flatten(0, 1);  // (N B, t)
+}
+
+Tensor BeamSearch::advance(const Tensor& logits) {
+  const Shape& s = shape_;
+  Beams& b = beams_;
+  Tensor scores =
+      process_logits(config_, plan_, sequences(), logits.to(at::kFloat).log_softmax(-1));
+  scores.view({s.batch, s.beams, -1}).add_(b.running_beam_scores.unsqueeze(-1));
+  scores = scores.view({s.batch, -1});  // (N, B V)
+  const auto [log_probs, candidates, beam_indices] =
+      top_k_continuations(b, scores, cur_len_, s, config_.do_sample(), generator_);
+  b.hits_stop = stops(candidates, cur_len_, plan_);
+  next_running_beams(b, log_probs, candidates, beam_indices, s.beams);
+  update_finished(b, log_probs, candidates, beam_indices, cur_len_, s, config_);
+  const Tensor parents = b.running_beam_indices.select(2, cur_len_ - s.prompt).flatten();
+  ++cur_len_;
+  check_improvable(b, cur_len_, s, config_);
+  done_ = !has_unfinished(b, config_);
+  return parents.to(at::kLong);  // (N B)
+}
+
+Decoded BeamSearch::result() const {
+  return best_hypotheses(beams_, config_.num_return_sequences(), shape_.prompt);
+}
+
 Decoded beam_search(const GenerationConfig& config,
                     const GenerationPlan& plan,
                     const Tensor& input_ids,
                     const std::optional<at::Generator>& generator,
                     const DecodingSteps& steps) {
-  Shape s;
-  s.beams = config.num_beams();
-  s.batch = input_ids.size(0) / s.beams;
-  s.prompt = input_ids.size(1);
-  s.keep = std::max<int64_t>(2, 1 + static_cast<int64_t>(plan.eos.size())) * s.beams;
-  s.max_length = plan.max_length;
-  Beams b = start(input_ids, s, fill_value(plan));
-  b.hits_stop = at::zeros({s.batch, s.beams}, at::kBool);
-  for (int64_t cur_len = s.prompt;; ++cur_len) {
-    const Tensor flat = b.running_sequences.narrow(2, 0, cur_len).flatten(0, 1);  // (N B, t)
-    const Tensor logits = steps.next_logits(flat).to(at::kFloat);                 // (N B, V)
-    Tensor scores = process_logits(config, plan, flat, logits.log_softmax(-1));
-    scores.view({s.batch, s.beams, -1}).add_(b.running_beam_scores.unsqueeze(-1));
-    scores = scores.view({s.batch, -1});  // (N, B V)
-    const auto [log_probs, sequences, beam_indices] =
-        top_k_continuations(b, scores, cur_len, s, config.do_sample(), generator);
-    b.hits_stop = stops(sequences, cur_len, plan);
-    next_running_beams(b, log_probs, sequences, beam_indices, s.beams);
-    update_finished(b, log_probs, sequences, beam_indices, cur_len, s, config);
-    steps.reorder(b.running_beam_indices.select(2, cur_len - s.prompt).flatten().to(at::kLong));
-    check_improvable(b, cur_len + 1, s, config);
-    if (!has_unfinished(b, config)) break;
+  BeamSearch search(config, plan, input_ids, generator);
+  while (!search.done()) {
+    const Tensor logits = steps.next_logits(search.sequences());  // (N B, V)
+    steps.reorder(search.advance(logits));
   }
-  return best_hypotheses(b, config.num_return_sequences(), s.prompt);
+  return search.result();
 }
 
 }  // namespace detail

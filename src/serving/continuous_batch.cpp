@@ -172,6 +172,12 @@ void ContinuousBatch::remove(int64_t id) {
   stack_->remove(id);
 }
 
+int64_t ContinuousBatch::fork(int64_t id) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  check_known(*stack_, id, "fork");
+  return stack_->fork(id);
+}
+
 std::vector<int64_t> ContinuousBatch::ids() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return stack_->table().sequence_ids();

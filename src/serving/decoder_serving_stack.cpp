@@ -43,6 +43,12 @@ class DecoderServingStack final : public ServingStack {
     self_.release(id);
     cross_.release(id);
   }
+  int64_t fork(int64_t id) override {
+    const int64_t forked = self_.fork(id);
+    // Both tables count ids alike: a request has the same id in each.
+    TORCH_CHECK(cross_.fork(id) == forked, "ContinuousBatch::fork: the block tables' ids diverged");
+    return forked;
+  }
   int64_t memory_bytes() const override { return self_.memory_bytes() + cross_.memory_bytes(); }
   int64_t used_bytes() const override { return self_.used_bytes() + cross_.used_bytes(); }
 

@@ -46,6 +46,9 @@ class ServingStack {
                              const char* fix) = 0;
   /// Forgets request `id` (known) in every block table.
   virtual void remove(int64_t id) = 0;
+  /// A new request sharing request `id`'s (known) blocks in every block
+  /// table (copy on write); its id.
+  virtual int64_t fork(int64_t id) { return self_.fork(id); }
   /// Bytes of all its pools.
   virtual int64_t memory_bytes() const = 0;
   /// Bytes of the blocks its requests hold.
