@@ -27,19 +27,15 @@
 #include <algorithm>
 #include <string>
 
+#include "hf_reference.h"
 #include "support.h"
 
 namespace {
 
+const auto model_dir = mha::test::hf_model_dir;
+const auto reference = mha::test::hf_reference;
+
 using torch::Tensor;
-
-std::string model_dir(const std::string& name) {
-  return std::string(MHA_HF_REFERENCE_DIR) + "/" + name;
-}
-
-std::map<std::string, Tensor> reference(const std::string& name) {
-  return mha::read_state_dict(model_dir(name) + "/mha_reference.pt");
-}
 
 /// A token check means something only when transformers' choices were not
 /// near ties: the reference's smallest margin `name` (in the scores' units)

@@ -25,19 +25,15 @@
 #include <variant>
 #include <vector>
 
+#include "hf_reference.h"
 #include "support.h"
 
 namespace {
 
+const auto model_dir = mha::test::hf_model_dir;
+const auto reference = mha::test::hf_reference;
+
 using torch::Tensor;
-
-std::string model_dir(const std::string& name) {
-  return std::string(MHA_HF_REFERENCE_DIR) + "/" + name;
-}
-
-std::map<std::string, Tensor> reference(const std::string& name) {
-  return mha::read_state_dict(model_dir(name) + "/mha_reference.pt");
-}
 
 /// Row `row` of the reference's batch without its padding: (L) int64.
 Tensor unpadded(const std::map<std::string, Tensor>& values, int64_t row) {

@@ -20,28 +20,20 @@
 #include <fstream>
 #include <sstream>
 
+#include "hf_reference.h"
 #include "support.h"
 
 namespace {
+
+const auto model_dir = mha::test::hf_model_dir;
+const auto reference = mha::test::hf_reference;
 
 namespace fs = std::filesystem;
 using mha::test::tensors_close;
 using torch::Tensor;
 
-constexpr int64_t kMagic = 20261202;
 // transformers' outputs to within 1e-5 in float32, eval mode.
 constexpr double kAtol = 1e-5;
-
-std::string model_dir(const std::string& name) {
-  return std::string(MHA_HF_REFERENCE_DIR) + "/" + name;
-}
-
-std::map<std::string, Tensor> reference(const std::string& name) {
-  auto values = mha::read_state_dict(model_dir(name) + "/mha_reference.pt");
-  EXPECT_EQ(values.at("magic").item<int64_t>(), kMagic)
-      << "stale reference; run scripts/export_hf_reference.py";
-  return values;
-}
 
 /// The rows of `t` (N, L, ...) at the positions `attention_mask` (N, L) marks 1: (K, ...).
 Tensor real(const Tensor& t, const Tensor& attention_mask) {

@@ -56,9 +56,10 @@ struct GenerationRequest {
 /// `multinomial` per step from its own generator. (Requests without one
 /// share the default CPU generator, drawing in the order of their ids each
 /// step, so their samples depend on each other.) With
-/// `ContinuousBatchOptions::batch_invariant`, a request's logits, hence its
-/// tokens and draws, are bitwise those of the request served alone, whichever
-/// requests share its steps.
+/// `ContinuousBatchOptions::batch_invariant` (the batch's rows bitwise a
+/// request's rows alone, the LM head run per sequence), a request's tokens
+/// and draws are those of the request served alone, whichever requests
+/// share its steps.
 ///
 /// Beam search (`num_beams` > 1) runs transformers' search as `generate`
 /// does, its beams as sequences of the batch: the prompt is run once, the

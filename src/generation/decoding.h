@@ -31,6 +31,15 @@ struct Decoded {
   torch::Tensor sequences_scores;  ///< beam search: (rows) float32; else undefined
 };
 
+/// transformers' `_sample` choice of each row's next token (rows) int64 from
+/// `logits` (rows, V) after `sequences` (rows, t): the processed scores'
+/// argmax, or with `do_sample` one `multinomial` over every row.
+torch::Tensor next_tokens(const GenerationConfig& config,
+                          const GenerationPlan& plan,
+                          const torch::Tensor& sequences,
+                          const torch::Tensor& logits,
+                          const std::optional<at::Generator>& generator);
+
 /// transformers' `_sample`: from `sequences` (rows, t0), each step the
 /// processed scores' argmax, or with `do_sample` one `multinomial` over every
 /// row (finished rows included); finished rows continue with the pad token.

@@ -1,6 +1,7 @@
-// GenerationServer: `generate`'s loop without beams (generation/sample.cpp)
-// for many requests at once, each step one `ContinuousBatch` step over every
-// active request's new tokens, then each request's own processors and draw.
+// GenerationServer: `generate`'s loops (generation/sample.cpp, and
+// BeamSearch of generation/beam_search.cpp) for many requests at once, each
+// step one `ContinuousBatch` step over every active request's new tokens,
+// then each request's own processors and draw, or its beam step.
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -44,19 +45,6 @@ struct ServedRequest {
 }  // namespace detail
 
 namespace {
-
-/// transformers' choice of the next token for one row, as `_sample` makes it:
-/// `logits` (1, V) of the row after `sequence` (1, t).
-int64_t choose(const detail::ServedRequest& r, const Tensor& logits) {
-  const Tensor scores =
-      detail::process_logits(r.config, r.plan, r.sequence, logits.to(at::kFloat).clone());
-  const Tensor next = r.config.do_sample()
-                          ? at::multinomial(scores.softmax(-1), 1, /*replacement=*/false,
-                                            r.generator)
-                                .squeeze(1)
-                          : scores.argmax(-1);  // (1)
-  return next.item<int64_t>();
-}
 
 /// Whether `r` ends with its last token: `max_length` reached, or an end token.
 bool ends(const detail::ServedRequest& r, int64_t token) {
@@ -179,7 +167,8 @@ bool GenerationServer::advance(detail::ServedRequest& r, const Tensor& logits) {
     finish(r);
     return true;
   }
-  const int64_t token = choose(r, logits);
+  const int64_t token =
+      detail::next_tokens(r.config, r.plan, r.sequence, logits, r.generator).item<int64_t>();
   r.fed = r.sequence.size(1);
   r.sequence = at::cat({r.sequence, torch::full({1, 1}, token, torch::kLong)}, 1);
   if (r.on_token) r.on_token(r.id, token);

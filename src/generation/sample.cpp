@@ -13,6 +13,17 @@ namespace detail {
 
 using torch::Tensor;
 
+Tensor next_tokens(const GenerationConfig& config,
+                   const GenerationPlan& plan,
+                   const Tensor& sequences,
+                   const Tensor& logits,
+                   const std::optional<at::Generator>& generator) {
+  const Tensor scores = process_logits(config, plan, sequences, logits.to(at::kFloat).clone());
+  return config.do_sample()  // (N)
+             ? at::multinomial(scores.softmax(-1), 1, /*replacement=*/false, generator).squeeze(1)
+             : scores.argmax(-1);
+}
+
 Decoded greedy_or_sample(const GenerationConfig& config,
                          const GenerationPlan& plan,
                          Tensor sequences,
@@ -22,12 +33,8 @@ Decoded greedy_or_sample(const GenerationConfig& config,
   Tensor unfinished = at::ones({n}, at::kLong);        // (N)
   const Tensor eos = at::tensor(plan.eos, at::kLong);  // (K)
   while (true) {
-    const Tensor logits = steps.next_logits(sequences).to(at::kFloat);  // (N, V)
-    const Tensor scores = process_logits(config, plan, sequences, logits.clone());
-    Tensor next =
-        config.do_sample()  // (N)
-            ? at::multinomial(scores.softmax(-1), 1, /*replacement=*/false, generator).squeeze(1)
-            : scores.argmax(-1);
+    const Tensor logits = steps.next_logits(sequences);                     // (N, V)
+    Tensor next = next_tokens(config, plan, sequences, logits, generator);  // (N)
     if (!plan.eos.empty()) next = next * unfinished + *plan.pad * (1 - unfinished);
     sequences = at::cat({sequences, next.unsqueeze(1)}, 1);  // (N, t + 1)
     if (sequences.size(1) >= plan.max_length) break;         // MaxLengthCriteria
