@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "hf_reference.h"
@@ -224,9 +225,14 @@ TEST(HfModel, EntryPointNamesTheClass) {
                          "model_type 'gpt2' is a mha::CausalLM, not the class asked for");
 }
 
+/// `directory` loaded with the float tensors as read (not prepacked).
+mha::HfModel load_float(const std::string& directory) {
+  return mha::load_hf_model(directory, mha::HfModelLoadOptions().prepack(false));
+}
+
 TEST(HfModel, TiedHeadIsOneCopyThroughCloneToAndLoad) {
   torch::NoGradGuard no_grad;
-  auto model = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
+  auto model = load_float(model_dir("gpt2")).as<mha::CausalLM>();
   auto shares = [](const mha::CausalLM& m) {
     return m->lm_head->weight.data_ptr() == m->embed_tokens->weight.data_ptr();
   };
@@ -242,7 +248,7 @@ TEST(HfModel, TiedHeadIsOneCopyThroughCloneToAndLoad) {
 
   std::stringstream archive;
   torch::save(model, archive);
-  auto loaded = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
+  auto loaded = load_float(model_dir("gpt2")).as<mha::CausalLM>();
   loaded->embed_tokens->weight.zero_();
   torch::load(loaded, archive);
   EXPECT_TRUE(shares(loaded));
@@ -251,6 +257,62 @@ TEST(HfModel, TiedHeadIsOneCopyThroughCloneToAndLoad) {
   copy->to(torch::kFloat64);
   EXPECT_TRUE(shares(mha::CausalLM(copy)));
   EXPECT_TRUE(tensors_close(copy->forward(ids).to(torch::kFloat32), logits, 0.0, kAtol));
+}
+
+TEST(HfModel, LoadedModelsArePrepackedByDefaultAndConvertFromTheFloatValues) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference("gpt2");
+  const Tensor& ids = ref.at("input_ids");
+  const Tensor& mask = ref.at("attention_mask");
+  const Tensor& positions = ref.at("position_ids");
+  auto fast = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
+  auto plain = load_float(model_dir("gpt2")).as<mha::CausalLM>();
+  EXPECT_TRUE(mha::is_prepacked(*fast));
+  EXPECT_FALSE(mha::is_prepacked(*plain));
+  const Tensor logits = fast(ids, mask, positions);
+  expect_close_at_real("gpt2 as loaded (prepacked)", logits, ref.at("logits"), mask);
+  // The float values come back bit for bit: state_dict, quantize_dynamic, unpack.
+  const auto plain_list = mha::state_dict(*plain);
+  const std::map<std::string, Tensor> plain_state(plain_list.begin(), plain_list.end());
+  EXPECT_EQ(mha::state_dict(*fast).size(), plain_state.size());
+  for (const auto& [name, value] : mha::state_dict(*fast)) {
+    EXPECT_TRUE(torch::equal(value, plain_state.at(name))) << name;
+  }
+  auto fast_int8 = std::dynamic_pointer_cast<mha::CausalLMImpl>(fast->clone());
+  auto plain_int8 = std::dynamic_pointer_cast<mha::CausalLMImpl>(plain->clone());
+  mha::quantize_dynamic(*fast_int8);
+  mha::quantize_dynamic(*plain_int8);
+  EXPECT_FALSE(mha::is_prepacked(*fast_int8));
+  EXPECT_TRUE(torch::equal(fast_int8->forward(ids, mask, positions),
+                           plain_int8->forward(ids, mask, positions)));
+  auto unpacked = std::dynamic_pointer_cast<mha::CausalLMImpl>(fast->clone());
+  mha::unpack(*unpacked);
+  EXPECT_FALSE(mha::is_prepacked(*unpacked));
+  EXPECT_TRUE(torch::equal(unpacked->forward(ids, mask, positions), plain(ids, mask, positions)));
+  // to() another dtype unpacks first; the head is tied to the embeddings again.
+  fast->to(torch::kFloat64);
+  EXPECT_FALSE(mha::is_prepacked(*fast));
+  EXPECT_EQ(fast->lm_head->weight.data_ptr(), fast->embed_tokens->weight.data_ptr());
+  expect_close_at_real("gpt2 prepacked, then to(float64)",
+                       fast(ids, mask, positions).to(torch::kFloat32), ref.at("logits"), mask);
+}
+
+TEST(HfModel, EncodersConvertFromTheirPrepackedDefault) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference("bert");
+  auto model = mha::load_hf_model(model_dir("bert")).as<mha::TextEncoderModel>();
+  EXPECT_TRUE(mha::is_prepacked(*model));
+  model->to(torch::kFloat64);
+  EXPECT_FALSE(mha::is_prepacked(*model));
+  const Tensor& mask = ref.at("attention_mask");
+  const Tensor types = ref.count("token_type_ids") ? ref.at("token_type_ids") : Tensor();
+  const Tensor out = model(ref.at("input_ids"), mask, types).last_hidden_state;
+  expect_close_at_real("bert prepacked, then to(float64)", out.to(torch::kFloat32),
+                       ref.at("last_hidden_state"), mask);
+  EXPECT_TRUE(mha::is_prepacked(mha::load_hf_model(model_dir("vit")).base()));
+  EXPECT_FALSE(mha::is_prepacked(
+      mha::load_hf_model(model_dir("bert"), mha::HfModelLoadOptions().dtype(torch::kFloat64))
+          .base()));
 }
 
 TEST(HfModel, PrepackedAndInt8ModelsKeepTheEmbeddingLookup) {

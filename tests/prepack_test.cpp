@@ -235,10 +235,59 @@ TEST_F(PrepackTest, ToAnotherDtypeThrowsAndTheWeightIsFreedWithTheModule) {
   auto layer = serving_layer();
   mha::prepack(layer);
   MHA_ASSERT_THROWS_WITH(layer->to(torch::kDouble), "holds prepacked (mha::prepack) weights");
+  MHA_ASSERT_THROWS_WITH(layer->to(torch::kDouble), "call mha::unpack(module) first");
   std::weak_ptr<torch::nn::Module> packed = layer->linear1->named_children()["weight_packed"];
   ASSERT_FALSE(packed.expired());
   layer = mha::TransformerEncoderLayer(nullptr);
   EXPECT_TRUE(packed.expired()) << "no cache outlives the module";
+}
+
+/// A whole seq2seq Transformer of the size people serve (2 + 2 layers, the
+/// stacks' prototype layers and the decoder's two-block cross-attention included).
+mha::Transformer serving_transformer() {
+  mha::Transformer model(mha::TransformerOptions(512, 8, 2, 2).batch_first(true));
+  model->eval();
+  return model;
+}
+
+Tensor run(mha::Transformer& model, const Tensor& src, const Tensor& tgt) {
+  const c10::InferenceMode inference;
+  return model(src, tgt);
+}
+
+TEST_F(PrepackTest, UnpackGivesTheFloatModuleBackBitForBit) {
+  auto model = serving_transformer();
+  auto plain = mha::Transformer(std::dynamic_pointer_cast<mha::TransformerImpl>(model->clone()));
+  const Tensor tgt = torch::randn({1, 8, 512});
+  mha::prepack(model);
+  mha::unpack(model);
+  EXPECT_FALSE(mha::is_prepacked(*model));
+  auto encoder = model->encoder.get<mha::TransformerEncoder>();
+  auto decoder = model->decoder.get<mha::TransformerDecoder>();
+  EXPECT_FALSE(mha::is_prepacked(*encoder->options.encoder_layer()));
+  EXPECT_FALSE(mha::is_prepacked(*decoder->options.decoder_layer()));
+  const auto expected = plain->named_parameters();
+  for (const auto& p : model->named_parameters()) {
+    EXPECT_TRUE(bitwise_equal(p.value(), expected[p.key()])) << p.key();
+  }
+  EXPECT_TRUE(bitwise_equal(run(model, src, tgt), run(plain, src, tgt)));
+  model->to(torch::kDouble);  // float parameters again: converts as any module
+  EXPECT_EQ(decoder->layers[0]
+                ->as<mha::TransformerDecoderLayerImpl>()
+                ->multihead_attn->in_proj_weight.scalar_type(),
+            torch::kDouble);
+}
+
+TEST_F(PrepackTest, QuantizeDynamicOfAPrepackedModuleQuantizesItsFloatValues) {
+  auto model = serving_transformer();
+  auto plain = mha::Transformer(std::dynamic_pointer_cast<mha::TransformerImpl>(model->clone()));
+  const Tensor tgt = torch::randn({1, 8, 512});
+  mha::prepack(model);
+  mha::quantize_dynamic(model);
+  mha::quantize_dynamic(plain);
+  EXPECT_FALSE(mha::is_prepacked(*model));
+  EXPECT_TRUE(mha::is_quantized(*model));
+  EXPECT_TRUE(bitwise_equal(run(model, src, tgt), run(plain, src, tgt)));
 }
 
 TEST_F(PrepackTest, RefusesWhatItCannotConvertChangingNothing) {

@@ -90,6 +90,13 @@ class TextEncoderModelImpl : public torch::nn::Cloneable<TextEncoderModelImpl> {
   /// A deep copy that leaves the global RNG alone.
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
+  /// `Module::to`; prepacked weights (`load_hf_model`'s default) are
+  /// unpacked first (`mha::unpack`) when the dtype or device changes.
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  /// See the overload above.
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  /// See the overload above.
+  void to(torch::Device device, bool non_blocking = false) override;
   /// Prints `mha::TextEncoderModel(model_type=bert, num_layers=12)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -160,6 +167,13 @@ class VisionEncoderModelImpl : public torch::nn::Cloneable<VisionEncoderModelImp
   /// A deep copy that leaves the global RNG alone.
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
+  /// `Module::to`; prepacked weights (`load_hf_model`'s default) are
+  /// unpacked first (`mha::unpack`) when the dtype or device changes.
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  /// See the overload above.
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  /// See the overload above.
+  void to(torch::Device device, bool non_blocking = false) override;
   /// Prints `mha::VisionEncoderModel(model_type=vit, num_layers=12)`.
   void pretty_print(std::ostream& stream) const override;
 

@@ -113,11 +113,13 @@ class Seq2SeqLMImpl : public torch::nn::Cloneable<Seq2SeqLMImpl> {
   /// A deep copy that keeps the head tied and leaves the global RNG alone.
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
-  /// `Module::to`, then the head tied again.
+  /// `Module::to`, then the head tied again; prepacked weights
+  /// (`load_hf_model`'s default) are unpacked first (`mha::unpack`) when the
+  /// dtype or device changes.
   void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  /// `Module::to`, then the head tied again.
+  /// See the overload above.
   void to(torch::Dtype dtype, bool non_blocking = false) override;
-  /// `Module::to`, then the head tied again.
+  /// See the overload above.
   void to(torch::Device device, bool non_blocking = false) override;
   /// Prints `mha::Seq2SeqLM(model_type=marian, ...)`.
   void pretty_print(std::ostream& stream) const override;
@@ -260,11 +262,13 @@ class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
   /// A deep copy that keeps the head tied and leaves the global RNG alone.
   std::shared_ptr<torch::nn::Module> clone(
       const std::optional<torch::Device>& device = std::nullopt) const override;
-  /// `Module::to`, then the head tied again.
+  /// `Module::to`, then the head tied again; prepacked weights
+  /// (`load_hf_model`'s default) are unpacked first (`mha::unpack`) when the
+  /// dtype or device changes.
   void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  /// `Module::to`, then the head tied again.
+  /// See the overload above.
   void to(torch::Dtype dtype, bool non_blocking = false) override;
-  /// `Module::to`, then the head tied again.
+  /// See the overload above.
   void to(torch::Device device, bool non_blocking = false) override;
   /// Prints `mha::CausalLM(model_type=gpt2, num_layers=12)`.
   void pretty_print(std::ostream& stream) const override;

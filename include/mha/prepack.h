@@ -37,8 +37,9 @@ struct PrepackOptions {
 /// (`.data()`, `data_ptr()`, `copy_`) meet an empty tensor; a weight given
 /// back with `set_data` is computed with as it is, in float; `torch::load`
 /// and `mha::load_state_dict` repack the loaded values; `to()` another dtype
-/// or device throws. `state_dict`, `torch::save` and `clone()` give the
-/// float values back bit for bit (the packing permutes them).
+/// or device throws (`unpack` first); `quantize_dynamic` quantizes the
+/// values. `state_dict`, `torch::save`, `clone()` and `unpack` give the float
+/// values back bit for bit (the packing permutes them).
 ///
 /// Results agree with the float module within float32 rounding (mha's
 /// kernels are taken for every fast-path call: Python's native op takes
@@ -71,5 +72,24 @@ void prepack(const torch::nn::ModuleHolder<ModuleType>& module,
 
 /// Whether `prepack` converted any weight of `module` or of a module under it.
 bool is_prepacked(const torch::nn::Module& module);
+
+/// Undoes `prepack`: every prepacked weight of `module` and of the modules
+/// under it (the stacks' prototype layers included) is a float32 parameter
+/// again, holding its values bit for bit, and the `<name>_packed` children
+/// are gone; the module then converts with `to()` as any other. Parameters
+/// keep `requires_grad` false (`prepack` turned it off). An LM head tied to
+/// its embeddings keeps a copy of them until the model's next `to()`,
+/// `clone()` or `torch::load`, which ties it again. int8 weights
+/// (`quantize_dynamic`) are left as they are; a module without prepacked
+/// weights is left unchanged.
+void unpack(torch::nn::Module& module);
+
+/// `unpack` of the module `module` holds.
+template <typename ModuleType>
+void unpack(const torch::nn::ModuleHolder<ModuleType>& module) {
+  TORCH_CHECK_VALUE(!module.is_empty(),
+                    "unpack: expected module to hold a module, but got an empty holder (nullptr)");
+  unpack(*module.ptr());
+}
 
 }  // namespace mha

@@ -50,8 +50,9 @@ struct QuantizeOptions {
 ///
 /// Throws `c10::Error`, changing nothing, for weights that are not float32
 /// on the CPU, a tensor-parallel module, or a LibTorch without FBGEMM's ops
-/// or whose quantized engine is not x86/fbgemm. Modules already converted
-/// are left as they are.
+/// or whose quantized engine is not x86/fbgemm. Prepacked weights
+/// (`mha::prepack`, and a model as `mha::load_hf_model` loads it) are
+/// quantized from their float values; int8 weights are left as they are.
 ///
 /// Example:
 /// ```

@@ -65,7 +65,8 @@ void reject_conversion(const char* kind,
   TORCH_CHECK(same, "to(", device ? device->str() : std::string(), device && dtype ? ", " : "",
               dtype ? c10::toString(*dtype) : "", "): this module holds ", kind,
               " weights, which compute in float32 on the CPU only; to run in another dtype or on "
-              "another device, build a float module and load the float weights");
+              "another device, call mha::unpack(module) first (prepacked weights), or build a "
+              "float module and load the float weights (int8)");
 }
 
 Tensor float_weight(const torch::nn::Module& owner, const std::string& param, const Tensor& value) {

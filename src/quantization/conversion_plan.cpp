@@ -22,6 +22,7 @@ namespace {
 /// What `collect` found: the plan, the problems (by dotted name), and the
 /// decoder layers' cross-attention modules met on the way.
 struct Collected {
+  const ConversionSelection& selection;
   ConversionPlan plan;
   std::vector<std::string> errors;
   std::set<const torch::nn::Module*> cross_attention;  // decoder layers' multihead_attn
@@ -32,18 +33,30 @@ void add_weight(Collected& plan,
                 const std::string& prefix,
                 const std::string& param,
                 Tensor& weight,
-                std::vector<int64_t> block_rows = {}) {
-  if (!weight.defined() || is_placeholder(weight)) return;  // none, or converted
-  if (weight.dim() != 2 || weight.scalar_type() != at::kFloat || !weight.device().is_cpu() ||
-      weight.layout() != at::kStrided) {
+                bool q_then_kv = false) {
+  if (!weight.defined()) return;
+  std::string replaced;  // a prepacked form converted again
+  Tensor values = weight;
+  if (is_placeholder(weight)) {
+    const auto form = weight_form(owner, param);
+    const auto floats = form ? form->float_weight() : std::nullopt;
+    if (!plan.selection.from_prepacked || !floats) return;  // converted: left as it is
+    replaced = param + "_packed";
+    values = *floats;
+  }
+  if (values.dim() != 2 || values.scalar_type() != at::kFloat || !values.device().is_cpu() ||
+      values.layout() != at::kStrided) {
     plan.errors.push_back(prefix + param + ": expected a 2-D float32 CPU weight, but got " +
-                          c10::toString(weight.scalar_type()) + " of " +
-                          std::to_string(weight.dim()) + " dimension(s) on " +
-                          weight.device().str());
+                          c10::toString(values.scalar_type()) + " of " +
+                          std::to_string(values.dim()) + " dimension(s) on " +
+                          values.device().str());
     return;
   }
-  if (block_rows.empty()) block_rows = {weight.size(0)};
-  plan.plan.conversions.push_back({&owner, param, &weight, std::move(block_rows), nullptr});
+  const int64_t rows = values.size(0);
+  std::vector<int64_t> block_rows =
+      q_then_kv ? std::vector<int64_t>{rows / 3, rows - rows / 3} : std::vector<int64_t>{rows};
+  plan.plan.conversions.push_back(
+      {&owner, param, &weight, values, std::move(block_rows), replaced, nullptr});
 }
 
 /// `cross`: a decoder layer's cross-attention, whose query and memory are
@@ -52,11 +65,7 @@ void add_attention(Collected& plan,
                    MultiheadAttentionImpl& attn,
                    const std::string& prefix,
                    bool cross) {
-  if (attn.in_proj_weight.defined()) {
-    const int64_t part = attn.in_proj_weight.size(0) / 3;
-    add_weight(plan, attn, prefix, "in_proj_weight", attn.in_proj_weight,
-               cross ? std::vector<int64_t>{part, 2 * part} : std::vector<int64_t>{});
-  }
+  add_weight(plan, attn, prefix, "in_proj_weight", attn.in_proj_weight, cross);
   add_weight(plan, attn, prefix, "q_proj_weight", attn.q_proj_weight);
   add_weight(plan, attn, prefix, "k_proj_weight", attn.k_proj_weight);
   add_weight(plan, attn, prefix, "v_proj_weight", attn.v_proj_weight);
@@ -127,7 +136,7 @@ void collect(Collected& plan,
 }  // namespace
 
 ConversionPlan plan_conversion(torch::nn::Module& module, const ConversionSelection& selection) {
-  Collected collected;
+  Collected collected{selection, {}, {}, {}};
   collect(collected, module, "", selection);
   if (!collected.errors.empty()) {
     std::string message = selection.caller + ": nothing was converted:";
@@ -139,6 +148,7 @@ ConversionPlan plan_conversion(torch::nn::Module& module, const ConversionSelect
 
 void commit(const ConversionPlan& plan, const std::string& suffix) {
   for (const Conversion& c : plan.conversions) {
+    if (!c.replaced_form.empty()) c.owner->unregister_module(c.replaced_form);
     c.owner->register_module(c.param + suffix, c.form);
     c.form->train(c.owner->is_training());
     c.weight->set_data(at::empty({0}, c.weight->options()));

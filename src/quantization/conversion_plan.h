@@ -24,15 +24,21 @@ struct ConversionSelection {
   std::string caller;  // "quantize_dynamic"
   bool attention = true;
   bool linears = true;
+  /// Prepacked weights are converted too, from their float values (int8 from
+  /// prepacked); else every converted weight is left as it is.
+  bool from_prepacked = false;
 };
 
-/// One weight parameter to convert: its owner, name, handle and row blocks
-/// (a decoder layer's cross-attention `in_proj_weight`: q, then [k; v]).
+/// One weight parameter to convert: its owner, name, handle, float32
+/// values (the parameter, or its prepacked form's) and row blocks (a decoder
+/// layer's cross-attention `in_proj_weight`: q, then [k; v]).
 struct Conversion {
   torch::nn::Module* owner;
   std::string param;
   torch::Tensor* weight;
+  torch::Tensor values;
   std::vector<int64_t> block_rows;
+  std::string replaced_form;                // the owner's child the form replaces, or ""
   std::shared_ptr<torch::nn::Module> form;  // made by the caller before `commit`
 };
 
@@ -44,13 +50,13 @@ struct ConversionPlan {
 };
 
 /// Every float32 CPU weight `selection` takes under `module` that is not
-/// converted yet. Throws a c10::Error listing every weight it cannot take
-/// (not float32 on the CPU, tensor-parallel attention), changing nothing.
+/// converted yet (or prepacked, with `from_prepacked`). Throws a c10::Error listing every weight it
+/// cannot take (not float32 on the CPU, tensor-parallel attention), changing nothing.
 ConversionPlan plan_conversion(torch::nn::Module& module, const ConversionSelection& selection);
 
-/// The swap: each form in as the child `<param><suffix>` of its owner, the
-/// float weight's elements out (a placeholder), the owner's parameters no
-/// longer requiring grad (inference only); then the prototypes installed.
+/// The swap: each form in as the child `<param><suffix>` of its owner (the
+/// form it replaces out), the float weight's elements out (a placeholder), the owner's parameters
+/// no longer requiring grad (inference only); then the prototypes installed.
 void commit(const ConversionPlan& plan, const std::string& suffix);
 
 }  // namespace detail

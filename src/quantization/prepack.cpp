@@ -1,14 +1,46 @@
 // mha::prepack: finds the weights to convert, checks and packs them all, then
-// swaps them in (so an error changes nothing).
+// swaps them in (so an error changes nothing). mha::unpack: the float values
+// back in the parameters.
 
 #include <c10/util/Exception.h>
 #include <mha/prepack.h>
+#include <mha/transformer_coder.h>
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "linear/converted_module.h"
 #include "linear/packed_weight.h"
 #include "quantization/conversion_plan.h"
 
 namespace mha {
+
+namespace {
+
+/// `module`'s own prepacked children: (the form's child name, its float32 values).
+std::vector<std::pair<std::string, torch::Tensor>> packed_children(
+    const torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& child : module.named_children()) {
+    if (auto packed = std::dynamic_pointer_cast<detail::PackedWeightImpl>(child.value())) {
+      out.emplace_back(child.key(), *packed->float_weight());
+    }
+  }
+  return out;
+}
+
+/// A stack's prototype layer unpacked: a clone when it holds prepacked
+/// weights (the layer a caller may still hold is left alone), else itself.
+template <typename Layer>
+Layer unpacked_prototype(const Layer& prototype) {
+  if (!is_prepacked(*prototype)) return prototype;
+  auto copy = std::dynamic_pointer_cast<typename Layer::Impl>(prototype->clone());
+  unpack(*copy);
+  return Layer(copy);
+}
+
+}  // namespace
 
 void prepack(torch::nn::Module& module, const PrepackOptions& options) {
   TORCH_CHECK(detail::PackedLinearOps::onednn().available(),
@@ -18,11 +50,28 @@ void prepack(torch::nn::Module& module, const PrepackOptions& options) {
       detail::plan_conversion(module, {"prepack", options.attention(), options.linears()});
   torch::NoGradGuard no_grad;
   for (detail::Conversion& c : plan.conversions) {
-    c.form = std::make_shared<detail::PackedWeightImpl>(*c.weight, c.block_rows);
+    c.form = std::make_shared<detail::PackedWeightImpl>(c.values, c.block_rows);
   }
   detail::commit(plan, "_packed");
 }
 
 bool is_prepacked(const torch::nn::Module& module) { return detail::holds_prepacked(module); }
+
+void unpack(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (const auto& m : module.named_modules("", /*include_self=*/true)) {
+    torch::nn::Module& owner = *m.value();
+    for (auto& [child, values] : packed_children(owner)) {
+      owner.named_parameters(/*recurse=*/false)[*detail::converted_param(child)].set_data(values);
+      owner.unregister_module(child);
+    }
+    if (auto* encoder = dynamic_cast<TransformerEncoderImpl*>(&owner)) {
+      encoder->options.encoder_layer(unpacked_prototype(encoder->options.encoder_layer()));
+    }
+    if (auto* decoder = dynamic_cast<TransformerDecoderImpl*>(&owner)) {
+      decoder->options.decoder_layer(unpacked_prototype(decoder->options.decoder_layer()));
+    }
+  }
+}
 
 }  // namespace mha

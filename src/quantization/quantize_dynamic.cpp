@@ -18,11 +18,12 @@ void quantize_dynamic(torch::nn::Module& module, const QuantizeOptions& options)
   TORCH_CHECK(unavailable.empty(),
               "quantize_dynamic: int8 weights need FBGEMM's dynamic linear: ", unavailable);
   detail::ConversionPlan plan =
-      detail::plan_conversion(module, {"quantize_dynamic", options.attention(), options.linears()});
+      detail::plan_conversion(module, {"quantize_dynamic", options.attention(), options.linears(),
+                                       /*from_prepacked=*/true});
   torch::NoGradGuard no_grad;
   for (detail::Conversion& c : plan.conversions) {
     c.form = std::make_shared<detail::Int8WeightImpl>(
-        detail::quantize_weight(*c.weight, options.recipe()), options.recipe(), c.block_rows);
+        detail::quantize_weight(c.values, options.recipe()), options.recipe(), c.block_rows);
   }
   detail::commit(plan, "_int8");
 }

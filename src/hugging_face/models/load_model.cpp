@@ -6,10 +6,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mha/hf_models.h>
+#include <mha/prepack.h>
 
 #include <algorithm>
 
 #include "hugging_face/architectures.h"
+#include "linear/packed_linear.h"
 
 namespace mha {
 namespace {
@@ -257,6 +259,10 @@ HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& 
     out.base().to(options.dtype());
   }
   out.base().eval();
+  if (options.prepack() && options.dtype() == torch::kFloat32 &&
+      detail::PackedLinearOps::onednn().available()) {
+    prepack(out.base());
+  }
   return out;
 }
 

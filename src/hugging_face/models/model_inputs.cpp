@@ -1,6 +1,7 @@
 #include "hugging_face/models/model_inputs.h"
 
 #include <c10/util/Exception.h>
+#include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <torch/torch.h>
 
@@ -87,6 +88,22 @@ void tie(torch::Tensor& alias, const torch::Tensor& source) {
   }
   torch::NoGradGuard no_grad;
   alias.set_data(source);
+}
+
+void to_unpacking(torch::nn::Module& module,
+                  std::optional<torch::Device> device,
+                  std::optional<torch::Dtype> dtype,
+                  bool non_blocking) {
+  const bool leaves_float_cpu =
+      (device && !device->is_cpu()) || (dtype && *dtype != torch::kFloat32);
+  if (leaves_float_cpu && is_prepacked(module)) unpack(module);
+  if (device && dtype) {
+    module.torch::nn::Module::to(*device, *dtype, non_blocking);
+  } else if (dtype) {
+    module.torch::nn::Module::to(*dtype, non_blocking);
+  } else {
+    module.torch::nn::Module::to(*device, non_blocking);
+  }
 }
 
 }  // namespace detail

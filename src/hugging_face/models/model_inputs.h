@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mha {
@@ -51,13 +52,38 @@ torch::Tensor pooled(const torch::nn::LinearImpl& dense, const torch::Tensor& hi
 /// (`mha::prepack`, `mha::quantize_dynamic`: the head then holds its own form).
 void tie(torch::Tensor& alias, const torch::Tensor& source);
 
+/// `Module::to` of `module` (the arguments given), its prepacked weights (as
+/// `load_hf_model` leaves them) unpacked first (`mha::unpack`) when the
+/// conversion leaves float32 on the CPU, which they cannot.
+void to_unpacking(torch::nn::Module& module,
+                  std::optional<torch::Device> device,
+                  std::optional<torch::Dtype> dtype,
+                  bool non_blocking);
+
 }  // namespace detail
 }  // namespace mha
 
+/// Defines the three `to` overloads of a whole model class: `to_unpacking`,
+/// then the statement `after`.
+#define MHA_DEFINE_MODEL_TO(Impl, after)                                       \
+  void Impl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) { \
+    detail::to_unpacking(*this, device, dtype, non_blocking);                  \
+    after;                                                                     \
+  }                                                                            \
+  void Impl::to(torch::Dtype dtype, bool non_blocking) {                       \
+    detail::to_unpacking(*this, std::nullopt, dtype, non_blocking);            \
+    after;                                                                     \
+  }                                                                            \
+  void Impl::to(torch::Device device, bool non_blocking) {                     \
+    detail::to_unpacking(*this, device, std::nullopt, non_blocking);           \
+    after;                                                                     \
+  }
+
 /// Defines `load`, `clone` and the three `to` overloads of a model class
 /// whose LM head is tied (`Impl::tie_weights`): LibTorch's step (the
-/// converted-weight-aware `load` and `clone` of mha's modules), then the tie
-/// made again, since each of them gives every parameter its own storage.
+/// converted-weight-aware `load` and `clone` of mha's modules, `to_unpacking`),
+/// then the tie made again, since each of them gives every parameter its own
+/// storage.
 #define MHA_DEFINE_TIED_MODEL_STEPS(Impl)                                                    \
   void Impl::load(torch::serialize::InputArchive& archive) {                                 \
     detail::load_checking_converted(*this, archive);                                         \
@@ -69,15 +95,4 @@ void tie(torch::Tensor& alias, const torch::Tensor& source);
     copy->tie_weights();                                                                     \
     return copy;                                                                             \
   }                                                                                          \
-  void Impl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {               \
-    torch::nn::Module::to(device, dtype, non_blocking);                                      \
-    tie_weights();                                                                           \
-  }                                                                                          \
-  void Impl::to(torch::Dtype dtype, bool non_blocking) {                                     \
-    torch::nn::Module::to(dtype, non_blocking);                                              \
-    tie_weights();                                                                           \
-  }                                                                                          \
-  void Impl::to(torch::Device device, bool non_blocking) {                                   \
-    torch::nn::Module::to(device, non_blocking);                                             \
-    tie_weights();                                                                           \
-  }
+  MHA_DEFINE_MODEL_TO(Impl, tie_weights())

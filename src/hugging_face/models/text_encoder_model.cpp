@@ -88,6 +88,7 @@ EncoderModelOutput TextEncoderModelImpl::forward(const Tensor& input_ids,
 }
 
 MHA_DEFINE_LOAD_AND_CLONE(TextEncoderModelImpl)
+MHA_DEFINE_MODEL_TO(TextEncoderModelImpl, )
 
 void TextEncoderModelImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::TextEncoderModel(model_type=" << options.model_type()

@@ -77,6 +77,7 @@ EncoderModelOutput VisionEncoderModelImpl::forward(const Tensor& pixel_values) {
 }
 
 MHA_DEFINE_LOAD_AND_CLONE(VisionEncoderModelImpl)
+MHA_DEFINE_MODEL_TO(VisionEncoderModelImpl, )
 
 void VisionEncoderModelImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::VisionEncoderModel(model_type=" << options.model_type()
