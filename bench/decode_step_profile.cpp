@@ -22,6 +22,9 @@
 // --int8: the decoder quantized by mha::quantize_dynamic (the tied output
 // projection stays float32), weights counted as their int8 bytes; then, per
 // N and threads, the top-level ATen ops of one step by total time.
+// --hf DIR: instead, one greedy step of the Hugging Face seq2seq model in DIR
+// as load_hf_model gives it (prepacked; with --float, prepack(false)), N = 1
+// and 16, 1 and 2 threads (hf_decode_step.cpp).
 // --continuous-batch N[,N...]: instead, one step of an mha::ContinuousBatch
 // serving N requests of a 6 + 6-layer seq2seq Transformer, one token each
 // (continuous_batch_step.cpp), at --threads T (default 1); --prepack and
@@ -46,6 +49,7 @@
 #include <vector>
 
 #include "continuous_batch_step.h"
+#include "hf_decode_step.h"
 #include "step_timing.h"
 
 namespace {
@@ -189,6 +193,8 @@ int main(int argc, char** argv) {
   bool competitor = false;
   std::string form = "float";
   std::vector<int64_t> counts;  // --continuous-batch
+  std::string hf_directory;     // --hf
+  bool hf_float = false;        // --hf with --float
   int threads = 1;
   for (int i = 1; i < argc; ++i) {
     competitor = competitor || std::strcmp(argv[i], "--competitor") == 0;
@@ -198,6 +204,12 @@ int main(int argc, char** argv) {
       counts = parse_counts(argv[++i]);
     }
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::stoi(argv[++i]);
+    if (std::strcmp(argv[i], "--hf") == 0 && i + 1 < argc) hf_directory = argv[++i];
+    hf_float = hf_float || std::strcmp(argv[i], "--float") == 0;
+  }
+  if (!hf_directory.empty()) {
+    hf_decode_step::profile(hf_directory, hf_float ? "float" : "prepack");
+    return 0;
   }
   const pid_t child = competitor ? start_competitor() : 0;
   std::printf("decode_step_profile%s, %s%s (OMP_WAIT_POLICY=%s)\n\n",

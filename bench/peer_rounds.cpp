@@ -1,5 +1,6 @@
 // peer_rounds: mha's side of one round of scripts/bench_peers.py, which times
-// mha against ONNX Runtime, AOTInductor and CTranslate2 on the same weights.
+// mha against ONNX Runtime, AOTInductor, CTranslate2 and transformers on the
+// same weights.
 // The Python side writes a case file (torch.save, read by
 // mha::read_state_dict) and runs this binary between its own engines' calls,
 // so that every engine sees the same machine load. This binary builds the
@@ -22,12 +23,18 @@
 //                  generation_config.json): "input_ids" (N, S),
 //                  "config.num_beams", "config.max_new_tokens"; mha::generate,
 //                  output (N, 1 + max_new_tokens) int64
+//   bert           a case file inside a Hugging Face BERT model's directory
+//                  (the model: mha::load_hf_model of that directory as a
+//                  mha::TextEncoderModel): "input_ids" (N, L),
+//                  "attention_mask" (N, L); output last_hidden_state (N, L,
+//                  hidden) float32
 //
 // --precision (decode): float32 (default: every case's weights prepacked by
 // mha::prepack, a server's choice); int8: mha::quantize_dynamic of every
 // linear (the output projection too); bf16: the model ->to(kBFloat16).
-// (generate): float32, the model as load_hf_model gives it; prepacked: after
-// mha::prepack.
+// (generate, bert): float32, the model as load_hf_model gives it (prepacked);
+// float: loaded with HfModelLoadOptions().prepack(false), the float tensors
+// as read.
 // --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
 // the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
 // outside any tensor) that building, loading and converting the model kept,
@@ -102,8 +109,8 @@ Args parse(int argc, char** argv) {
               "usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K "
               "[--warmup=W] [--out=FILE] [--precision=P] [--memory]");
   TORCH_CHECK(args.precision == "float32" || args.precision == "int8" || args.precision == "bf16" ||
-                  args.precision == "prepacked",
-              "peer_rounds: --precision is float32, int8, bf16 or prepacked, not ", args.precision);
+                  args.precision == "float",
+              "peer_rounds: --precision is float32, int8, bf16 or float, not ", args.precision);
   return args;
 }
 
@@ -159,12 +166,20 @@ Call decode(const File& file, const std::string& precision) {
   };
 }
 
+/// The Hugging Face model of the directory holding the case file `path`, as
+/// loaded (`precision` float32: prepacked) or with float weights ("float").
+template <typename Model>
+Model hf_model(const std::string& path, const std::string& precision) {
+  const std::string directory = std::filesystem::path(path).parent_path().string();
+  return mha::load_hf_model(directory, mha::HfModelLoadOptions().prepack(precision != "float"))
+      .as<Model>();
+}
+
 /// mha::generate with the Hugging Face model of the directory holding the
-/// case file `path`, as loaded (`precision` float32) or prepacked.
+/// case file `path` (`hf_model`).
 Call generate(const std::string& path, const File& file, const std::string& precision) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
-  auto model = mha::load_hf_model(directory).as<mha::Seq2SeqLM>();
-  if (precision == "prepacked") mha::prepack(model);
+  auto model = hf_model<mha::Seq2SeqLM>(path, precision);
   const mha::GenerationConfig config = mha::read_generation_config(directory)
                                            .num_beams(config_value(file, "num_beams"))
                                            .max_new_tokens(config_value(file, "max_new_tokens"));
@@ -174,15 +189,26 @@ Call generate(const std::string& path, const File& file, const std::string& prec
   };
 }
 
-/// The call of case `name` ("attention", "encoder_layer", "decode" or "generate").
+/// The BERT model of the directory holding the case file `path`
+/// (`hf_model`) on the file's ids and attention mask: last_hidden_state.
+Call bert(const std::string& path, const File& file, const std::string& precision) {
+  auto model = hf_model<mha::TextEncoderModel>(path, precision);
+  const Tensor ids = file.at("input_ids"), mask = file.at("attention_mask");  // (N, L)
+  return [model, ids, mask]() mutable {
+    return model(ids, mask).last_hidden_state;  // (N, L, hidden)
+  };
+}
+
+/// The call of case `name` ("attention", "encoder_layer", "decode", "generate" or "bert").
 Call make_call(const Args& args, const File& file) {
   const std::string& name = args.case_name;
   TORCH_CHECK(name == "decode" || args.precision == "float32" ||
-                  (name == "generate" && args.precision == "prepacked"),
+                  ((name == "generate" || name == "bert") && args.precision == "float"),
               "peer_rounds: --precision ", args.precision, " is not for the ", name, " case");
   if (name == "attention") return attention(file);
   if (name == "encoder_layer") return encoder_layer(file);
   if (name == "generate") return generate(args.weights, file, args.precision);
+  if (name == "bert") return bert(args.weights, file, args.precision);
   TORCH_CHECK(name == "decode", "peer_rounds: unknown case ", name);
   return decode(file, args.precision);
 }

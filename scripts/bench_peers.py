@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""mha against ONNX Runtime, AOTInductor and CTranslate2 on the same weights, side by side.
+"""mha against ONNX Runtime, AOTInductor, CTranslate2 and transformers on the same weights.
 
 Cases (float32, eval, inference mode, seeded weights; peers/cases.py):
   attention      nn.MultiheadAttention(512, 8), self-attention, need_weights=False,
@@ -16,6 +16,12 @@ Cases (float32, eval, inference mode, seeded weights; peers/cases.py):
                  a Marian-shaped Hugging Face model (d_model 512, 6 + 6 layers,
                  vocabulary 32,000; peers/marian.py), greedy and 4 beams, N = 1
                  and 16, 64 new tokens (peers/generation_rows.py)
+  bert           mha's TextEncoderModel against transformers and ONNX Runtime
+                 (the legacy exporter's graph, as it is and after ONNX
+                 Runtime's BERT optimizer) on a BERT-base-sized Hugging Face
+                 BertModel (peers/bert.py), last_hidden_state of (N, L) in
+                 (1, 16), (1, 128), (8, 128), (32, 128), each row with the
+                 compute and read floors (peers/bert_rows.py)
 mha runs in bench/peer_rounds.cpp (a subprocess reading the case file);
 ONNX Runtime (torch.onnx.export(dynamo=True)) and AOTInductor
 (torch.export + aoti_compile_and_package) run the attention and encoder
@@ -46,10 +52,10 @@ import ctranslate2
 import onnxruntime
 import torch
 
-from peers import (cases, ct2_peer, decode_rows, generation_rows, int8_rows, kernel_rows, marian,
-                   report, seq2seq, timing)
+from peers import (bert, bert_rows, cases, ct2_peer, decode_rows, generation_rows, int8_rows,
+                   kernel_rows, marian, report, seq2seq, timing)
 
-KINDS = ("attention", "encoder_layer", "decode", "decode_int8", "generate")
+KINDS = ("attention", "encoder_layer", "decode", "decode_int8", "generate", "bert")
 
 
 def parse_args():
@@ -59,8 +65,9 @@ def parse_args():
     parser.add_argument("--out", help="also write the markdown tables to this file")
     parser.add_argument("--json", help="write every row with its per-round times to this file")
     parser.add_argument("--smoke", action="store_true",
-                        help="each case once: one round of one call, 8 decoded tokens")
-    parser.add_argument("--rounds", type=int, default=7, help="rounds of the kernel cases")
+                        help="each case once: one round of one call, 8 decoded tokens, "
+                             "bert at (1, 16) only")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of the kernel and bert cases")
     parser.add_argument("--decode-rounds", type=int, default=5)
     parser.add_argument("--load-rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -88,7 +95,8 @@ def header(args, started, load_start, minutes):
 
 
 def run_all(args, work):
-    """Every row: kernel cases, idle decoding, decoding under load, int8; the memory table."""
+    """Every row: kernel cases, generation, bert, idle decoding, decoding under load, int8; the
+    memory table."""
     rows, load, memory = [], [], ""
 
     def add(to, new):
@@ -104,6 +112,9 @@ def run_all(args, work):
         model = marian.write(directory)
         ct2_dir = marian.convert_for_ct2(directory, os.path.join(work, "marian_ct2"))
         add(rows, generation_rows.rows(directory, model, ct2_dir, work, args))
+    if "bert" in args.kinds:
+        directory = os.path.join(work, "bert")
+        add(rows, bert_rows.rows(directory, bert.write(directory), work, args))
     if "decode" not in args.kinds and "decode_int8" not in args.kinds:
         return rows, load, memory
     model = seq2seq.make_model()

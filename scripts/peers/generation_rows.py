@@ -1,14 +1,15 @@
 """The generation rows: mha::generate against CTranslate2 and transformers' generate.
 
 The Marian-shaped model of peers/marian.py, from its Hugging Face directory
-in every engine: mha loads it with load_hf_model (as loaded, and prepacked),
+in every engine: mha loads it with load_hf_model (as loaded: prepacked;
+and with float weights, prepack(false)),
 transformers with from_pretrained, CTranslate2 converts it with its
 TransformersConverter. Per batch size (1 and 16 sources of 32 tokens) and
 search (greedy; beam search, 4 beams), `max_new_tokens` tokens: first the
 tokens of each engine against transformers' (mha's must be equal; for
 CTranslate2 the share of equal tokens is reported, and its greedy must be
 equal to be timed), then `decode_rounds` rounds of one call each: mha's
-subprocesses (as loaded, prepacked; one warm-up call, one timed), then
+subprocesses (as loaded, float weights; one warm-up call, one timed), then
 transformers and CTranslate2 in this process. For greedy decoding at batch
 1, where every engine streams the decoder's weights once per token, the
 rows also give the weight bytes each step reads as a share of a read sweep
@@ -33,14 +34,6 @@ def step_bytes(model):
     decoder = sum(p.numel() for n, p in model.model.decoder.named_parameters()
                   if "embed" not in n)
     return 4 * (decoder + model.lm_head.weight.numel())
-
-
-def read_bandwidth(threads):
-    """Bytes per second of torch.sum over a 1 GiB float32 tensor on `threads` threads."""
-    torch.set_num_threads(threads)
-    x = torch.ones(1 << 28)
-    ms = timing.median_ms(lambda: x.sum(), 5, warmup=2)
-    return x.numel() * 4 / (ms * 1e-3)
 
 
 def _case_file(directory, src, beams, steps):
@@ -90,7 +83,7 @@ def _checks(args, case_file, threads, engines, work):
     """Each engine's tokens against transformers' (mha's must be equal)."""
     ref = engines["transformers"]()
     checks = {name: _equal(call(), ref) for name, call in engines.items()}
-    for precision in ("float32", "prepacked"):
+    for precision in ("float32", "float"):
         mha = _equal(_mha_tokens(args, case_file, threads, precision, ref.shape, work), ref)
         if mha != "equal":
             raise RuntimeError(f"generate: mha {precision}'s tokens differ from transformers' ({mha})")
@@ -100,14 +93,14 @@ def _checks(args, case_file, threads, engines, work):
 def _sweep_note(model, threads, steps, mha_ms, peer_ms):
     """The weights' bytes per step over each time, as a share of the read sweep."""
     rate = step_bytes(model) * steps / 1e9
-    sweep = read_bandwidth(threads) / 1e9
+    sweep = timing.read_bandwidth(threads) / 1e9
     return (f"read sweep {sweep:.1f} GB/s; weights read at "
             f"{rate / (statistics.median(mha_ms) * 1e-3) / sweep:.0%} (mha), "
             f"{rate / (statistics.median(peer_ms) * 1e-3) / sweep:.0%} (peer)")
 
 
 def rows(directory, model, ct2_dir, work, args):
-    """Every generation row: batch x search x threads x (CT2, transformers), mha prepacked too."""
+    """Every generation row: batch x search x threads x (CT2, transformers), mha float too."""
     result = []
     for n in BATCHES:
         src = marian.sources(n)
@@ -128,9 +121,9 @@ def _timed_rows(name, model, ct2_dir, work, args, case_file, threads, src, beams
     if beams == 1 and checks["CT2 float32"] != "equal":
         raise RuntimeError(f"{name}: CTranslate2's greedy tokens differ from transformers'")
     load_start = os.getloadavg()[0]
-    times = {k: [] for k in ("float32", "prepacked", *engines)}
+    times = {k: [] for k in ("float32", "float", *engines)}
     for _ in range(args.decode_rounds):
-        for precision in ("float32", "prepacked"):
+        for precision in ("float32", "float"):
             times[precision].append(timing.mha_round(args.cpp, case_file, "generate", threads, 1,
                                                      warmup=1, precision=precision))
         for peer, call in engines.items():
@@ -138,12 +131,12 @@ def _timed_rows(name, model, ct2_dir, work, args, case_file, threads, src, beams
     load = timing.load_span(load_start)
     result = []
     for peer in engines:
-        for precision in ("float32", "prepacked"):
+        for precision in ("float32", "float"):
             check = f"tokens: mha equal to transformers'; {peer} {checks[peer]}"
             if beams == 1 and src.size(0) == 1 and peer == "CT2 float32":
                 check += "; " + _sweep_note(model, threads, args.generate_steps, times[precision],
                                             times[peer])
-            result.append(Row(f"{name}, mha {'as loaded' if precision == 'float32' else precision}",
+            result.append(Row(f"{name}, mha {'as loaded' if precision == 'float32' else 'float weights'}",
                               str(threads), peer, times[precision], times[peer], check,
                               load=load))
     return result

@@ -1,4 +1,5 @@
-"""Timing helpers: mha's round in a subprocess, in-process medians, the GEMM peak, a busy loop."""
+"""Timing helpers: mha's round in a subprocess, in-process medians, the GEMM peak, the read
+bandwidth, a busy loop."""
 
 import contextlib
 import os
@@ -9,7 +10,7 @@ import time
 
 import torch
 
-GEMM_SIZE = 1024  # the peak: torch.mm of two (1024, 1024) float32 matrices
+GEMM_SIZE = 1024  # the peak: torch.mm of two (1024, 1024) float32 matrices unless told
 
 
 def mha_env(wait_policy=None):
@@ -64,12 +65,20 @@ def median_ms(call, iters, warmup=1):
     return statistics.median(times)
 
 
-def gemm_peak(threads, iters=5):
-    """GFLOP/s of torch.mm at GEMM_SIZE^3 on `threads` threads (median of `iters` calls)."""
+def gemm_peak(threads, iters=5, size=GEMM_SIZE):
+    """GFLOP/s of torch.mm at size^3 on `threads` threads (median of `iters` calls)."""
     torch.set_num_threads(threads)
-    a, b = torch.randn(GEMM_SIZE, GEMM_SIZE), torch.randn(GEMM_SIZE, GEMM_SIZE)
+    a, b = torch.randn(size, size), torch.randn(size, size)
     ms = median_ms(lambda: torch.mm(a, b), iters, warmup=2)
-    return 2 * GEMM_SIZE ** 3 / (ms * 1e-3) / 1e9
+    return 2 * size ** 3 / (ms * 1e-3) / 1e9
+
+
+def read_bandwidth(threads):
+    """Bytes per second of torch.sum over a 1 GiB float32 tensor on `threads` threads."""
+    torch.set_num_threads(threads)
+    x = torch.ones(1 << 28)
+    ms = median_ms(lambda: x.sum(), 5, warmup=2)
+    return x.numel() * 4 / (ms * 1e-3)
 
 
 @contextlib.contextmanager

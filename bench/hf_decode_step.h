@@ -1,0 +1,16 @@
+#pragma once
+
+// decode_step_profile --hf DIR: one greedy decoder step of a Hugging Face
+// seq2seq model (mha::Seq2SeqLM from mha::load_hf_model, as loaded).
+
+#include <string>
+
+namespace hf_decode_step {
+
+/// For N = 1 and 16 at 1 and 2 threads: prints one table row per cell (step
+/// time, ATen ops, the weights' bytes a step reads against a read sweep of
+/// the same size) and one line of the top-level ops by time. `form`:
+/// "float" (loaded with `prepack(false)`) or "prepack" (as loaded).
+void profile(const std::string& directory, const std::string& form);
+
+}  // namespace hf_decode_step
