@@ -92,7 +92,7 @@ def _checks(name, args, case_file, threads, engines, work):
 
 
 def _rounds(args, case_file, threads, engines, iters):
-    """Engine -> per-round medians: mha's subprocesses (as loaded, float weights), then each peer."""
+    """Engine -> per-round medians: mha's subprocesses (as loaded, float), then each peer."""
     times = {e: [] for e in (*PRECISIONS, *engines)}
     for _ in range(args.rounds):
         for precision in PRECISIONS:

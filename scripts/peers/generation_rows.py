@@ -136,7 +136,8 @@ def _timed_rows(name, model, ct2_dir, work, args, case_file, threads, src, beams
             if beams == 1 and src.size(0) == 1 and peer == "CT2 float32":
                 check += "; " + _sweep_note(model, threads, args.generate_steps, times[precision],
                                             times[peer])
-            result.append(Row(f"{name}, mha {'as loaded' if precision == 'float32' else 'float weights'}",
+            mha = "as loaded" if precision == "float32" else "float weights"
+            result.append(Row(f"{name}, mha {mha}",
                               str(threads), peer, times[precision], times[peer], check,
                               load=load))
     return result
