@@ -309,11 +309,38 @@ TEST_F(PrepackTest, TheFeedForwardsReluIsFusedIntoThePackedGemm) {
   const c10::InferenceMode inference;
   for (const int64_t m : {1, 8, 48}) {
     const Tensor x = torch::randn({m, 512});
-    EXPECT_TRUE(bitwise_equal(form->forward_relu(x, bias), at::relu(form->forward(x, bias)))) << m;
+    const Tensor fused = form->forward_activated(x, bias, mha::detail::FusedActivation::kReLU);
+    EXPECT_TRUE(bitwise_equal(fused, at::relu(form->forward(x, bias)))) << m;
   }
   const auto ops = ops_called([&] { run(layer, src); });
   EXPECT_TRUE(called(ops, kPackedGemmOp));
   EXPECT_FALSE(called(ops, "aten::relu"));
+}
+
+TEST_F(PrepackTest, TheFeedForwardsGeluIsFusedIntoThePackedGemm) {
+  // oneDNN's exact (erf) GELU post-op: within float32 rounding of the GEMM
+  // and at::gelu after it, in one op and one output tensor (BERT's layers).
+  mha::TransformerEncoderLayer layer(mha::TransformerLayerOptions(768, 12)
+                                         .dim_feedforward(3072)
+                                         .activation(torch::kGELU)
+                                         .batch_first(true));
+  layer->eval();
+  auto reference = copy_of(layer);
+  mha::prepack(layer);
+  const auto form = mha::detail::linear_form(*layer->linear1);
+  ASSERT_TRUE(form);
+  const Tensor& bias = layer->linear1->bias;
+  const c10::InferenceMode inference;
+  for (const int64_t m : {1, 16, 128}) {
+    const Tensor x = torch::randn({m, 768});
+    const Tensor fused = form->forward_activated(x, bias, mha::detail::FusedActivation::kGELU);
+    EXPECT_TRUE(torch::allclose(fused, at::gelu(form->forward(x, bias)), 0, 1e-6)) << m;
+  }
+  const Tensor src768 = torch::randn({2, 16, 768});
+  const auto ops = ops_called([&] { run(layer, src768); });
+  EXPECT_TRUE(called(ops, kPackedGemmOp));
+  EXPECT_FALSE(called(ops, "aten::gelu"));
+  expect_close(run(layer, src768), run(reference, src768));
 }
 
 TEST_F(PrepackTest, DecoderLayerCallsAgreeWithTheFloatModule) {

@@ -37,15 +37,18 @@ Tensor PackedLinearOps::pack(const Tensor& weight) const {
 Tensor PackedLinearOps::multiply(const Tensor& x,
                                  const Tensor& packed,
                                  const Tensor& bias,
-                                 bool relu) const {
+                                 FusedActivation activation) const {
   // _linear_pointwise(Tensor X, Tensor W, Tensor? B, str attr, Scalar?[] scalars,
-  // str? algorithm) -> Tensor; attr "none": no fused activation, "relu": ReLU
+  // str? algorithm) -> Tensor; attr "none": no fused activation, "relu": ReLU,
+  // "gelu" with algorithm "none": the exact (erf) GELU, as at::gelu's default
+  const bool gelu = activation == FusedActivation::kGELU;
+  const char* attr = activation == FusedActivation::kReLU ? "relu" : gelu ? "gelu" : "none";
   torch::jit::Stack stack{x,
                           packed,
                           bias.defined() ? c10::IValue(bias) : c10::IValue(),
-                          std::string(relu ? "relu" : "none"),
+                          std::string(attr),
                           c10::List<std::optional<c10::Scalar>>(),
-                          c10::IValue()};
+                          gelu ? c10::IValue(std::string("none")) : c10::IValue()};
   linear_->callBoxed(stack);
   return stack.back().toTensor();
 }

@@ -15,6 +15,8 @@
 #include <functional>
 #include <optional>
 
+#include "linear/fused_activation.h"
+
 namespace mha {
 namespace detail {
 
@@ -33,12 +35,12 @@ class PackedLinearOps {
   bool available() const;
   /// `weight` (out, in) in oneDNN's blocked layout, for any number of rows.
   torch::Tensor pack(const torch::Tensor& weight) const;
-  /// x (M, in) times a packed (out, in) weight, plus bias, then the ReLU
-  /// when `relu` (oneDNN's post-op, in the GEMM's epilogue): -> (M, out).
+  /// x (M, in) times a packed (out, in) weight, plus bias, then
+  /// `activation` (oneDNN's post-op, in the GEMM's epilogue): -> (M, out).
   torch::Tensor multiply(const torch::Tensor& x,
                          const torch::Tensor& packed,
                          const torch::Tensor& bias,
-                         bool relu = false) const;
+                         FusedActivation activation = FusedActivation::kNone) const;
 
  private:
   std::optional<c10::OperatorHandle> pack_;

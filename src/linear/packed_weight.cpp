@@ -31,33 +31,37 @@ Tensor PackedWeightImpl::forward_rows(int64_t begin,
                                       int64_t rows,
                                       const Tensor& x,
                                       const Tensor& bias) const {
-  return gemm(begin, rows, x, bias, /*relu=*/false);
+  return gemm(begin, rows, x, bias, FusedActivation::kNone);
 }
 
-Tensor PackedWeightImpl::forward_relu(const Tensor& x, const Tensor& bias) const {
-  return gemm(0, out_features(), x, bias, /*relu=*/true);
+Tensor PackedWeightImpl::forward_activated(const Tensor& x,
+                                           const Tensor& bias,
+                                           FusedActivation activation) const {
+  return gemm(0, out_features(), x, bias, activation);
 }
 
-Tensor PackedWeightImpl::gemm(
-    int64_t begin, int64_t rows, const Tensor& x, const Tensor& bias, bool relu) const {
+Tensor PackedWeightImpl::gemm(int64_t begin,
+                              int64_t rows,
+                              const Tensor& x,
+                              const Tensor& bias,
+                              FusedActivation activation) const {
   check_gemm_input(x);
   if (python_kernels_enabled()) {  // Python's GEMM on the same values
-    const Tensor out = at::linear(x, float_weight()->narrow(0, begin, rows), bias);
-    return relu ? at::relu(out) : out;
+    return apply_fused_activation(activation,
+                                  at::linear(x, float_weight()->narrow(0, begin, rows), bias));
   }
   const Tensor flat = x.reshape({-1, in_features_}).contiguous();  // (..., in) -> (M, in)
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = rows;
   if (flat.size(0) == 0) return at::empty(sizes, x.options());
   if (block_rows_.size() == 1 && begin == 0 && rows == block_rows_[0]) {
-    return ops_->multiply(flat, blocks_[0], bias, relu).view(sizes);  // (M, out) -> (..., out)
+    return ops_->multiply(flat, blocks_[0], bias, activation).view(sizes);  // (M, out) -> (..., out)
   }
   Tensor out = multiply_row_blocks(block_rows_, begin, rows, [&](int64_t block) {
     return ops_->multiply(flat, blocks_[block], Tensor());  // (M, rows of block)
   });
   if (bias.defined()) out.add_(bias);
-  if (relu) out.relu_();
-  return out.view(sizes);  // (M, rows) -> (..., rows)
+  return apply_fused_activation(activation, out).view(sizes);  // (M, rows) -> (..., rows)
 }
 
 std::optional<Tensor> PackedWeightImpl::float_weight() const {

@@ -46,8 +46,10 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
                              int64_t rows,
                              const torch::Tensor& x,
                              const torch::Tensor& bias) const override;
-  /// One GEMM with oneDNN's ReLU post-op (one block; else as WeightForm's).
-  torch::Tensor forward_relu(const torch::Tensor& x, const torch::Tensor& bias) const override;
+  /// One GEMM with oneDNN's ReLU or GELU post-op (one block; else as WeightForm's).
+  torch::Tensor forward_activated(const torch::Tensor& x,
+                                  const torch::Tensor& bias,
+                                  FusedActivation activation) const override;
   /// The float32 (out, in) values, unpacked (a copy).
   std::optional<torch::Tensor> float_weight() const override;
   const char* kind() const override { return "prepacked (mha::prepack)"; }
@@ -65,12 +67,12 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
   void load(torch::serialize::InputArchive& archive) override;
 
  private:
-  /// forward_rows, then the ReLU when `relu` (fused when one block is all rows).
+  /// forward_rows, then `activation` (fused when one block is all rows).
   torch::Tensor gemm(int64_t begin,
                      int64_t rows,
                      const torch::Tensor& x,
                      const torch::Tensor& bias,
-                     bool relu) const;
+                     FusedActivation activation) const;
 
   std::vector<torch::Tensor> blocks_;  // oneDNN's packed (rows_i, in), one per block
   const PackedLinearOps* ops_;

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "linear/fused_activation.h"
+
 namespace mha {
 namespace detail {
 
@@ -34,11 +36,14 @@ class WeightForm {
                                      int64_t rows,
                                      const torch::Tensor& x,
                                      const torch::Tensor& bias) const = 0;
-  /// relu(forward(x, bias)): the form's GEMM with the ReLU fused where it
-  /// takes it as a post-op (prepacked), else `forward` and an in-place ReLU;
-  /// the same values either way (ReLU is exact).
-  virtual torch::Tensor forward_relu(const torch::Tensor& x, const torch::Tensor& bias) const {
-    return forward(x, bias).relu_();
+  /// activation(forward(x, bias)): the form's GEMM with the ReLU or GELU
+  /// fused where it takes it as a post-op (prepacked: no second pass over
+  /// the output, no second output tensor), else `forward` and the activation
+  /// in place.
+  virtual torch::Tensor forward_activated(const torch::Tensor& x,
+                                          const torch::Tensor& bias,
+                                          FusedActivation activation) const {
+    return apply_fused_activation(activation, forward(x, bias));
   }
   /// The weight's float32 (out, in) values, bit for bit, when the form keeps
   /// them (prepacked); nullopt for int8.

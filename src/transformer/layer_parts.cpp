@@ -59,15 +59,19 @@ torch::Tensor apply_activation(const TransformerActivation& activation, const to
 
 namespace {
 
-/// activation(linear(x)): (..., in) -> (..., out); a ReLU after a converted
-/// weight is the form's `forward_relu` (fused into a prepacked GEMM).
+/// activation(linear(x)): (..., in) -> (..., out); a ReLU or GELU after a
+/// converted weight is the form's `forward_activated` (fused into a
+/// prepacked GEMM).
 torch::Tensor activated_linear(const TransformerActivation& activation,
                                const torch::nn::LinearImpl& linear,
                                const torch::Tensor& x) {
   const auto form = detail::linear_form(linear);
-  if (form && activation_relu_or_gelu(activation) == 1) {
-    return detail::in_row_blocks(
-        x, [&](const torch::Tensor& rows) { return form->forward_relu(rows, linear.bias); });
+  const int relu_or_gelu = activation_relu_or_gelu(activation);
+  if (form && relu_or_gelu != 0) {
+    const auto fused = relu_or_gelu == 1 ? FusedActivation::kReLU : FusedActivation::kGELU;
+    return detail::in_row_blocks(x, [&](const torch::Tensor& rows) {
+      return form->forward_activated(rows, linear.bias, fused);
+    });
   }
   return apply_activation(activation, detail::linear_int8_or_packed(linear, x));
 }
