@@ -1,7 +1,7 @@
 // encoder_call_profile DIR: where the time of one call of a Hugging Face text
 // encoder (mha::TextEncoderModel from mha::load_hf_model, as loaded:
-// prepacked; --float: prepack(false)) goes, at (N, L) = (1, 16), (1, 128) and
-// 1 and 2 threads: the median call, its ATen ops, and the top-level ops by
+// prepacked; --float: prepack(false)) goes, at (N, L) = (1, 16), (1, 128),
+// (8, 128) and 1 and 2 threads: the median call, its ATen ops, and the top-level ops by
 // time (docs/benchmarks.md, the BERT section).
 
 #include <ATen/Parallel.h>
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "step_timing.h"
@@ -56,7 +57,9 @@ int main(int argc, char** argv) {
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
   std::printf("| (N, L) | threads | call ms | ATen ops |\n|---|---|---|---|\n");
   for (const int t : {1, 2}) {
-    for (const int64_t length : {16, 128}) profile_cell(model, 1, length, t);
+    for (const auto& [n, length] : {std::pair<int64_t, int64_t>{1, 16}, {1, 128}, {8, 128}}) {
+      profile_cell(model, n, length, t);
+    }
   }
   return 0;
 }
