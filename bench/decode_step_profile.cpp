@@ -57,7 +57,6 @@ namespace {
 using step_timing::median;
 using step_timing::ms_since;
 using step_timing::ops_in;
-using step_timing::top_level_op_times;
 using torch::Tensor;
 
 constexpr int64_t kLayers = 6, kVocab = 1000, kMemory = 64, kPrompt = 32, kSteps = 64;
@@ -122,27 +121,10 @@ int64_t ops_per_step(Decoder& d) {
   return ops_in([&] { d.step(); });
 }
 
-/// GB/s of a read-only sweep (sum) over `bytes` of float32.
-double sweep_gbps(int64_t bytes) {
-  const Tensor buffer = torch::rand({bytes / 4});
-  std::vector<double> times;
-  for (int i = 0; i < 21; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    buffer.sum().item<float>();
-    times.push_back(ms_since(start));
-  }
-  return static_cast<double>(bytes) / median(times) / 1e6;
-}
-
 void print_top_ops(Decoder& d, int64_t n, int threads) {
-  const auto ops = top_level_op_times([&] { d.step(); });
-  std::printf("  N = %ld, %d thread(s), top-level ops by time (calls):", static_cast<long>(n),
-              threads);
-  for (size_t i = 0; i < std::min<size_t>(12, ops.size()); ++i) {
-    std::printf(" %s %.3f ms (%ld);", ops[i].name.c_str(), ops[i].ms,
-                static_cast<long>(ops[i].calls));
-  }
-  std::printf("\n");
+  step_timing::print_top_level_ops(
+      "N = " + std::to_string(n) + ", " + std::to_string(threads) + " thread(s),",
+      [&] { d.step(); }, 12);
 }
 
 void profile(int64_t n, int threads, const std::string& form) {
@@ -155,7 +137,7 @@ void profile(int64_t n, int threads, const std::string& form) {
   const int64_t ops = ops_per_step(real), tiny_ops = ops_per_step(tiny);
   const int64_t bytes = real.weight_bytes_per_step();
   const double weight_gbps = static_cast<double>(bytes) / step_ms / 1e6;
-  const double sweep = sweep_gbps(bytes);
+  const double sweep = step_timing::sweep_gbps(bytes);
   std::printf("| %ld | %d | %.3f | %.3f (%.0f%%) | %ld / %ld | %.1f MB | %.2f | %.2f | %.0f%% |\n",
               static_cast<long>(n), threads, step_ms, tiny_ms, 100.0 * tiny_ms / step_ms,
               static_cast<long>(ops), static_cast<long>(tiny_ops), bytes / 1e6, weight_gbps, sweep,

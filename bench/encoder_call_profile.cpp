@@ -1,8 +1,8 @@
-// encoder_call_profile DIR: where the time of one call of a Hugging Face text
-// encoder (mha::TextEncoderModel from mha::load_hf_model, as loaded:
-// prepacked; --float: prepack(false)) goes, at (N, L) = (1, 16), (1, 128),
-// (8, 128) and 1 and 2 threads: the median call, its ATen ops, and the top-level ops by
-// time (docs/benchmarks.md, the BERT section).
+// encoder_call_profile DIR [--float] [N L]: where the time of one call of a
+// Hugging Face text encoder (mha::TextEncoderModel from mha::load_hf_model, as
+// loaded: prepacked; --float: prepack(false)) goes, at (N, L) = (1, 16),
+// (1, 128), (8, 128) (or the one cell N L) and 1 and 2 threads: the median call, its ATen ops, and
+// the top-level ops by time (docs/benchmarks.md, the BERT section).
 
 #include <ATen/Parallel.h>
 #include <mha/hf_models.h>
@@ -26,30 +26,28 @@ void profile_cell(mha::TextEncoderModel& model, int64_t n, int64_t length, int t
   const Tensor ids = torch::randint(1000, model->options.vocab_size(), {n, length});  // (N, L)
   const c10::InferenceMode inference;
   auto call = [&] { model(ids); };
+  const int iters = n * length > 1024 ? 3 : 15;
   for (int i = 0; i < 3; ++i) call();
   std::vector<double> times;
-  for (int i = 0; i < 15; ++i) {
+  for (int i = 0; i < iters; ++i) {
     const auto start = std::chrono::steady_clock::now();
     call();
     times.push_back(step_timing::ms_since(start));
   }
   std::printf("| (%ld, %ld) | %d | %.2f | %ld |\n", static_cast<long>(n), static_cast<long>(length),
               threads, step_timing::median(times), static_cast<long>(step_timing::ops_in(call)));
-  const auto top = step_timing::top_level_op_times(call);
-  std::printf("  top-level ops by time (calls):");
-  for (size_t i = 0; i < std::min<size_t>(10, top.size()); ++i) {
-    std::printf(" %s %.2f ms (%ld);", top[i].name.c_str(), top[i].ms,
-                static_cast<long>(top[i].calls));
-  }
-  std::printf("\n");
+  step_timing::print_top_level_ops("", call);
   std::fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  TORCH_CHECK(argc >= 2, "usage: encoder_call_profile DIR [--float]");
+  TORCH_CHECK(argc >= 2, "usage: encoder_call_profile DIR [--float] [N L]");
   const bool float_weights = argc > 2 && std::strcmp(argv[2], "--float") == 0;
+  const int cell = float_weights ? 3 : 2;  // where N L start, if given
+  std::vector<std::pair<int64_t, int64_t>> cells = {{1, 16}, {1, 128}, {8, 128}};
+  if (argc >= cell + 2) cells = {{std::stoll(argv[cell]), std::stoll(argv[cell + 1])}};
   auto model = mha::load_hf_model(argv[1], mha::HfModelLoadOptions().prepack(!float_weights))
                    .as<mha::TextEncoderModel>();
   std::printf("encoder_call_profile %s, %s (OMP_WAIT_POLICY=%s)\n\n", argv[1],
@@ -57,9 +55,7 @@ int main(int argc, char** argv) {
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
   std::printf("| (N, L) | threads | call ms | ATen ops |\n|---|---|---|---|\n");
   for (const int t : {1, 2}) {
-    for (const auto& [n, length] : {std::pair<int64_t, int64_t>{1, 16}, {1, 128}, {8, 128}}) {
-      profile_cell(model, n, length, t);
-    }
+    for (const auto& [n, length] : cells) profile_cell(model, n, length, t);
   }
   return 0;
 }

@@ -61,18 +61,6 @@ struct Greedy {
   }
 };
 
-/// GB/s of a read-only sweep (sum) over `bytes` of float32.
-double sweep_gbps(int64_t bytes) {
-  const Tensor buffer = torch::rand({bytes / 4});
-  std::vector<double> times;
-  for (int i = 0; i < 21; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    buffer.sum().item<float>();
-    times.push_back(ms_since(start));
-  }
-  return static_cast<double>(bytes) / median(times) / 1e6;
-}
-
 void profile_cell(const std::string& directory, const std::string& form, int64_t n, int threads) {
   at::set_num_threads(threads);
   torch::manual_seed(0);
@@ -87,17 +75,12 @@ void profile_cell(const std::string& directory, const std::string& form, int64_t
   const double step_ms = median(times);
   const int64_t ops = step_timing::ops_in([&] { g.step(); });
   const int64_t bytes = g.weight_bytes_per_step();
-  const double weight_gbps = static_cast<double>(bytes) / step_ms / 1e6, sweep = sweep_gbps(bytes);
+  const double weight_gbps = static_cast<double>(bytes) / step_ms / 1e6;
+  const double sweep = step_timing::sweep_gbps(bytes);
   std::printf("| %ld | %d | %.3f | %ld | %.1f MB | %.2f | %.2f | %.0f%% |\n", static_cast<long>(n),
               threads, step_ms, static_cast<long>(ops), bytes / 1e6, weight_gbps, sweep,
               100.0 * weight_gbps / sweep);
-  const auto top = step_timing::top_level_op_times([&] { g.step(); });
-  std::printf("  top-level ops by time (calls):");
-  for (size_t i = 0; i < std::min<size_t>(10, top.size()); ++i) {
-    std::printf(" %s %.3f ms (%ld);", top[i].name.c_str(), top[i].ms,
-                static_cast<long>(top[i].calls));
-  }
-  std::printf("\n");
+  step_timing::print_top_level_ops("", [&] { g.step(); });
   std::fflush(stdout);
 }
 

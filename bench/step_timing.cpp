@@ -2,10 +2,12 @@
 
 #include "step_timing.h"
 
+#include <ATen/ATen.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -70,6 +72,27 @@ std::vector<OpTime> top_level_op_times(const std::function<void()>& fn) {
   std::sort(sorted.begin(), sorted.end(),
             [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
   return sorted;
+}
+
+void print_top_level_ops(const std::string& label, const std::function<void()>& fn, size_t count) {
+  const auto ops = top_level_op_times(fn);
+  std::printf("  %s top-level ops by time (calls):", label.c_str());
+  for (size_t i = 0; i < std::min(count, ops.size()); ++i) {
+    std::printf(" %s %.3f ms (%ld);", ops[i].name.c_str(), ops[i].ms,
+                static_cast<long>(ops[i].calls));
+  }
+  std::printf("\n");
+}
+
+double sweep_gbps(int64_t bytes) {
+  const at::Tensor buffer = at::rand({bytes / 4});
+  std::vector<double> times;
+  for (int i = 0; i < 21; ++i) {
+    const auto start = Clock::now();
+    buffer.sum().item<float>();
+    times.push_back(ms_since(start));
+  }
+  return static_cast<double>(bytes) / median(times) / 1e6;
 }
 
 }  // namespace step_timing

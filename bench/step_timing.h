@@ -31,4 +31,14 @@ struct OpTime {
 /// (nested ops are in their caller's), most time first.
 std::vector<OpTime> top_level_op_times(const std::function<void()>& fn);
 
+/// Prints `label`, then the first `count` top-level ops of one run of `fn`
+/// with their ms and calls, on one line.
+void print_top_level_ops(const std::string& label,
+                         const std::function<void()>& fn,
+                         size_t count = 10);
+
+/// GB/s of a read-only sweep (sum) over `bytes` of float32: the read
+/// bandwidth a step's weights are measured against.
+double sweep_gbps(int64_t bytes);
+
 }  // namespace step_timing

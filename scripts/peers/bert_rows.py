@@ -21,10 +21,9 @@ measured once per thread count.
 import os
 
 import numpy as np
-import onnxruntime as ort
 import torch
 
-from . import bert, timing
+from . import bert, onnx_peer, timing
 from .report import Row
 
 CELLS = {(1, 16): 20, (1, 128): 5, (8, 128): 3, (32, 128): 1}  # (N, L) -> calls per round
@@ -44,12 +43,7 @@ def _case_file(directory, ids, mask):
 
 def _session(path, threads, feed):
     """An ONNX Runtime session as peers/onnx_peer.py's; returns a call -> last_hidden_state."""
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    sess = onnx_peer.inference_session(path, threads)
     return lambda: sess.run(None, feed)[0]
 
 

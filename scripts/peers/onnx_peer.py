@@ -25,10 +25,15 @@ def export(module, x, directory, key):
 
 def session(path, threads):
     """An ORT session on `threads` intra-op threads; returns a call x (numpy) -> y (numpy)."""
+    sess = inference_session(path, threads)
+    return lambda x: sess.run(None, {"x": x})[0]
+
+
+def inference_session(path, threads):
+    """The ORT session of `path`: `threads` intra-op threads, sequential, every optimisation."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    return lambda x: sess.run(None, {"x": x})[0]
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])

@@ -55,7 +55,8 @@ Tensor PackedWeightImpl::gemm(int64_t begin,
   sizes.back() = rows;
   if (flat.size(0) == 0) return at::empty(sizes, x.options());
   if (block_rows_.size() == 1 && begin == 0 && rows == block_rows_[0]) {
-    return ops_->multiply(flat, blocks_[0], bias, activation).view(sizes);  // (M, out) -> (..., out)
+    return ops_->multiply(flat, blocks_[0], bias, activation)
+        .view(sizes);  // (M, out) -> (..., out)
   }
   Tensor out = multiply_row_blocks(block_rows_, begin, rows, [&](int64_t block) {
     return ops_->multiply(flat, blocks_[block], Tensor());  // (M, rows of block)
