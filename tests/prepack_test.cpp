@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -298,23 +299,38 @@ TEST_F(PrepackTest, RefusesWhatItCannotConvertChangingNothing) {
   EXPECT_FALSE(mha::is_prepacked(*attn));
 }
 
+/// Prepacks `layer` (eval) and checks that its feed-forward's `activation`
+/// is the packed GEMM's post-op: `agree(fused, unfused)` at 1 to 128 rows,
+/// and a call runs the packed GEMM and no `unfused_op`. Returns the call on `src`.
+Tensor expect_fused_feed_forward(mha::TransformerEncoderLayer& layer,
+                                 mha::detail::FusedActivation activation,
+                                 const char* unfused_op,
+                                 const Tensor& src,
+                                 const std::function<bool(const Tensor&, const Tensor&)>& agree) {
+  mha::prepack(layer);
+  const auto form = mha::detail::linear_form(*layer->linear1);
+  EXPECT_TRUE(form);
+  if (!form) return Tensor();
+  const Tensor& bias = layer->linear1->bias;
+  const int64_t width = layer->linear1->options.in_features();
+  const c10::InferenceMode inference;
+  for (const int64_t m : {1, 8, 16, 48, 128}) {
+    const Tensor x = torch::randn({m, width});
+    const Tensor unfused = mha::detail::apply_fused_activation(activation, form->forward(x, bias));
+    EXPECT_TRUE(agree(form->forward_activated(x, bias, activation), unfused)) << m;
+  }
+  const auto ops = ops_called([&] { run(layer, src); });
+  EXPECT_TRUE(called(ops, kPackedGemmOp));
+  EXPECT_FALSE(called(ops, unfused_op));
+  return run(layer, src);
+}
+
 TEST_F(PrepackTest, TheFeedForwardsReluIsFusedIntoThePackedGemm) {
   // oneDNN's ReLU post-op: the GEMM followed by a ReLU, bit for bit, in one
   // op; a prepacked layer's call runs no separate aten::relu.
   mha::TransformerEncoderLayer layer = serving_layer();
-  mha::prepack(layer);
-  const auto form = mha::detail::linear_form(*layer->linear1);
-  ASSERT_TRUE(form);
-  const Tensor& bias = layer->linear1->bias;
-  const c10::InferenceMode inference;
-  for (const int64_t m : {1, 8, 48}) {
-    const Tensor x = torch::randn({m, 512});
-    const Tensor fused = form->forward_activated(x, bias, mha::detail::FusedActivation::kReLU);
-    EXPECT_TRUE(bitwise_equal(fused, at::relu(form->forward(x, bias)))) << m;
-  }
-  const auto ops = ops_called([&] { run(layer, src); });
-  EXPECT_TRUE(called(ops, kPackedGemmOp));
-  EXPECT_FALSE(called(ops, "aten::relu"));
+  expect_fused_feed_forward(layer, mha::detail::FusedActivation::kReLU, "aten::relu", src,
+                            bitwise_equal);
 }
 
 TEST_F(PrepackTest, TheFeedForwardsGeluIsFusedIntoThePackedGemm) {
@@ -326,21 +342,11 @@ TEST_F(PrepackTest, TheFeedForwardsGeluIsFusedIntoThePackedGemm) {
                                          .batch_first(true));
   layer->eval();
   auto reference = copy_of(layer);
-  mha::prepack(layer);
-  const auto form = mha::detail::linear_form(*layer->linear1);
-  ASSERT_TRUE(form);
-  const Tensor& bias = layer->linear1->bias;
-  const c10::InferenceMode inference;
-  for (const int64_t m : {1, 16, 128}) {
-    const Tensor x = torch::randn({m, 768});
-    const Tensor fused = form->forward_activated(x, bias, mha::detail::FusedActivation::kGELU);
-    EXPECT_TRUE(torch::allclose(fused, at::gelu(form->forward(x, bias)), 0, 1e-6)) << m;
-  }
   const Tensor src768 = torch::randn({2, 16, 768});
-  const auto ops = ops_called([&] { run(layer, src768); });
-  EXPECT_TRUE(called(ops, kPackedGemmOp));
-  EXPECT_FALSE(called(ops, "aten::gelu"));
-  expect_close(run(layer, src768), run(reference, src768));
+  const Tensor out = expect_fused_feed_forward(
+      layer, mha::detail::FusedActivation::kGELU, "aten::gelu", src768,
+      [](const Tensor& a, const Tensor& b) { return torch::allclose(a, b, 0, 1e-6); });
+  expect_close(out, run(reference, src768));
 }
 
 TEST_F(PrepackTest, DecoderLayerCallsAgreeWithTheFloatModule) {

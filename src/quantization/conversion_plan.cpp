@@ -37,10 +37,11 @@ void add_weight(Collected& plan,
   if (!weight.defined()) return;
   std::string replaced;  // a prepacked form converted again
   Tensor values = weight;
-  if (is_placeholder(weight)) {
+  if (is_placeholder(weight)) {  // converted: left as it is, but prepacked `from_prepacked`
+    if (!plan.selection.from_prepacked) return;
     const auto form = weight_form(owner, param);
-    const auto floats = form ? form->float_weight() : std::nullopt;
-    if (!plan.selection.from_prepacked || !floats) return;  // converted: left as it is
+    const auto floats = form ? form->float_weight() : std::nullopt;  // unpacked: a copy
+    if (!floats) return;
     replaced = param + "_packed";
     values = *floats;
   }
@@ -72,10 +73,7 @@ void add_attention(Collected& plan,
   add_weight(plan, *attn.out_proj, prefix + "out_proj.", "weight", attn.out_proj->weight);
 }
 
-void collect(Collected& plan,
-             torch::nn::Module& module,
-             const std::string& prefix,
-             const ConversionSelection& options);
+void collect(Collected& plan, torch::nn::Module& module, const std::string& prefix);
 
 /// A Transformer stack keeps the layer it was built from in its options
 /// (LibTorch's options own it; `reset()` clones it): a float copy of every
@@ -85,18 +83,14 @@ template <typename Layer, typename Install>
 void collect_prototype(Collected& plan,
                        const Layer& prototype,
                        const std::string& prefix,
-                       const ConversionSelection& options,
                        Install install) {
   auto copy = std::dynamic_pointer_cast<typename Layer::Impl>(prototype->clone());
-  collect(plan, *copy, prefix + "(options' layer).", options);
+  collect(plan, *copy, prefix + "(options' layer).");
   plan.plan.installs.push_back([copy, install]() { install(Layer(copy)); });
 }
 
-/// Every weight `options` selects under `module` (dotted names from `prefix`).
-void collect(Collected& plan,
-             torch::nn::Module& module,
-             const std::string& prefix,
-             const ConversionSelection& options) {
+/// Every weight the plan's selection takes under `module` (dotted names from `prefix`).
+void collect(Collected& plan, torch::nn::Module& module, const std::string& prefix) {
 #if defined(MHA_DISTRIBUTED)  // else there is no tensor-parallel module to refuse
   if (dynamic_cast<TensorParallelMultiheadAttentionImpl*>(&module) != nullptr) {
     plan.errors.push_back((prefix.empty() ? std::string("the module") : prefix) +
@@ -105,31 +99,31 @@ void collect(Collected& plan,
   }
 #endif
   if (auto* attn = dynamic_cast<MultiheadAttentionImpl*>(&module)) {
-    if (options.attention)
+    if (plan.selection.attention)
       add_attention(plan, *attn, prefix, plan.cross_attention.count(attn) != 0);
     return;  // its out_proj is an attention projection, not one of the `linears`
   }
   if (auto* lin = dynamic_cast<torch::nn::LinearImpl*>(&module)) {
-    if (options.linears) add_weight(plan, *lin, prefix, "weight", lin->weight);
+    if (plan.selection.linears) add_weight(plan, *lin, prefix, "weight", lin->weight);
     return;
   }
   if (auto* layer = dynamic_cast<TransformerDecoderLayerImpl*>(&module)) {
     plan.cross_attention.insert(layer->multihead_attn.get());
   }
   if (auto* encoder = dynamic_cast<TransformerEncoderImpl*>(&module)) {
-    collect_prototype(plan, encoder->options.encoder_layer(), prefix, options,
+    collect_prototype(plan, encoder->options.encoder_layer(), prefix,
                       [encoder](TransformerEncoderLayer layer) {
                         encoder->options.encoder_layer(std::move(layer));
                       });
   }
   if (auto* decoder = dynamic_cast<TransformerDecoderImpl*>(&module)) {
-    collect_prototype(plan, decoder->options.decoder_layer(), prefix, options,
+    collect_prototype(plan, decoder->options.decoder_layer(), prefix,
                       [decoder](TransformerDecoderLayer layer) {
                         decoder->options.decoder_layer(std::move(layer));
                       });
   }
   for (const auto& child : module.named_children()) {
-    collect(plan, *child.value(), prefix + child.key() + ".", options);
+    collect(plan, *child.value(), prefix + child.key() + ".");
   }
 }
 
@@ -137,7 +131,7 @@ void collect(Collected& plan,
 
 ConversionPlan plan_conversion(torch::nn::Module& module, const ConversionSelection& selection) {
   Collected collected{selection, {}, {}, {}};
-  collect(collected, module, "", selection);
+  collect(collected, module, "");
   if (!collected.errors.empty()) {
     std::string message = selection.caller + ": nothing was converted:";
     for (const auto& error : collected.errors) message += "\n\t" + error;
