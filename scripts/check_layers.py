@@ -40,6 +40,7 @@ HOMES = {
     "kernel_switches.h": "common",
     "functional.h": "functional",
     "functional_options.h": "attention",
+    "attention_forward.h": "module",
     "multihead_attention.h": "module",
     "kv_cache.h": "cache",
     "paged_kv_cache.h": "cache",

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <mha/attention_forward.h>
 #include <mha/kernel_switches.h>
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
@@ -70,7 +71,8 @@ struct MultiheadAttentionOptions {
 /// auto x = torch::randn({5, 3, 8});               // (L, N, E)
 /// auto [out, weights] = attn(x, x, x);            // (5, 3, 8), (3, 5, 5)
 /// ```
-class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImpl> {
+class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImpl>,
+                               public AttentionForward {
  public:
   /// Same as `MultiheadAttentionImpl(MultiheadAttentionOptions(embed_dim, num_heads))`.
   MultiheadAttentionImpl(int64_t embed_dim, int64_t num_heads)
@@ -79,25 +81,8 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   /// parameters with Python's scheme.
   explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
 
-  /// Computes attention as Python's `MultiheadAttention.forward`.
-  ///
-  /// Shapes (L target length, S source length, N batch, E embed_dim):
-  /// query (L, N, E), (N, L, E) with `batch_first`, or unbatched (L, E);
-  /// key/value likewise with S and kdim/vdim; `key_padding_mask` (N, S) or (S),
-  /// bool (true = ignore) or float (added); `attn_mask` (L, S) or
-  /// (N * num_heads, L, S), bool (true = may not attend) or float (added).
-  /// Returns the output, shaped as query, and the attention weights,
-  /// (N, L, S) averaged or (N, num_heads, L, S) per head, or an undefined
-  /// tensor when `need_weights` is false. `is_causal` is a hint that
-  /// `attn_mask` is the causal mask; as in Python it needs `attn_mask`.
-  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& query,
-                                                   const torch::Tensor& key,
-                                                   const torch::Tensor& value,
-                                                   const torch::Tensor& key_padding_mask = {},
-                                                   bool need_weights = true,
-                                                   const torch::Tensor& attn_mask = {},
-                                                   bool average_attn_weights = true,
-                                                   bool is_causal = false);
+  // forward(query, key, value, key_padding_mask, need_weights, attn_mask,
+  // average_attn_weights, is_causal): AttentionForward's.
 
   /// Incremental decoding (eval mode only): attends the new positions in
   /// `query` over the keys and values held by `cache` (`<mha/kv_cache.h>`),
@@ -193,6 +178,10 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   torch::nn::Linear out_proj{nullptr};
 
  protected:
+  /// `forward`'s call: checked (unless the layer that runs it checked it),
+  /// planned and run.
+  std::tuple<torch::Tensor, torch::Tensor> forward_call(const detail::AttentionCall& call) override;
+
   FORWARD_HAS_DEFAULT_ARGS({3, torch::nn::AnyValue(torch::Tensor())},
                            {4, torch::nn::AnyValue(true)},
                            {5, torch::nn::AnyValue(torch::Tensor())},

@@ -88,7 +88,8 @@ struct TensorParallelOptions {
 /// auto [out, weights] = attn(x, x, x);  // whole (10, 2, 512) and (2, 10, 10) on every rank
 /// ```
 class TensorParallelMultiheadAttentionImpl
-    : public torch::nn::Cloneable<TensorParallelMultiheadAttentionImpl> {
+    : public torch::nn::Cloneable<TensorParallelMultiheadAttentionImpl>,
+      public AttentionForward {
  public:
   /// Validates `options` as `MultiheadAttention` does, plus `num_heads`
   /// divisible by the group's size, and allocates and initialises only this
@@ -106,21 +107,8 @@ class TensorParallelMultiheadAttentionImpl
                                        c10::intrusive_ptr<c10d::Backend> group,
                                        const TensorParallelOptions& parallel_options = {});
 
-  /// `MultiheadAttention::forward`'s signature and semantics (masks,
-  /// `batch_first`, unbatched input, `is_causal`, dropout); the whole output
-  /// on every rank. With `need_weights`, the heads' weights are gathered from
-  /// all ranks, then averaged when `average_attn_weights`. The first call
-  /// checks collectively that every rank has the same world size, options and
-  /// shard shapes (else every rank throws). Not the fused fast path: numbers
-  /// equal the single-process module's within float rounding.
-  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& query,
-                                                   const torch::Tensor& key,
-                                                   const torch::Tensor& value,
-                                                   const torch::Tensor& key_padding_mask = {},
-                                                   bool need_weights = true,
-                                                   const torch::Tensor& attn_mask = {},
-                                                   bool average_attn_weights = true,
-                                                   bool is_causal = false);
+  // forward(query, key, value, key_padding_mask, need_weights, attn_mask,
+  // average_attn_weights, is_causal): AttentionForward's, run by forward_call.
 
   /// Registers this rank's shard (Python's names, local shapes) and
   /// initialises it (see the constructor).
@@ -182,6 +170,15 @@ class TensorParallelMultiheadAttentionImpl
   torch::nn::Linear out_proj{nullptr};
 
  protected:
+  /// `forward` (`AttentionForward`'s): `MultiheadAttention`'s semantics (masks,
+  /// `batch_first`, unbatched input, `is_causal`, dropout); the whole output
+  /// on every rank. With `need_weights`, the heads' weights are gathered from
+  /// all ranks, then averaged when `average_attn_weights`. The first call
+  /// checks collectively that every rank has the same world size, options and
+  /// shard shapes (else every rank throws). Not the fused fast path: numbers
+  /// equal the single-process module's within float rounding.
+  std::tuple<torch::Tensor, torch::Tensor> forward_call(const detail::AttentionCall& call) override;
+
   FORWARD_HAS_DEFAULT_ARGS({3, torch::nn::AnyValue(torch::Tensor())},
                            {4, torch::nn::AnyValue(true)},
                            {5, torch::nn::AnyValue(torch::Tensor())},

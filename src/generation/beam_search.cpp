@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "generation/decoding.h"
+#include "generation/exact_topk.h"
 
 namespace mha {
 namespace detail {
@@ -59,7 +60,7 @@ std::tuple<Tensor, Tensor, Tensor> top_k_continuations(const Beams& b,
     indices = at::multinomial(at::softmax(scores, -1), s.keep, /*replacement=*/false, gen);
     log_probs = scores.gather(1, indices);
   } else {
-    std::tie(log_probs, indices) = at::topk(scores, s.keep);
+    std::tie(log_probs, indices) = exact_topk(scores, s.keep);
   }
   const int64_t vocab = scores.size(-1) / s.beams;
   const Tensor beam = at::div(indices, vocab, "floor");  // (N, K)

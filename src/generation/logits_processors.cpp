@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "generation/exact_topk.h"
+
 namespace mha {
 namespace detail {
 
@@ -103,7 +105,8 @@ Tensor warp_for_sampling(const GenerationConfig& config, int64_t keep, Tensor sc
   if (config.temperature() != 1.0) scores = scores / config.temperature();
   if (config.top_k() != 0) {
     const int64_t k = std::min(std::max<int64_t>(config.top_k(), keep), scores.size(-1));
-    const Tensor kth = std::get<0>(at::topk(scores, k)).select(-1, k - 1).unsqueeze(-1);  // (N, 1)
+    const Tensor kth =
+        std::get<0>(exact_topk(scores, k)).select(-1, k - 1).unsqueeze(-1);  // (N, 1)
     scores = scores.masked_fill(scores < kth, kMinusInf);
   }
   if (config.top_p() < 1.0) {

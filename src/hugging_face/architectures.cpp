@@ -77,6 +77,18 @@ HfStack stack(const HfConfig& config,
   return out;
 }
 
+/// A layer's names but for q, k and v.
+HfLayerNames block_names(
+    std::string out, std::string fc1, std::string fc2, std::string norm1, std::string norm2) {
+  HfLayerNames n;
+  n.out = std::move(out);
+  n.fc1 = std::move(fc1);
+  n.fc2 = std::move(fc2);
+  n.norm1 = std::move(norm1);
+  n.norm2 = std::move(norm2);
+  return n;
+}
+
 /// A layer's names: q, k and v under `attention`, then the others.
 HfLayerNames layer_names(const std::string& attention,
                          const std::array<const char*, 3>& qkv,
@@ -85,15 +97,11 @@ HfLayerNames layer_names(const std::string& attention,
                          std::string fc2,
                          std::string norm1,
                          std::string norm2) {
-  HfLayerNames n;
+  HfLayerNames n = block_names(std::move(out), std::move(fc1), std::move(fc2), std::move(norm1),
+                               std::move(norm2));
   n.q = attention + qkv[0];
   n.k = attention + qkv[1];
   n.v = attention + qkv[2];
-  n.out = std::move(out);
-  n.fc1 = std::move(fc1);
-  n.fc2 = std::move(fc2);
-  n.norm1 = std::move(norm1);
-  n.norm2 = std::move(norm2);
   return n;
 }
 
@@ -131,14 +139,9 @@ HfLayerNames bart_names(bool decoder) {
 /// GPT-2's block (modeling_gpt2.py): c_attn's fused q/k/v and every
 /// projection a Conv1D, pre-norm ln_1/ln_2.
 HfLayerNames gpt2_names() {
-  HfLayerNames n;
+  HfLayerNames n = block_names("attn.c_proj", "mlp.c_fc", "mlp.c_proj", "ln_1", "ln_2");
   n.qkv = "attn.c_attn";
   n.conv1d = true;
-  n.out = "attn.c_proj";
-  n.fc1 = "mlp.c_fc";
-  n.fc2 = "mlp.c_proj";
-  n.norm1 = "ln_1";
-  n.norm2 = "ln_2";
   return n;
 }
 

@@ -128,21 +128,11 @@ void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
   stream << text << ")";
 }
 
-std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query,
-                                                           const Tensor& key,
-                                                           const Tensor& value,
-                                                           const Tensor& key_padding_mask,
-                                                           bool need_weights,
-                                                           const Tensor& attn_mask,
-                                                           bool average_attn_weights,
-                                                           bool is_causal) {
-  const detail::AttentionCall call{
-      query,    key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights,
-      is_causal};
+std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_call(const detail::AttentionCall& call) {
   if (detail::ValidatedScope::covers(this)) {  // a layer's attention: the layer checked
     return detail::attend(*this, call);
   }
-  detail::check_defined(query, key, value);
+  detail::check_defined(call.query, call.key, call.value);
   const detail::CallPlan plan = detail::plan_call(*this, call);
   detail::check_module_inputs(options, detail::Projector::first_weight(*this), call,
                               /*check_attn_mask_shape=*/!plan.attn_mask_dropped);

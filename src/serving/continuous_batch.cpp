@@ -4,12 +4,14 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <memory>
 #include <optional>
 
 #include "linear/packed_linear.h"
 #include "mha/batching.h"
 #include "mha/quantization.h"
-#include "serving/serving_stack.h"
+#include "serving/causal_serving_stack.h"
+#include "serving/decoder_serving_stack.h"
 #include "serving/source_encoding.h"
 
 namespace mha {
@@ -68,14 +70,14 @@ ContinuousBatch::ContinuousBatch(TransformerEncoder causal_stack,
     : invariant_rows_(invariant_rows(options)) {
   TORCH_CHECK_VALUE(!causal_stack.is_empty(), "ContinuousBatch: expected a stack, not nullptr");
   check_stack(*causal_stack, causal_stack->layers->size(), invariant_rows_ > 0);
-  stack_ = detail::make_causal_serving_stack(std::move(causal_stack), options);
+  stack_ = std::make_unique<detail::CausalServingStack>(std::move(causal_stack), options);
 }
 
 ContinuousBatch::ContinuousBatch(TransformerDecoder decoder, const ContinuousBatchOptions& options)
     : invariant_rows_(invariant_rows(options)) {
   TORCH_CHECK_VALUE(!decoder.is_empty(), "ContinuousBatch: expected a decoder, not nullptr");
   check_stack(*decoder, decoder->layers->size(), invariant_rows_ > 0);
-  stack_ = detail::make_decoder_serving_stack(std::move(decoder), options);
+  stack_ = std::make_unique<detail::DecoderServingStack>(std::move(decoder), options);
 }
 
 ContinuousBatch::~ContinuousBatch() = default;

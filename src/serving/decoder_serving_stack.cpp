@@ -1,7 +1,4 @@
-// The serving stack of a TransformerDecoder: its layers' self-attention
-// caches over one block table, their cross-attention (memory) caches over
-// another; a request's memory is projected into every layer's memory pool
-// when it is admitted.
+#include "serving/decoder_serving_stack.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -10,70 +7,9 @@
 #include "cache/paged_block_manager.h"
 #include "cache/paged_stack_step.h"
 #include "common/shape_format.h"
-#include "serving/serving_stack.h"
-#include "transformer/stack_paged.h"
 
 namespace mha {
 namespace detail {
-
-namespace {
-
-class DecoderServingStack final : public ServingStack {
- public:
-  DecoderServingStack(TransformerDecoder decoder, const ContinuousBatchOptions& options)
-      : ServingStack(decoder->make_paged_cache(
-            PagedKVCacheOptions(options.num_blocks(), options.block_size()))),
-        decoder_(std::move(decoder)),
-        cross_(decoder_->make_paged_memory_cache(
-            PagedKVCacheOptions(options.num_memory_blocks(), options.block_size()))) {}
-
-  const torch::nn::Module& module() const override { return *decoder_; }
-  const MultiheadAttentionImpl& input_attention() const override { return *layer(0).self_attn; }
-  int64_t add(const torch::Tensor& memory, const torch::Tensor& memory_key_padding_mask) override;
-  std::vector<int64_t> add_all(const std::vector<torch::Tensor>& memories,
-                               const std::vector<torch::Tensor>& masks) override;
-  torch::Tensor step(const torch::Tensor& x,
-                     const std::vector<int64_t>& ids,
-                     const torch::Tensor& cu_seqlens,
-                     const char* fix) override {
-    return decoder_paged_step(*decoder_, x, torch::Tensor(), self_.layers(), cross_.layers(), ids,
-                              cu_seqlens, torch::Tensor(), fix);  // (T, E)
-  }
-  void remove(int64_t id) override {
-    self_.release(id);
-    cross_.release(id);
-  }
-  int64_t fork(int64_t id) override {
-    const int64_t forked = self_.fork(id);
-    // Both tables count ids alike: a request has the same id in each.
-    TORCH_CHECK(cross_.fork(id) == forked, "ContinuousBatch::fork: the block tables' ids diverged");
-    return forked;
-  }
-  int64_t memory_bytes() const override { return self_.memory_bytes() + cross_.memory_bytes(); }
-  int64_t used_bytes() const override { return self_.used_bytes() + cross_.used_bytes(); }
-
- private:
-  TransformerDecoderLayerImpl& layer(size_t i) const {
-    return *decoder_->layers->ptr(i)->as<TransformerDecoderLayerImpl>();
-  }
-  /// `memory` (S, E) without the positions its mask (S) marks, both checked.
-  torch::Tensor unmasked(const torch::Tensor& memory,
-                         const torch::Tensor& memory_key_padding_mask) const;
-  /// Throws unless `memory` (S, E) has positions and the decoder's width,
-  /// dtype and device.
-  void check_memory(const torch::Tensor& memory) const;
-  /// Memory blocks of `positions` positions.
-  int64_t blocks_for(int64_t positions) const {
-    return (positions + cross_.block_size() - 1) / cross_.block_size();
-  }
-  /// Admits `memory` (S, E), its unmasked rows; its id.
-  int64_t admit(const torch::Tensor& memory);
-  /// Projects `memory` (S, E) into every layer's memory pool for `id`.
-  void write_memory(int64_t id, const torch::Tensor& memory);
-
-  TransformerDecoder decoder_;
-  PagedStackCache cross_;  // per layer, over one block table
-};
 
 int64_t DecoderServingStack::add(const torch::Tensor& memory,
                                  const torch::Tensor& memory_key_padding_mask) {
@@ -161,13 +97,6 @@ void DecoderServingStack::write_memory(int64_t id, const torch::Tensor& memory) 
     layer(i).multihead_attn->forward_paged(no_queries, memory, memory, cross_[i], {id},
                                            query_offsets, memory_offsets);
   }
-}
-
-}  // namespace
-
-std::unique_ptr<ServingStack> make_decoder_serving_stack(TransformerDecoder decoder,
-                                                         const ContinuousBatchOptions& options) {
-  return std::make_unique<DecoderServingStack>(std::move(decoder), options);
 }
 
 }  // namespace detail

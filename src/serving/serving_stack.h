@@ -25,9 +25,9 @@ class ServingStack {
   virtual ~ServingStack() = default;
 
   /// The stack module (its training mode, whether its weights are int8).
-  virtual const torch::nn::Module& module() const = 0;
+  const torch::nn::Module& module() const { return module_; }
   /// The first layer's self-attention: the inputs' dtype, device and width.
-  virtual const MultiheadAttentionImpl& input_attention() const = 0;
+  const MultiheadAttentionImpl& input_attention() const { return input_attention_; }
   /// Admits a request (a decoder's: `memory` (S, E) and its padding mask
   /// (S) bool; a decoder-only stack's: neither); its id. Nothing changes on error.
   virtual int64_t add(const torch::Tensor& memory,
@@ -59,24 +59,29 @@ class ServingStack {
   const PagedStackCache& table() const { return self_; }
 
  protected:
-  /// `self`: the layers' self-attention caches over one block table.
-  explicit ServingStack(PagedStackCache self) : self_(std::move(self)) {}
+  /// `module`'s (which the subclass holds) self-attention caches, of
+  /// `options`' blocks, over one block table; `input_attention`: its first
+  /// layer's self-attention.
+  template <typename Stack>
+  ServingStack(Stack& module,
+               const MultiheadAttentionImpl& input_attention,
+               const ContinuousBatchOptions& options)
+      : self_(module.make_paged_cache(
+            PagedKVCacheOptions(options.num_blocks(), options.block_size()))),
+        module_(module),
+        input_attention_(input_attention) {}
 
   PagedStackCache self_;
+
+ private:
+  const torch::nn::Module& module_;
+  const MultiheadAttentionImpl& input_attention_;
 };
 
 /// `x` (the argument `name`): (rows, E) in `attn`'s dtype and on its device.
 void check_serving_rows(const torch::Tensor& x,
                         const std::string& name,
                         const MultiheadAttentionImpl& attn);
-
-/// A decoder's serving stack: pools of `num_blocks` (self-attention) and
-/// `num_memory_blocks` (memories) blocks, each kind one table for all layers.
-std::unique_ptr<ServingStack> make_decoder_serving_stack(TransformerDecoder decoder,
-                                                         const ContinuousBatchOptions& options);
-/// A causal encoder stack's serving stack: self-attention pools only.
-std::unique_ptr<ServingStack> make_causal_serving_stack(TransformerEncoder stack,
-                                                        const ContinuousBatchOptions& options);
 
 }  // namespace detail
 }  // namespace mha

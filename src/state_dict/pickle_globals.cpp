@@ -1,7 +1,9 @@
 #include "state_dict/pickle_globals.h"
 
+#include <c10/core/ScalarType.h>
 #include <fmt/format.h>
 
+#include <iterator>
 #include <unordered_map>
 #include <utility>
 
@@ -66,29 +68,23 @@ void add_dtypes(AllowList& list) {
 /// The storage classes (`torch._storage_classes`) and the legacy tensor
 /// classes (`torch._tensor_classes`), CPU and CUDA.
 void add_storage_and_tensor_classes(AllowList& list) {
-  const std::pair<const char*, c10::ScalarType> storages[] = {
-      {"Double", c10::kDouble},
-      {"Float", c10::kFloat},
-      {"Half", c10::kHalf},
-      {"BFloat16", c10::kBFloat16},
-      {"Long", c10::kLong},
-      {"Int", c10::kInt},
-      {"Short", c10::kShort},
-      {"Char", c10::kChar},
-      {"Byte", c10::kByte},
-      {"Bool", c10::kBool},
-      {"ComplexFloat", c10::kComplexFloat},
-      {"ComplexDouble", c10::kComplexDouble}};
-  const char* tensor_types[] = {"Double", "Float", "Half", "BFloat16", "Long",
-                                "Int",    "Short", "Char", "Byte"};
+  // Named as c10 names the dtype ("Double", ...); the legacy tensor classes
+  // are those of the first nine (and BoolTensor, not sparse).
+  const c10::ScalarType storages[] = {c10::kDouble,   c10::kFloat,        c10::kHalf,
+                                      c10::kBFloat16, c10::kLong,         c10::kInt,
+                                      c10::kShort,    c10::kChar,         c10::kByte,
+                                      c10::kBool,     c10::kComplexFloat, c10::kComplexDouble};
+  constexpr size_t kTensorClasses = 9;
   for (const char* device : {"torch.", "torch.cuda."}) {
-    for (const auto& [name, dtype] : storages) {
+    for (size_t i = 0; i < std::size(storages); ++i) {
+      const char* name = c10::toString(storages[i]);
       list.emplace(fmt::format("{}{}Storage", device, name),
-                   Allowed{GlobalRole::kStorageType, dtype});
-    }
-    for (const char* name : tensor_types) {
-      list.emplace(fmt::format("{}{}Tensor", device, name), Allowed{GlobalRole::kConstant});
-      list.emplace(fmt::format("{}sparse.{}Tensor", device, name), Allowed{GlobalRole::kConstant});
+                   Allowed{GlobalRole::kStorageType, storages[i]});
+      if (i < kTensorClasses) {
+        list.emplace(fmt::format("{}{}Tensor", device, name), Allowed{GlobalRole::kConstant});
+        list.emplace(fmt::format("{}sparse.{}Tensor", device, name),
+                     Allowed{GlobalRole::kConstant});
+      }
     }
     list.emplace(fmt::format("{}BoolTensor", device), Allowed{GlobalRole::kConstant});
   }

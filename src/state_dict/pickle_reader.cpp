@@ -3,9 +3,11 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "state_dict/errors.h"
@@ -94,6 +96,12 @@ class Parser {
   }
 
  private:
+  /// One opcode's work (pickletools' names); a table of 256, null where
+  /// the opcode is not read.
+  using OpHandler = void (*)(Parser&);
+  using OpTable = std::array<OpHandler, 256>;
+  static const OpTable& op_table();
+
   /// Executes one opcode; returns the result at STOP, else nullptr.
   Value* step(uint8_t op);
 
@@ -207,113 +215,67 @@ class Parser {
   std::unordered_map<std::string, Value*> storages_;  ///< persistent_load by key
 };
 
+const Parser::OpTable& Parser::op_table() {
+  static const OpTable table = [] {
+    const std::pair<uint8_t, OpHandler> handlers[] = {
+        {0x80, [](Parser& p) { p.read_byte(); }},                                  // PROTO
+        {'(', [](Parser& p) { p.marks_.push_back(p.stack_.size()); }},             // MARK
+        {'N', [](Parser& p) { p.push(p.make(ValueKind::kNone)); }},                // NONE
+        {0x88, [](Parser& p) { p.push_bool(true); }},                              // NEWTRUE
+        {0x89, [](Parser& p) { p.push_bool(false); }},                             // NEWFALSE
+        {')', [](Parser& p) { p.push(p.make(ValueKind::kTuple)); }},               // EMPTY_TUPLE
+        {']', [](Parser& p) { p.push(p.make(ValueKind::kList)); }},                // EMPTY_LIST
+        {'}', [](Parser& p) { p.push(p.make(ValueKind::kDict)); }},                // EMPTY_DICT
+        {0x8f, [](Parser& p) { p.push(p.make(ValueKind::kSet)); }},                // EMPTY_SET
+        {'J', [](Parser& p) { p.push_int(static_cast<int32_t>(p.read_u32())); }},  // BININT
+        {'K', [](Parser& p) { p.push_int(p.read_byte()); }},                       // BININT1
+        {'M', [](Parser& p) { p.push_int(p.read_u16()); }},                        // BININT2
+        {0x8a, [](Parser& p) { p.long1(); }},                                      // LONG1
+        {'G', [](Parser& p) { p.binfloat(); }},                                    // BINFLOAT
+        {'X',
+         [](Parser& p) {
+           p.push_text(ValueKind::kStr, p.read_bytes(p.read_u32()));
+         }},  // BINUNICODE
+        {'U',
+         [](Parser& p) {
+           p.push_text(ValueKind::kStr, p.read_bytes(p.read_byte()));
+         }},  // SHORT_BINSTRING, decoded as torch.load does (UTF-8)
+        {'h', [](Parser& p) { p.memo_get(p.read_byte()); }},  // BINGET
+        {'j', [](Parser& p) { p.memo_get(p.read_u32()); }},   // LONG_BINGET
+        {'q', [](Parser& p) { p.memo_put(p.read_byte()); }},  // BINPUT
+        {'r', [](Parser& p) { p.memo_put(p.read_u32()); }},   // LONG_BINPUT
+        {'c', [](Parser& p) { p.global(); }},                 // GLOBAL
+        {'t', [](Parser& p) { p.tuple_of_mark(); }},          // TUPLE
+        {0x85, [](Parser& p) { p.tuple_of_top(1); }},         // TUPLE1
+        {0x86, [](Parser& p) { p.tuple_of_top(2); }},         // TUPLE2
+        {0x87, [](Parser& p) { p.tuple_of_top(3); }},         // TUPLE3
+        {'a', [](Parser& p) { p.append(); }},                 // APPEND
+        {'e', [](Parser& p) { p.appends(); }},                // APPENDS
+        {'s', [](Parser& p) { p.setitem(); }},                // SETITEM
+        {'u', [](Parser& p) { p.setitems(p.pop_mark()); }},   // SETITEMS
+        {'Q', [](Parser& p) { p.persistent_load(); }},        // BINPERSID
+        {'R', [](Parser& p) { p.reduce(); }},                 // REDUCE
+        {0x81, [](Parser& p) { p.newobj(); }},                // NEWOBJ
+        {'b', [](Parser& p) { p.build(); }},                  // BUILD
+    };
+    OpTable t{};
+    for (const auto& [op, handler] : handlers) {
+      t[op] = handler;
+    }
+    return t;
+  }();
+  return table;
+}
+
 Value* Parser::step(uint8_t op) {
-  switch (op) {
-    case 0x80:
-      read_byte();
-      break;  // PROTO
-    case '.':
-      return pop();  // STOP
-    case '(':
-      marks_.push_back(stack_.size());
-      break;  // MARK
-    case 'N':
-      push(make(ValueKind::kNone));
-      break;  // NONE
-    case 0x88:
-      push_bool(true);
-      break;  // NEWTRUE
-    case 0x89:
-      push_bool(false);
-      break;  // NEWFALSE
-    case ')':
-      push(make(ValueKind::kTuple));
-      break;  // EMPTY_TUPLE
-    case ']':
-      push(make(ValueKind::kList));
-      break;  // EMPTY_LIST
-    case '}':
-      push(make(ValueKind::kDict));
-      break;  // EMPTY_DICT
-    case 0x8f:
-      push(make(ValueKind::kSet));
-      break;  // EMPTY_SET
-    case 'J':
-      push_int(static_cast<int32_t>(read_u32()));
-      break;  // BININT
-    case 'K':
-      push_int(read_byte());
-      break;  // BININT1
-    case 'M':
-      push_int(read_u16());
-      break;  // BININT2
-    case 0x8a:
-      long1();
-      break;  // LONG1
-    case 'G':
-      binfloat();
-      break;  // BINFLOAT
-    case 'X':
-      push_text(ValueKind::kStr, read_bytes(read_u32()));
-      break;  // BINUNICODE
-    // SHORT_BINSTRING: torch.load decodes it as a UTF-8 str (encoding="utf-8").
-    case 'U':
-      push_text(ValueKind::kStr, read_bytes(read_byte()));
-      break;
-    case 'h':
-      memo_get(read_byte());
-      break;  // BINGET
-    case 'j':
-      memo_get(read_u32());
-      break;  // LONG_BINGET
-    case 'q':
-      memo_put(read_byte());
-      break;  // BINPUT
-    case 'r':
-      memo_put(read_u32());
-      break;  // LONG_BINPUT
-    case 'c':
-      global();
-      break;  // GLOBAL
-    case 't':
-      tuple_of_mark();
-      break;  // TUPLE
-    case 0x85:
-      tuple_of_top(1);
-      break;  // TUPLE1
-    case 0x86:
-      tuple_of_top(2);
-      break;  // TUPLE2
-    case 0x87:
-      tuple_of_top(3);
-      break;  // TUPLE3
-    case 'a':
-      append();
-      break;  // APPEND
-    case 'e':
-      appends();
-      break;  // APPENDS
-    case 's':
-      setitem();
-      break;  // SETITEM
-    case 'u':
-      setitems(pop_mark());
-      break;  // SETITEMS
-    case 'Q':
-      persistent_load();
-      break;  // BINPERSID
-    case 'R':
-      reduce();
-      break;  // REDUCE
-    case 0x81:
-      newobj();
-      break;  // NEWOBJ
-    case 'b':
-      build();
-      break;  // BUILD
-    default:
-      unknown_opcode(op);
+  if (op == '.') {
+    return pop();  // STOP
   }
+  const OpHandler handler = op_table()[op];
+  if (handler == nullptr) {
+    unknown_opcode(op);
+  }
+  handler(*this);
   return nullptr;
 }
 

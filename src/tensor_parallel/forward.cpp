@@ -50,30 +50,21 @@ std::tuple<Tensor, Tensor, Tensor> copy_inputs(const Tensor& q,
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> TensorParallelMultiheadAttentionImpl::forward(
-    const Tensor& query,
-    const Tensor& key,
-    const Tensor& value,
-    const Tensor& key_padding_mask,
-    bool need_weights,
-    const Tensor& attn_mask,
-    bool average_attn_weights,
-    bool is_causal) {
-  detail::check_defined(query, key, value);
-  const detail::AttentionCall call{
-      query,    key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights,
-      is_causal};
+std::tuple<Tensor, Tensor> TensorParallelMultiheadAttentionImpl::forward_call(
+    const detail::AttentionCall& call) {
+  detail::check_defined(call.query, call.key, call.value);
   // The whole module's checks and messages (off its fast path), then the
   // collective ones; as in Python, the causal hint may drop attn_mask unchecked.
   detail::check_module_inputs(options, out_proj->weight, call,
                               /*check_attn_mask_shape=*/!detail::causal_hint_drops_attn_mask(call));
   validate_across_ranks();
 
-  const auto dtype = query.scalar_type();
-  const Tensor kpm = detail::canonical_key_padding_mask(key_padding_mask, attn_mask, dtype);
-  const Tensor mask = detail::canonical_attn_mask(attn_mask, dtype);
-  auto [q, k, v] = copy_inputs(query, key, value, group);
-  const bool transpose = options.batch_first() && query.dim() == 3;
+  const auto dtype = call.query.scalar_type();
+  const Tensor kpm =
+      detail::canonical_key_padding_mask(call.key_padding_mask, call.attn_mask, dtype);
+  const Tensor mask = detail::canonical_attn_mask(call.attn_mask, dtype);
+  auto [q, k, v] = copy_inputs(call.query, call.key, call.value, group);
+  const bool transpose = options.batch_first() && call.query.dim() == 3;
   if (transpose) {
     std::tie(q, k, v) = detail::sequence_first(q, k, v);  // (N, L, E) -> (L, N, E)
   }
@@ -84,10 +75,10 @@ std::tuple<Tensor, Tensor> TensorParallelMultiheadAttentionImpl::forward(
                                               options.dropout(), out_proj->weight, Tensor())
           .training(is_training())
           .key_padding_mask(kpm)
-          .need_weights(need_weights)
+          .need_weights(call.need_weights)
           .attn_mask(local_heads_mask(mask, options.num_heads(), *group))
           .average_attn_weights(false)
-          .is_causal(is_causal);
+          .is_causal(call.is_causal);
   auto [partial, weights] =  // (L, N, E) partial sums of this rank's heads
       detail::multi_head_attention_forward(q, k, v, func_options, detail::Projector::of(*this),
                                            nullptr);
@@ -98,7 +89,7 @@ std::tuple<Tensor, Tensor> TensorParallelMultiheadAttentionImpl::forward(
   if (weights.defined()) {  // (N, H / p, L, S) or unbatched (H / p, L, S) -> all H heads
     const int64_t head_dim = weights.dim() - 3;
     weights = detail::gather_from_tensor_parallel(weights, head_dim, group);
-    if (average_attn_weights) {
+    if (call.average_attn_weights) {
       weights = weights.mean(head_dim);  // (N, L, S) or (L, S)
     }
   }

@@ -47,16 +47,12 @@ void CausalLMImpl::reset() {
     project_out = register_module(
         "project_out", torch::nn::Linear(torch::nn::LinearOptions(width, words).bias(false)));
   }
-  lm_head = register_module(
-      "lm_head",
-      torch::nn::Linear(torch::nn::LinearOptions(words, options.vocab_size()).bias(false)));
+  lm_head = detail::register_lm_head(*this, words, options.vocab_size());
   tie_weights();
 }
 
 void CausalLMImpl::tie_weights() {
-  if (options.tie_word_embeddings()) {
-    detail::tie(lm_head->weight, embed_tokens->weight);
-  }
+  detail::tie_lm_head(options.tie_word_embeddings(), *lm_head, embed_tokens->weight);
 }
 
 Tensor CausalLMImpl::default_position_ids(const Tensor& attention_mask,
@@ -180,8 +176,7 @@ Tensor CausalLMImpl::forward_paged(const Tensor& input_ids,
 MHA_DEFINE_TIED_MODEL_STEPS(CausalLMImpl)
 
 void CausalLMImpl::pretty_print(std::ostream& stream) const {
-  stream << "mha::CausalLM(model_type=" << options.model_type()
-         << ", num_layers=" << options.num_layers() << ")";
+  detail::print_model(stream, "mha::CausalLM", options.model_type(), options.num_layers());
 }
 
 }  // namespace mha

@@ -1,6 +1,7 @@
 #include "hugging_face/models/model_inputs.h"
 
 #include <c10/util/Exception.h>
+#include <mha/hf_encoder_models.h>
 #include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <torch/torch.h>
@@ -78,16 +79,38 @@ torch::Tensor padded_causal_mask(const torch::Tensor& attention_mask,
   return mask.repeat_interleave(num_heads, /*dim=*/0);  // (N * H, L, L)
 }
 
-torch::Tensor pooled(const torch::nn::LinearImpl& dense, const torch::Tensor& hidden) {
-  return torch::tanh(mha::linear(dense, hidden.select(1, 0)));  // (N, E) -> (N, out)
+EncoderModelOutput encoder_model_output(const torch::Tensor& hidden,
+                                        const torch::nn::Linear& pooler) {
+  EncoderModelOutput out;
+  out.last_hidden_state = hidden;  // (N, L, E)
+  if (!pooler.is_empty()) {
+    out.pooler_output = torch::tanh(mha::linear(*pooler, hidden.select(1, 0)));  // (N, out)
+  }
+  return out;
 }
 
-void tie(torch::Tensor& alias, const torch::Tensor& source) {
-  if (!alias.defined() || !source.defined() || is_placeholder(alias) || is_placeholder(source)) {
+void print_model(std::ostream& stream,
+                 const char* name,
+                 const std::string& model_type,
+                 int64_t num_layers) {
+  stream << name << "(model_type=" << model_type << ", num_layers=" << num_layers << ")";
+}
+
+torch::nn::Linear register_lm_head(torch::nn::Module& model, int64_t in, int64_t vocab_size) {
+  return model.register_module(
+      "lm_head", torch::nn::Linear(torch::nn::LinearOptions(in, vocab_size).bias(false)));
+}
+
+void tie_lm_head(bool tie_word_embeddings,
+                 torch::nn::LinearImpl& head,
+                 const torch::Tensor& embeddings) {
+  torch::Tensor& alias = head.weight;
+  if (!tie_word_embeddings || !alias.defined() || !embeddings.defined() || is_placeholder(alias) ||
+      is_placeholder(embeddings)) {
     return;
   }
   torch::NoGradGuard no_grad;
-  alias.set_data(source);
+  alias.set_data(embeddings);
 }
 
 void to_unpacking(torch::nn::Module& module,

@@ -8,9 +8,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 
 namespace mha {
+
+struct EncoderModelOutput;
+
 namespace detail {
 
 /// Throws `c10::Error` unless `ids` is an integer tensor of `dims` dimensions
@@ -43,14 +47,28 @@ torch::Tensor padded_causal_mask(const torch::Tensor& attention_mask,
                                  int64_t num_heads,
                                  torch::Dtype dtype);
 
-/// BERT's and ViT's pooler: tanh(dense(first token)), (N, L, E) -> (N, out).
-torch::Tensor pooled(const torch::nn::LinearImpl& dense, const torch::Tensor& hidden);
+/// An encoder model's output: `hidden` (N, L, E) and, where the model has a
+/// pooler (BERT's and ViT's), tanh(pooler(first token)), (N, out).
+EncoderModelOutput encoder_model_output(const torch::Tensor& hidden,
+                                        const torch::nn::Linear& pooler);
 
-/// Ties `alias` to `source`: the same values in memory (a second tensor over
-/// `source`'s storage), as transformers ties an LM head to its embeddings.
-/// Leaves `alias` alone when it is a converted weight's placeholder
-/// (`mha::prepack`, `mha::quantize_dynamic`: the head then holds its own form).
-void tie(torch::Tensor& alias, const torch::Tensor& source);
+/// A whole model's `pretty_print`: `name(model_type=..., num_layers=...)`.
+void print_model(std::ostream& stream,
+                 const char* name,
+                 const std::string& model_type,
+                 int64_t num_layers);
+
+/// Registers a model's bias-free LM head `lm_head` (`in` -> `vocab_size`).
+torch::nn::Linear register_lm_head(torch::nn::Module& model, int64_t in, int64_t vocab_size);
+
+/// Where `tie_word_embeddings`, ties `head`'s weight to `embeddings`: the same
+/// values in memory (a second tensor over their storage), as transformers ties
+/// an LM head to its input embeddings. Leaves the head alone when its weight
+/// is a converted weight's placeholder (`mha::prepack`,
+/// `mha::quantize_dynamic`: the head then holds its own form).
+void tie_lm_head(bool tie_word_embeddings,
+                 torch::nn::LinearImpl& head,
+                 const torch::Tensor& embeddings);
 
 /// `Module::to` of `module` (the arguments given), its prepacked weights (as
 /// `load_hf_model` leaves them) unpacked first (`mha::unpack`) when the

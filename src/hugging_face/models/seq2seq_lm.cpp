@@ -82,17 +82,13 @@ void Seq2SeqLMImpl::reset() {
                                                 .batch_first(true)
                                                 .custom_encoder(torch::nn::AnyModule(encoder))
                                                 .custom_decoder(torch::nn::AnyModule(decoder))));
-  lm_head = register_module(
-      "lm_head",
-      torch::nn::Linear(torch::nn::LinearOptions(width, options.vocab_size()).bias(false)));
+  lm_head = detail::register_lm_head(*this, width, options.vocab_size());
   final_logits_bias = register_buffer("final_logits_bias", torch::zeros({1, options.vocab_size()}));
   tie_weights();
 }
 
 void Seq2SeqLMImpl::tie_weights() {
-  if (options.tie_word_embeddings()) {
-    detail::tie(lm_head->weight, shared->weight);
-  }
+  detail::tie_lm_head(options.tie_word_embeddings(), *lm_head, shared->weight);
 }
 
 Tensor Seq2SeqLMImpl::embed(const Tensor& ids,

@@ -79,20 +79,15 @@ EncoderModelOutput TextEncoderModelImpl::forward(const Tensor& input_ids,
                                                  const Tensor& token_type_ids) {
   const Tensor x = embed(input_ids, token_type_ids);  // (N, L, E)
   detail::check_attention_mask(attention_mask, input_ids.size(0), input_ids.size(1));
-  EncoderModelOutput out;
-  out.last_hidden_state = encoder(x, Tensor(), detail::key_padding_mask(attention_mask));
-  if (!pooler.is_empty()) {
-    out.pooler_output = detail::pooled(*pooler, out.last_hidden_state);  // (N, E)
-  }
-  return out;
+  return detail::encoder_model_output(
+      encoder(x, Tensor(), detail::key_padding_mask(attention_mask)), pooler);
 }
 
 MHA_DEFINE_LOAD_AND_CLONE(TextEncoderModelImpl)
 MHA_DEFINE_MODEL_TO(TextEncoderModelImpl, )
 
 void TextEncoderModelImpl::pretty_print(std::ostream& stream) const {
-  stream << "mha::TextEncoderModel(model_type=" << options.model_type()
-         << ", num_layers=" << options.num_layers() << ")";
+  detail::print_model(stream, "mha::TextEncoderModel", options.model_type(), options.num_layers());
 }
 
 }  // namespace mha

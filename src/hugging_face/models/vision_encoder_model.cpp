@@ -68,20 +68,15 @@ Tensor VisionEncoderModelImpl::embed(const Tensor& pixel_values) {
 }
 
 EncoderModelOutput VisionEncoderModelImpl::forward(const Tensor& pixel_values) {
-  EncoderModelOutput out;
-  out.last_hidden_state = encoder(embed(pixel_values));  // (N, T, E)
-  if (!pooler.is_empty()) {
-    out.pooler_output = detail::pooled(*pooler, out.last_hidden_state);  // (N, E)
-  }
-  return out;
+  return detail::encoder_model_output(encoder(embed(pixel_values)), pooler);  // (N, T, E)
 }
 
 MHA_DEFINE_LOAD_AND_CLONE(VisionEncoderModelImpl)
 MHA_DEFINE_MODEL_TO(VisionEncoderModelImpl, )
 
 void VisionEncoderModelImpl::pretty_print(std::ostream& stream) const {
-  stream << "mha::VisionEncoderModel(model_type=" << options.model_type()
-         << ", num_layers=" << options.num_layers() << ")";
+  detail::print_model(stream, "mha::VisionEncoderModel", options.model_type(),
+                      options.num_layers());
 }
 
 }  // namespace mha

@@ -1,5 +1,8 @@
-// The serving stack of a causal (decoder-only) TransformerEncoder stack: its
-// layers' self-attention caches over one block table, and nothing else.
+#pragma once
+
+// Private: the serving stack of a causal (decoder-only) TransformerEncoder
+// stack: its layers' self-attention caches over one block table, and nothing
+// else.
 
 #include <c10/util/Exception.h>
 
@@ -9,19 +12,14 @@
 namespace mha {
 namespace detail {
 
-namespace {
-
+/// `ContinuousBatch`'s stack for a causal `TransformerEncoder`.
 class CausalServingStack final : public ServingStack {
  public:
   CausalServingStack(TransformerEncoder stack, const ContinuousBatchOptions& options)
-      : ServingStack(stack->make_paged_cache(
-            PagedKVCacheOptions(options.num_blocks(), options.block_size()))),
+      : ServingStack(
+            *stack, *stack->layers->ptr(0)->as<TransformerEncoderLayerImpl>()->self_attn, options),
         stack_(std::move(stack)) {}
 
-  const torch::nn::Module& module() const override { return *stack_; }
-  const MultiheadAttentionImpl& input_attention() const override {
-    return *stack_->layers->ptr(0)->as<TransformerEncoderLayerImpl>()->self_attn;
-  }
   int64_t add(const torch::Tensor& memory, const torch::Tensor& memory_key_padding_mask) override {
     TORCH_CHECK_VALUE(!memory.defined() && !memory_key_padding_mask.defined(),
                       "expected no memory: a decoder-only stack's requests have none");
@@ -47,13 +45,6 @@ class CausalServingStack final : public ServingStack {
  private:
   TransformerEncoder stack_;
 };
-
-}  // namespace
-
-std::unique_ptr<ServingStack> make_causal_serving_stack(TransformerEncoder stack,
-                                                        const ContinuousBatchOptions& options) {
-  return std::make_unique<CausalServingStack>(std::move(stack), options);
-}
 
 }  // namespace detail
 }  // namespace mha
