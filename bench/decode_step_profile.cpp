@@ -23,8 +23,9 @@
 // projection stays float32), weights counted as their int8 bytes; then, per
 // N and threads, the top-level ATen ops of one step by total time.
 // --hf DIR: instead, one greedy step of the Hugging Face seq2seq model in DIR
-// as load_hf_model gives it (prepacked; with --float, prepack(false)), N = 1
-// and 16, 1 and 2 threads (hf_decode_step.cpp).
+// as load_hf_model gives it (prepacked; with --float, prepack(false); with
+// --row-major, row_major_decoder(true)), N = 1 and 16, 1 and 2 threads
+// (hf_decode_step.cpp).
 // --continuous-batch N[,N...]: instead, one step of an mha::ContinuousBatch
 // serving N requests of a 6 + 6-layer seq2seq Transformer, one token each
 // (continuous_batch_step.cpp), at --threads T (default 1); --prepack and
@@ -174,9 +175,9 @@ std::vector<int64_t> parse_counts(const std::string& list) {
 int main(int argc, char** argv) {
   bool competitor = false;
   std::string form = "float";
-  std::vector<int64_t> counts;  // --continuous-batch
-  std::string hf_directory;     // --hf
-  bool hf_float = false;        // --hf with --float
+  std::vector<int64_t> counts;      // --continuous-batch
+  std::string hf_directory;         // --hf
+  std::string hf_form = "prepack";  // --hf with --float or --row-major
   int threads = 1;
   for (int i = 1; i < argc; ++i) {
     competitor = competitor || std::strcmp(argv[i], "--competitor") == 0;
@@ -187,10 +188,11 @@ int main(int argc, char** argv) {
     }
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::stoi(argv[++i]);
     if (std::strcmp(argv[i], "--hf") == 0 && i + 1 < argc) hf_directory = argv[++i];
-    hf_float = hf_float || std::strcmp(argv[i], "--float") == 0;
+    if (std::strcmp(argv[i], "--float") == 0) hf_form = "float";
+    if (std::strcmp(argv[i], "--row-major") == 0) hf_form = "row-major";
   }
   if (!hf_directory.empty()) {
-    hf_decode_step::profile(hf_directory, hf_float ? "float" : "prepack");
+    hf_decode_step::profile(hf_directory, hf_form);
     return 0;
   }
   const pid_t child = competitor ? start_competitor() : 0;

@@ -34,7 +34,8 @@
 // linear (the output projection too); bf16: the model ->to(kBFloat16).
 // (generate, bert): float32, the model as load_hf_model gives it (prepacked);
 // float: loaded with HfModelLoadOptions().prepack(false), the float tensors
-// as read.
+// as read; row-major (generate): row_major_decoder(true), the decoder's
+// weights also row-major for one-row steps.
 // --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
 // the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
 // outside any tensor) that building, loading and converting the model kept,
@@ -109,8 +110,9 @@ Args parse(int argc, char** argv) {
               "usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K "
               "[--warmup=W] [--out=FILE] [--precision=P] [--memory]");
   TORCH_CHECK(args.precision == "float32" || args.precision == "int8" || args.precision == "bf16" ||
-                  args.precision == "float",
-              "peer_rounds: --precision is float32, int8, bf16 or float, not ", args.precision);
+                  args.precision == "float" || args.precision == "row-major",
+              "peer_rounds: --precision is float32, int8, bf16, float or row-major, not ",
+              args.precision);
   return args;
 }
 
@@ -167,11 +169,14 @@ Call decode(const File& file, const std::string& precision) {
 }
 
 /// The Hugging Face model of the directory holding the case file `path`, as
-/// loaded (`precision` float32: prepacked) or with float weights ("float").
+/// loaded (`precision` float32: prepacked), with float weights ("float") or
+/// with a row-major decoder too ("row-major").
 template <typename Model>
 Model hf_model(const std::string& path, const std::string& precision) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
-  return mha::load_hf_model(directory, mha::HfModelLoadOptions().prepack(precision != "float"))
+  return mha::load_hf_model(directory, mha::HfModelLoadOptions()
+                                           .prepack(precision != "float")
+                                           .row_major_decoder(precision == "row-major"))
       .as<Model>();
 }
 
@@ -203,7 +208,8 @@ Call bert(const std::string& path, const File& file, const std::string& precisio
 Call make_call(const Args& args, const File& file) {
   const std::string& name = args.case_name;
   TORCH_CHECK(name == "decode" || args.precision == "float32" ||
-                  ((name == "generate" || name == "bert") && args.precision == "float"),
+                  ((name == "generate" || name == "bert") && args.precision == "float") ||
+                  (name == "generate" && args.precision == "row-major"),
               "peer_rounds: --precision ", args.precision, " is not for the ", name, " case");
   if (name == "attention") return attention(file);
   if (name == "encoder_layer") return encoder_layer(file);

@@ -3,13 +3,13 @@
 // rows decoding gives it: values and indices bit for bit, ties, NaN and
 // -inf included.
 
+#include "generation/exact_topk.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <limits>
-
-#include "generation/exact_topk.h"
 
 namespace {
 
@@ -56,10 +56,10 @@ TEST(ExactTopk, TiesNanAndInfinityGiveAtTopksAnswer) {
 
 TEST(ExactTopk, OtherInputsGoToAtTopk) {
   torch::manual_seed(2);
-  expect_as_topk(torch::randn({3, 5}), 5);                            // k == M
-  expect_as_topk(torch::randn({3, 500}), 65);                         // k above 64
-  expect_as_topk(torch::randn({3, 500}, torch::kFloat64), 8);         // float64
-  expect_as_topk(torch::randn({2, 3, 500}).select(0, 1), 8);          // a view
+  expect_as_topk(torch::randn({3, 5}), 5);                     // k == M
+  expect_as_topk(torch::randn({3, 500}), 65);                  // k above 64
+  expect_as_topk(torch::randn({3, 500}, torch::kFloat64), 8);  // float64
+  expect_as_topk(torch::randn({2, 3, 500}).select(0, 1), 8);   // a view
 }
 
 }  // namespace

@@ -182,6 +182,39 @@ INSTANTIATE_TEST_SUITE_P(Families,
                          Seq2SeqGenerate,
                          ::testing::Values("marian", "bart_generate", "mbart_generate"));
 
+TEST(Generate, ARowMajorDecoderGivesTheSameTokensAndStepsOneRowByGemv) {
+  // load_hf_model(..., row_major_decoder(true)): a one-sequence greedy run's
+  // steps multiply the decoder's one row with at::linear on the row-major
+  // copy, and choose the tokens of the default (packed) model, for marian and
+  // gpt2 (Seq2SeqLM and CausalLM).
+  const auto loaded = [](const std::string& name, bool row_major) {
+    return mha::load_hf_model(model_dir(name),
+                              mha::HfModelLoadOptions().row_major_decoder(row_major));
+  };
+  for (const std::string name : {"marian", "gpt2"}) {
+    const auto values = reference(name);
+    const Tensor ids = values.at("input_ids").narrow(0, 0, 1);  // (1, S)
+    const Tensor mask = values.at("attention_mask").narrow(0, 0, 1);
+    const auto config = mha::read_generation_config(model_dir(name));
+    const auto tokens = [&](const mha::HfModel& model) {
+      if (name == "marian") {
+        auto lm = model.as<mha::Seq2SeqLM>();
+        return mha::generate(lm, ids, mask, config);
+      }
+      auto lm = model.as<mha::CausalLM>();
+      return mha::generate(lm, ids, mask, config);
+    };
+    const mha::HfModel row_major = loaded(name, true), packed = loaded(name, false);
+    Tensor generated;
+    const auto ops = mha::test::ops_called([&] { generated = tokens(row_major); });
+    EXPECT_TRUE(mha::test::called(ops, "aten::linear")) << name;
+    Tensor expected;
+    const auto packed_ops = mha::test::ops_called([&] { expected = tokens(packed); });
+    EXPECT_FALSE(mha::test::called(packed_ops, "aten::linear")) << name;
+    EXPECT_TRUE(torch::equal(generated, expected)) << name;
+  }
+}
+
 TEST(Generate, RefusesBadConfigsNamingTheField) {
   const auto values = reference("gpt2");
   auto model = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();

@@ -20,6 +20,12 @@ struct PrepackOptions {
   /// Every other `torch::nn::Linear`: the Transformer layers' feed-forward
   /// `linear1`/`linear2`, and a model's own (an output projection).
   TORCH_ARG(bool, linears) = true;
+  /// Also keep each converted weight as it was, row-major (twice its
+  /// memory), for the calls of one or two input rows (a decode step of one
+  /// sequence): there oneDNN's GEMM on the packed weight takes 1.1-1.6x the
+  /// time of MKL's GEMV (`at::linear`) on the row-major one; from four rows
+  /// on the packed form is as fast or faster, and is used.
+  TORCH_ARG(bool, keep_row_major) = false;
 };
 
 /// Converts, in place and for inference, the float32 CPU projections of

@@ -2,14 +2,15 @@
 
 The Marian-shaped model of peers/marian.py, from its Hugging Face directory
 in every engine: mha loads it with load_hf_model (as loaded: prepacked;
-and with float weights, prepack(false)),
+with float weights, prepack(false); where a step has one row, also with
+row_major_decoder(true)),
 transformers with from_pretrained, CTranslate2 converts it with its
 TransformersConverter. Per batch size (1 and 16 sources of 32 tokens) and
 search (greedy; beam search, 4 beams), `max_new_tokens` tokens: first the
 tokens of each engine against transformers' (mha's must be equal; for
 CTranslate2 the share of equal tokens is reported, and its greedy must be
 equal to be timed), then `decode_rounds` rounds of one call each: mha's
-subprocesses (as loaded, float weights; one warm-up call, one timed), then
+subprocesses (each load; one warm-up call, one timed), then
 transformers and CTranslate2 in this process. For greedy decoding at batch
 1, where every engine streams the decoder's weights once per token, the
 rows also give the weight bytes each step reads as a share of a read sweep
@@ -27,6 +28,12 @@ from .report import Row
 
 BATCHES = (1, 16)
 SEARCHES = (("greedy", 1), ("beam 4", 4))
+LOADS = {"float32": "as loaded", "float": "float weights", "row-major": "row-major decoder"}
+
+
+def _loads(n, beams):
+    """mha's loads of a case: row-major only where a step has one row (its only use)."""
+    return [p for p in LOADS if p != "row-major" or n * beams == 1]
 
 
 def step_bytes(model):
@@ -79,11 +86,11 @@ def _mha_tokens(args, case_file, threads, precision, shape, work):
     return torch.from_numpy(np.fromfile(out, dtype=np.int64)).view(shape)
 
 
-def _checks(args, case_file, threads, engines, work):
+def _checks(args, case_file, threads, engines, work, loads):
     """Each engine's tokens against transformers' (mha's must be equal)."""
     ref = engines["transformers"]()
     checks = {name: _equal(call(), ref) for name, call in engines.items()}
-    for precision in ("float32", "float"):
+    for precision in loads:
         mha = _equal(_mha_tokens(args, case_file, threads, precision, ref.shape, work), ref)
         if mha != "equal":
             raise RuntimeError(f"generate: mha {precision}'s tokens differ from transformers' ({mha})")
@@ -117,13 +124,14 @@ def rows(directory, model, ct2_dir, work, args):
 def _timed_rows(name, model, ct2_dir, work, args, case_file, threads, src, beams):
     """The rows of one case on `threads` threads."""
     engines = _engines(model, ct2_dir, threads, src, beams, args.generate_steps)
-    checks = _checks(args, case_file, threads, engines, work)
+    loads = _loads(src.size(0), beams)
+    checks = _checks(args, case_file, threads, engines, work, loads)
     if beams == 1 and checks["CT2 float32"] != "equal":
         raise RuntimeError(f"{name}: CTranslate2's greedy tokens differ from transformers'")
     load_start = os.getloadavg()[0]
-    times = {k: [] for k in ("float32", "float", *engines)}
+    times = {k: [] for k in (*loads, *engines)}
     for _ in range(args.decode_rounds):
-        for precision in ("float32", "float"):
+        for precision in loads:
             times[precision].append(timing.mha_round(args.cpp, case_file, "generate", threads, 1,
                                                      warmup=1, precision=precision))
         for peer, call in engines.items():
@@ -131,13 +139,12 @@ def _timed_rows(name, model, ct2_dir, work, args, case_file, threads, src, beams
     load = timing.load_span(load_start)
     result = []
     for peer in engines:
-        for precision in ("float32", "float"):
+        for precision in loads:
             check = f"tokens: mha equal to transformers'; {peer} {checks[peer]}"
             if beams == 1 and src.size(0) == 1 and peer == "CT2 float32":
                 check += "; " + _sweep_note(model, threads, args.generate_steps, times[precision],
                                             times[peer])
-            mha = "as loaded" if precision == "float32" else "float weights"
-            result.append(Row(f"{name}, mha {mha}",
+            result.append(Row(f"{name}, mha {LOADS[precision]}",
                               str(threads), peer, times[precision], times[peer], check,
                               load=load))
     return result

@@ -83,7 +83,7 @@ std::tuple<torch::Tensor, torch::Tensor> exact_topk(const torch::Tensor& scores,
   }
   const torch::Tensor x = scores.contiguous();  // (N, M)
   const int64_t rows = x.size(0), m = x.size(1);
-  torch::Tensor values = at::empty({rows, k}, x.options());                 // (N, k)
+  torch::Tensor values = at::empty({rows, k}, x.options());                    // (N, k)
   torch::Tensor indices = at::empty({rows, k}, x.options().dtype(at::kLong));  // (N, k)
   const float* in = x.const_data_ptr<float>();
   float* out_values = values.data_ptr<float>();

@@ -17,8 +17,11 @@ using torch::Tensor;
 
 PackedWeightImpl::PackedWeightImpl(const Tensor& weight,
                                    std::vector<int64_t> block_rows,
+                                   bool keep_row_major,
                                    const PackedLinearOps& ops)
-    : BlockedWeightModule(std::move(block_rows), weight.size(1)), ops_(&ops) {
+    : BlockedWeightModule(std::move(block_rows), weight.size(1)),
+      row_major_(keep_row_major ? weight.contiguous().clone() : Tensor()),
+      ops_(&ops) {
   int64_t begin = 0;
   for (const int64_t rows : block_rows_) {
     blocks_.push_back(ops.pack(weight.narrow(0, begin, rows).contiguous()));  // (rows, in)
@@ -54,6 +57,11 @@ Tensor PackedWeightImpl::gemm(int64_t begin,
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = rows;
   if (flat.size(0) == 0) return at::empty(sizes, x.options());
+  if (row_major_.defined() && flat.size(0) <= kRowMajorRows) {  // GEMV: (M, in) -> (M, rows)
+    return apply_fused_activation(activation,
+                                  at::linear(flat, row_major_.narrow(0, begin, rows), bias))
+        .view(sizes);
+  }
   if (block_rows_.size() == 1 && begin == 0 && rows == block_rows_[0]) {
     return ops_->multiply(flat, blocks_[0], bias, activation)
         .view(sizes);  // (M, out) -> (..., out)
@@ -66,13 +74,14 @@ Tensor PackedWeightImpl::gemm(int64_t begin,
 }
 
 std::optional<Tensor> PackedWeightImpl::float_weight() const {
+  if (row_major_.defined()) return row_major_.clone();
   std::vector<Tensor> rows;
   for (const Tensor& block : blocks_) rows.push_back(block.to_dense());  // (rows_i, in)
   return rows.size() == 1 ? rows[0] : at::cat(rows, /*dim=*/0);          // (out, in)
 }
 
 std::shared_ptr<PackedWeightImpl> PackedWeightImpl::repacked(const Tensor& weight) const {
-  return std::make_shared<PackedWeightImpl>(weight, block_rows_, *ops_);
+  return std::make_shared<PackedWeightImpl>(weight, block_rows_, keeps_row_major(), *ops_);
 }
 
 void PackedWeightImpl::save(torch::serialize::OutputArchive& archive) const {
@@ -117,14 +126,16 @@ void PackedWeightImpl::load(torch::serialize::InputArchive& archive) {
   const PackedWeightImpl loaded(
       weight.contiguous(),
       std::vector<int64_t>(rows.data_ptr<int64_t>(), rows.data_ptr<int64_t>() + rows.numel()),
-      *ops_);  // packed before any change
+      keeps_row_major(), *ops_);  // packed before any change
   blocks_ = loaded.blocks_;
   block_rows_ = loaded.block_rows_;
+  row_major_ = loaded.row_major_;
 }
 
 void PackedWeightImpl::pretty_print(std::ostream& stream) const {
-  stream << fmt::format("mha::PackedWeight(out_features={}, in_features={}, blocks={})",
-                        out_features(), in_features_, block_rows_);
+  stream << fmt::format("mha::PackedWeight(out_features={}, in_features={}, blocks={}{})",
+                        out_features(), in_features_, block_rows_,
+                        keeps_row_major() ? ", row_major=true" : "");
 }
 
 }  // namespace detail

@@ -33,15 +33,25 @@ namespace detail {
 class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
  public:
   /// Packs `weight` (out, in) float32 CPU in blocks of `block_rows` rows
-  /// (their sum: out); `ops` must be available.
+  /// (their sum: out); `ops` must be available. `keep_row_major`: also holds
+  /// `weight` as it is, for calls of at most `kRowMajorRows` rows.
   PackedWeightImpl(const torch::Tensor& weight,
                    std::vector<int64_t> block_rows,
+                   bool keep_row_major = false,
                    const PackedLinearOps& ops = PackedLinearOps::onednn());
+
+  /// The most input rows a call multiplies with the row-major copy (where
+  /// kept): at one or two rows oneDNN's GEMM on the packed blocks takes
+  /// 1.1-1.6x the time of MKL's GEMV (`at::linear`) on the row-major weight;
+  /// from four rows on it is as fast or faster
+  /// (bench/results/gemm-layouts-2026-12-04.md).
+  static constexpr int64_t kRowMajorRows = 2;
 
   /// Rows [begin, begin + rows) of x's product with the weight, plus `bias`:
   /// oneDNN's GEMM on the packed blocks (within float32 rounding of
-  /// `at::linear`), or with Python's kernels on (`set_python_kernels`)
-  /// `at::linear` on `float_weight()`.
+  /// `at::linear`); `at::linear` on the row-major copy (where kept) for at
+  /// most `kRowMajorRows` input rows; with Python's kernels on
+  /// (`set_python_kernels`) `at::linear` on `float_weight()`.
   torch::Tensor forward_rows(int64_t begin,
                              int64_t rows,
                              const torch::Tensor& x,
@@ -52,6 +62,8 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
                                   FusedActivation activation) const override;
   /// The float32 (out, in) values, unpacked (a copy).
   std::optional<torch::Tensor> float_weight() const override;
+  /// Whether it holds the row-major copy too.
+  bool keeps_row_major() const { return row_major_.defined(); }
   const char* kind() const override { return "prepacked (mha::prepack)"; }
   void check_archived(torch::serialize::InputArchive& archive,
                       const std::string& name) const override;
@@ -75,6 +87,7 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
                      FusedActivation activation) const;
 
   std::vector<torch::Tensor> blocks_;  // oneDNN's packed (rows_i, in), one per block
+  torch::Tensor row_major_;            // (out, in) as given, or undefined
   const PackedLinearOps* ops_;
 };
 

@@ -50,7 +50,8 @@ void prepack(torch::nn::Module& module, const PrepackOptions& options) {
       detail::plan_conversion(module, {"prepack", options.attention(), options.linears()});
   torch::NoGradGuard no_grad;
   for (detail::Conversion& c : plan.conversions) {
-    c.form = std::make_shared<detail::PackedWeightImpl>(c.values, c.block_rows);
+    c.form = std::make_shared<detail::PackedWeightImpl>(c.values, c.block_rows,
+                                                        options.keep_row_major());
   }
   detail::commit(plan, "_packed");
 }

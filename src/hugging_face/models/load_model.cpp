@@ -205,6 +205,18 @@ HfModel build(const ModelSource& in, detail::HfKind kind, CheckpointMap& map) {
   return out;
 }
 
+/// The decoder stack of a language model (the base module otherwise): what
+/// a decode step runs.
+torch::nn::Module& decoder_layers(const HfModel& model) {
+  if (const auto* lm = std::get_if<Seq2SeqLM>(&model.module)) {
+    return *(*lm)->transformer->decoder.ptr();
+  }
+  if (const auto* lm = std::get_if<CausalLM>(&model.module)) {
+    return *(*lm)->decoder.ptr();
+  }
+  return model.base();
+}
+
 }  // namespace
 
 std::vector<std::string> hf_model_types() {
@@ -254,7 +266,10 @@ HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& 
   out.base().eval();
   if (options.prepack() && options.dtype() == torch::kFloat32 &&
       detail::PackedLinearOps::onednn().available()) {
-    prepack(out.base());
+    if (options.row_major_decoder()) {
+      prepack(decoder_layers(out), PrepackOptions().keep_row_major(true));
+    }
+    prepack(out.base());  // the rest (converted weights are left as they are)
   }
   return out;
 }
