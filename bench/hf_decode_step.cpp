@@ -93,7 +93,7 @@ void profile(const std::string& directory, const std::string& form) {
       "| N | threads | step ms | ops | weights per step | weight GB/s | sweep GB/s | share of "
       "sweep |\n|---|---|---|---|---|---|---|---|\n");
   for (const int t : {1, 2}) {
-    for (const int64_t n : {1, 16}) profile_cell(directory, form, n, t);
+    for (const int64_t n : {1, 16, 64}) profile_cell(directory, form, n, t);  // 64: 16 x 4 beams
   }
 }
 
