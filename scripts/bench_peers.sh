@@ -39,6 +39,7 @@ if [ "${1:-}" = "--smoke" ]; then
 else
   OUT="${MHA_PEERS_OUT:-$MHA_ROOT/bench/results/peers-$(date -u +%F).md}"
 fi
+OUT="$(realpath -m "$OUT")"  # MHA_PEERS_OUT may be relative to the caller
 cd "$MHA_ROOT/scripts"
 exec "$MHA_PYTHON" bench_peers.py --cpp "$MHA_BUILD_DIR/bench/peer_rounds" --out "$OUT" \
   --json "${OUT%.md}.json" "$@"

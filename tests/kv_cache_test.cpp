@@ -13,6 +13,7 @@
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "counting_allocator.h"
@@ -236,6 +237,50 @@ TEST_F(KVCacheTest, GrowsByDoublingAndReportsMemory) {
   cache.clear();
   EXPECT_EQ(cache.length(), 0);
   EXPECT_EQ(cache.capacity(), 40);  // memory kept
+}
+
+TEST_F(KVCacheTest, AReorderedStaticCacheSharesItsMemoryRows) {
+  // Beams of one source: the static cache keeps its two projected memories
+  // and lets five rows read them (the decode kernel in place; a masked or
+  // weighted call from one gathered copy, kept), as a cache holding the five
+  // repeated memories computes.
+  auto m = eval_module(mha::MultiheadAttentionOptions(512, 8).batch_first(true));
+  const Tensor memory = torch::randn({2, 24, 512}), index = torch::tensor({0, 0, 0, 1, 1});
+  auto shared = KVCache::static_kv(), copied = KVCache::static_kv();
+  const c10::InferenceMode inference;
+  m->forward_cached(torch::randn({2, 1, 512}), memory, memory, shared);
+  const int64_t bytes = shared.memory_bytes();
+  shared.reorder(index);
+  EXPECT_EQ(shared.batch_size(), 5);
+  EXPECT_EQ(shared.memory_bytes(), bytes);  // no copy
+  const Tensor repeated = memory.index_select(0, index);
+  m->forward_cached(torch::randn({5, 1, 512}), repeated, repeated, copied);
+  const auto tol = mha::support::parity_tolerance(torch::kFloat);
+  const Tensor padding = torch::rand({5, 24}) < 0.2;
+  for (const Tensor& kpm : {Tensor(), padding, padding}) {
+    for (const bool weights : {false, true}) {
+      const Tensor q = torch::randn({5, 1, 512});
+      std::tuple<Tensor, Tensor> got;
+      const auto ops = mha::test::ops_called(
+          [&] { got = m->forward_cached(q, Tensor(), Tensor(), shared, kpm, weights); });
+      const auto want = m->forward_cached(q, Tensor(), Tensor(), copied, kpm, weights);
+      EXPECT_TRUE(torch::allclose(std::get<0>(got), std::get<0>(want), tol.rtol, tol.atol));
+      if (weights) {
+        EXPECT_TRUE(torch::allclose(std::get<1>(got), std::get<1>(want), tol.rtol, tol.atol));
+      }
+      const bool in_place = !kpm.defined() && !weights;
+      EXPECT_EQ(mha::test::called(ops, "mha::paged_decode_attention"), in_place);
+    }
+  }
+  // A second reorder maps the rows anew; the copy moves its buffers.
+  const Tensor reversed = torch::tensor({4, 3, 2, 1, 0});
+  shared.reorder(reversed);
+  copied.reorder(reversed);
+  EXPECT_EQ(shared.memory_bytes(), bytes);
+  const Tensor q = torch::randn({5, 1, 512});
+  EXPECT_TRUE(torch::allclose(std::get<0>(m->forward_cached(q, Tensor(), Tensor(), shared)),
+                              std::get<0>(m->forward_cached(q, Tensor(), Tensor(), copied)),
+                              tol.rtol, tol.atol));
 }
 
 TEST_F(KVCacheTest, OutputsAreOrdinaryTensors) {

@@ -82,7 +82,9 @@ class KVCache {
 
   /// Selects batch entries: `index` is a 1-D int64 tensor of N' entries in
   /// [0, batch_size()), repeats allowed; N' may differ from N (beam search).
-  /// Does nothing before the first call.
+  /// Does nothing before the first call. A filled static cache copies
+  /// nothing: its rows then read the memories they were given (beams share
+  /// their source's); a masked or weighted call gathers them once.
   void reorder(const torch::Tensor& index);
 
  private:

@@ -12,8 +12,11 @@ namespace detail {
 
 using torch::Tensor;
 
-Tensor decode_over_keys(const Tensor& q, const Tensor& keys, const Tensor& values) {
-  const Tensor out = paged_decode_attention(dense_blocks(q.squeeze(2), keys, values));
+Tensor decode_over_keys(const Tensor& q,
+                        const Tensor& keys,
+                        const Tensor& values,
+                        const Tensor& rows) {
+  const Tensor out = paged_decode_attention(dense_blocks(q.squeeze(2), keys, values, rows));
   return out.unsqueeze(2);  // (N, H, hd) -> (N, H, 1, hd)
 }
 

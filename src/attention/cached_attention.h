@@ -13,11 +13,13 @@
 namespace mha {
 namespace detail {
 
-/// kDecode: q (N, H, 1, hd) over keys, values (N, H, S, hd) read in place
-/// by the paged decode kernel (each sequence one block): -> (N, H, 1, hd).
+/// kDecode: q (N, H, 1, hd) over keys, values (R, H, S, hd) read in place
+/// by the paged decode kernel (each buffer row one block; query row i reads
+/// row rows[i], int32 (N,), or row i where `rows` is undefined): -> (N, H, 1, hd).
 torch::Tensor decode_over_keys(const torch::Tensor& q,
                                const torch::Tensor& keys,
-                               const torch::Tensor& values);
+                               const torch::Tensor& values,
+                               const torch::Tensor& rows = {});
 
 /// kOverKeys: SDPA of q (N, H, L, hd) over keys, values (N, H, S, hd) with
 /// an additive `mask` broadcastable to (N, H, L, S) (undefined: none): -> (N, H, L, hd).

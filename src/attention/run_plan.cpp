@@ -59,12 +59,18 @@ std::tuple<Tensor, Tensor> functional_path(const MultiheadAttentionImpl& m,
 /// Runs a cached or paged call's `kernel` (see `attend_over_keys`).
 std::tuple<Tensor, Tensor> run_over_keys(AttentionKernel kernel,
                                          const Tensor& q,
-                                         const Tensor& keys,
-                                         const Tensor& values,
-                                         const Tensor& mask) {
+                                         Tensor keys,
+                                         Tensor values,
+                                         const Tensor& mask,
+                                         const Tensor& rows) {
+  if (kernel == AttentionKernel::kDecode) {
+    return {decode_over_keys(q, keys, values, rows), Tensor()};
+  }
+  if (rows.defined()) {  // (rows, H, S, hd) -> (N, H, S, hd), gathered
+    keys = keys.index_select(0, rows);
+    values = values.index_select(0, rows);
+  }
   switch (kernel) {
-    case AttentionKernel::kDecode:
-      return {decode_over_keys(q, keys, values), Tensor()};
     case AttentionKernel::kOverKeys:
       return {sdpa_over_keys(q, keys, values, mask), Tensor()};
     case AttentionKernel::kOverKeysWithWeights:
@@ -102,9 +108,10 @@ std::tuple<Tensor, Tensor> attend_over_keys(const Tensor& q,
                                             const Tensor& keys,
                                             const Tensor& values,
                                             const Tensor& mask,
-                                            bool need_weights) {
+                                            bool need_weights,
+                                            const Tensor& rows) {
   return run_over_keys(choose_over_keys_kernel(q, keys, values, mask.defined(), need_weights), q,
-                       keys, values, mask);
+                       keys, values, mask, rows);
 }
 
 std::tuple<Tensor, Tensor> attend_through_source(const MultiheadAttentionImpl& module,

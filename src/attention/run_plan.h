@@ -34,13 +34,16 @@ std::tuple<torch::Tensor, torch::Tensor> run_plan(const CallPlan& plan,
 /// A cached or paged call's attention: q (N, H, L, hd) over a source's keys
 /// and values (N, H, S, hd) with the additive `mask` (undefined: none), by
 /// the kernel `choose_over_keys_kernel` picks (kDecode, kOverKeys or
-/// kOverKeysWithWeights). Returns (N, H, L, hd) and the weights (N, H, L, S)
-/// or undefined.
+/// kOverKeysWithWeights). `rows` (int32 (N,)): query row i attends over
+/// keys and values row rows[i] (of any count of rows; the decode kernel reads
+/// them in place, the others a gathered copy); undefined: row i. Returns
+/// (N, H, L, hd) and the weights (N, H, L, S) or undefined.
 std::tuple<torch::Tensor, torch::Tensor> attend_over_keys(const torch::Tensor& q,
                                                           const torch::Tensor& keys,
                                                           const torch::Tensor& values,
                                                           const torch::Tensor& mask,
-                                                          bool need_weights);
+                                                          bool need_weights,
+                                                          const torch::Tensor& rows = {});
 
 /// A cached or paged call after its checks, the one pipeline of both: the
 /// projector's one entry on `query`, `key`, `value` (inputs as the module

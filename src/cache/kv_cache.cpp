@@ -120,6 +120,16 @@ std::pair<Tensor, Tensor> cached_views(const KVCacheState& state) {
   return {state.keys.narrow(2, 0, rows), state.values.narrow(2, 0, rows)};
 }
 
+std::pair<Tensor, Tensor> gathered_views(KVCacheState& state) {
+  if (!state.gathered_keys.defined()) {
+    const auto [keys, values] = cached_views(state);  // (R, H, S + extra, hd)
+    const c10::InferenceMode inference;
+    state.gathered_keys = keys.index_select(0, state.rows);  // (N, H, S + extra, hd)
+    state.gathered_values = values.index_select(0, state.rows);
+  }
+  return {state.gathered_keys, state.gathered_values};
+}
+
 }  // namespace detail
 
 KVCache::KVCache(std::unique_ptr<detail::KVCacheState> state) : state_(std::move(state)) {}
@@ -147,7 +157,7 @@ int64_t KVCache::length() const { return state_->length; }
 
 int64_t KVCache::capacity() const { return state_->capacity; }
 
-int64_t KVCache::batch_size() const { return state_->keys.defined() ? state_->keys.size(0) : 0; }
+int64_t KVCache::batch_size() const { return detail::batch_of(*state_); }
 
 int64_t KVCache::memory_bytes() const {
   if (!state_->keys.defined()) {
@@ -160,6 +170,7 @@ void KVCache::clear() {
   state_->length = 0;
   state_->filled = false;
   state_->owner = nullptr;
+  state_->rows = state_->gathered_keys = state_->gathered_values = Tensor();
 }
 
 void KVCache::reorder(const Tensor& index) {
@@ -174,7 +185,7 @@ void KVCache::reorder(const Tensor& index) {
   TORCH_CHECK(index.device() == state_->keys.device(),
               fmt::format("expected index on the cache's device {}, but got {}",
                           state_->keys.device().str(), index.device().str()));
-  const int64_t bsz = state_->keys.size(0);
+  const int64_t bsz = detail::batch_of(*state_);
   const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
   TORCH_CHECK_INDEX(
       lo >= 0 && hi < bsz,
@@ -182,6 +193,12 @@ void KVCache::reorder(const Tensor& index) {
           "expected index entries in [0, {}) (the cache's batch size), but got values in [{}, {}]",
           bsz, lo, hi));
   c10::InferenceMode inference;
+  if (state_->is_static && state_->filled) {  // the memory stays; the rows read it anew
+    const Tensor rows = state_->rows.defined() ? state_->rows.index_select(0, index) : index;
+    state_->rows = rows.to(at::kInt).contiguous();
+    state_->gathered_keys = state_->gathered_values = Tensor();
+    return;
+  }
   state_->keys = detail::select_filled(state_->keys, index, state_->length + state_->extra);
   state_->values = detail::select_filled(state_->values, index, state_->length + state_->extra);
 }

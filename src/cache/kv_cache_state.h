@@ -25,7 +25,22 @@ struct KVCacheState {
   const MultiheadAttentionImpl* owner = nullptr;  ///< the module that filled it
   torch::Tensor keys;                             ///< (N, H, capacity + extra, head_dim)
   torch::Tensor values;                           ///< (N, H, capacity + extra, head_dim)
+  /// A filled static cache after `reorder`: batch row i reads buffer row
+  /// rows[i] (int32 (batch,)), so beams share their source's memory; undefined:
+  /// row i reads row i.
+  torch::Tensor rows;
+  /// Where `rows` is defined: the buffers gathered by it, (batch, H, length +
+  /// extra, head_dim), made by the first masked or weighted call (the
+  /// kernels other than the decode kernel read a row per query) and kept
+  /// until the rows change.
+  torch::Tensor gathered_keys, gathered_values;
 };
+
+/// The batch size the cache serves: its row map's, else its buffers'.
+inline int64_t batch_of(const KVCacheState& state) {
+  if (state.rows.defined()) return state.rows.size(0);
+  return state.keys.defined() ? state.keys.size(0) : 0;
+}
 
 /// The layout of a cache's buffers: (bsz, num_heads, positions + extra, head_dim).
 struct CacheLayout {
@@ -57,6 +72,10 @@ void append(KVCacheState& state,
 /// The cached keys and values with their extra rows, (N, H, length + extra,
 /// head_dim) views of the buffers (no copy).
 std::pair<torch::Tensor, torch::Tensor> cached_views(const KVCacheState& state);
+
+/// A cache with `rows`: its keys and values gathered by them, (batch, H,
+/// length + extra, head_dim), gathered on the first call and kept.
+std::pair<torch::Tensor, torch::Tensor> gathered_views(KVCacheState& state);
 
 }  // namespace detail
 }  // namespace mha

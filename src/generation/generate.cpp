@@ -78,6 +78,16 @@ Tensor repeat_rows(const Tensor& tensor, int64_t times) {
   return tensor.defined() && times > 1 ? tensor.repeat_interleave(times, 0) : tensor;
 }
 
+/// The rows of a first step: each input's `rows` rows (R > 1) hold the same
+/// tokens until the first is chosen, so the first step runs on one row per
+/// input (`first`, N), and `each` (N R) gives every row its input's result.
+struct FirstStepRows {
+  Tensor first, each;
+  FirstStepRows(int64_t inputs, int64_t rows)
+      : first(at::arange(0, inputs * rows, rows, at::kLong)),
+        each(at::arange(inputs, at::kLong).repeat_interleave(rows)) {}
+};
+
 /// Beam search with beams, else greedy decoding or sampling.
 GenerateOutput decode(const GenerationConfig& config,
                       const detail::GenerationPlan& plan,
@@ -101,19 +111,29 @@ GenerateOutput generate_with_scores(Seq2SeqLM& model,
       checked_plan(model, input_ids, attention_mask, config, /*input_length=*/1);
   torch::NoGradGuard no_grad;
   const int64_t rows = rows_per_input(config);
-  Tensor mask = attention_mask.defined() ? attention_mask.to(at::kLong) : attention_mask;
-  const Tensor memory = repeat_rows(model->encode(input_ids, mask), rows);  // (N R, S, E)
-  mask = repeat_rows(mask, rows);                                           // (N R, S)
+  const Tensor source_mask =
+      attention_mask.defined() ? attention_mask.to(at::kLong) : attention_mask;  // (N, S)
+  const Tensor memory = model->encode(input_ids, source_mask);                   // (N, S, E)
+  const Tensor mask = repeat_rows(source_mask, rows);                            // (N R, S)
+  const FirstStepRows first(input_ids.size(0), rows);
   TransformerDecoderCache cache = model->make_cache();
   detail::DecodingSteps steps;
   steps.next_logits = [&](const Tensor& sequences) {
     const Tensor last = sequences.narrow(1, sequences.size(1) - 1, 1);  // (N R, 1)
-    const Tensor step_memory = cache.length() == 0 ? memory : Tensor();
-    return model->decode_cached(last, step_memory, cache, mask).select(1, 0);  // (N R, V)
+    if (cache.length() > 0 || rows == 1) {
+      const Tensor step_memory = cache.length() == 0 ? memory : Tensor();
+      return model->decode_cached(last, step_memory, cache, mask).select(1, 0);  // (N R, V)
+    }
+    // One row per input projects its memory once; the reorder copies the
+    // self-attention's first keys and lets every row read its input's memory.
+    const Tensor logits =
+        model->decode_cached(last.index_select(0, first.first), memory, cache, source_mask);
+    cache.reorder(first.each);
+    return logits.select(1, 0).index_select(0, first.each);  // (N, V) -> (N R, V)
   };
   // Beams move within their source's rows, whose projected memories are the same.
   steps.reorder = [&](const Tensor& index) { cache.reorder_decoded(index); };
-  const Tensor start = at::full({memory.size(0), 1}, *plan.start, at::kLong);  // (N R, 1)
+  const Tensor start = at::full({memory.size(0) * rows, 1}, *plan.start, at::kLong);  // (N R, 1)
   return decode(config, plan, start, generator, steps);
 }
 
@@ -133,6 +153,7 @@ GenerateOutput generate_with_scores(CausalLM& model,
     plan.prompt_padding = mask.ne(0).to(at::kInt).argmax(1);
   }
   TransformerEncoderCache cache = model->make_cache();
+  const FirstStepRows first(input_ids.size(0), rows);
   int64_t fed = 0;  // tokens already in the cache
   detail::DecodingSteps steps;
   steps.next_logits = [&](const Tensor& sequences) {
@@ -142,9 +163,17 @@ GenerateOutput generate_with_scores(CausalLM& model,
     }
     const Tensor ids = sequences.narrow(1, fed, length - fed);                 // (N R, t)
     const Tensor positions = positions_of(mask).narrow(1, fed, length - fed);  // (N R, t)
-    const Tensor logits = model->forward_cached(ids, cache, mask, positions);  // (N R, t, V)
+    if (fed > 0 || rows == 1) {
+      const Tensor logits = model->forward_cached(ids, cache, mask, positions);  // (N R, t, V)
+      fed = length;
+      return logits.select(1, logits.size(1) - 1);  // (N R, V)
+    }
+    // The prompt once per input; the reorder copies its keys to every row.
+    const auto once = [&](const Tensor& t) { return t.index_select(0, first.first); };
+    const Tensor logits = model->forward_cached(once(ids), cache, once(mask), once(positions));
+    cache.reorder(first.each);
     fed = length;
-    return logits.select(1, logits.size(1) - 1);  // (N R, V)
+    return logits.select(1, logits.size(1) - 1).index_select(0, first.each);  // (N R, V)
   };
   steps.reorder = [&](const Tensor& index) { cache.reorder(index); };
   return decode(config, plan, prompts, generator, steps);

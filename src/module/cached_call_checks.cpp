@@ -112,9 +112,9 @@ detail::CachedCallShape check_sizes(const MultiheadAttentionImpl& m,
   }
   const bool holds_batch = cache.length > 0 || cache.filled;
   TORCH_CHECK(
-      !holds_batch || cache.keys.size(0) == s.bsz,
+      !holds_batch || detail::batch_of(cache) == s.bsz,
       fmt::format("expected query batch size {} (the cache's; reorder() changes it), but got {}",
-                  cache.keys.size(0), s.bsz));
+                  detail::batch_of(cache), s.bsz));
   if (cache.is_static) {
     s.total_len = cache.filled ? cache.length : src_len;
     return s;

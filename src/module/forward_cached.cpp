@@ -8,6 +8,8 @@
 
 #include <ATen/ATen.h>
 
+#include <tuple>
+
 #include "attention/attention_call.h"
 #include "attention/key_value_source.h"
 #include "attention/masks.h"
@@ -48,10 +50,15 @@ class DenseCacheSource final : public detail::KeyValueSource {
     const bool batch_first = shape_.batch_first;
     const int64_t heads = module_.options.num_heads();
     const Tensor q = to_heads(q_rows, batch_first, heads);  // (N, H, L, hd)
-    const auto [keys, values] = detail::cache_key_values(   // (N, H, S + extra, hd)
+    auto [keys, values] = detail::cache_key_values(         // (N, H, S + extra, hd)
         cache_, module_, to_heads(k_rows, batch_first, heads), to_heads(v_rows, batch_first, heads),
         shape_.total_len);
-    auto [out, weights] = detail::attend_over_keys(q, keys, values, mask_, need_weights_);
+    Tensor rows = cache_.rows;  // a reordered static cache's: read in place by the decode kernel
+    if (rows.defined() && (mask_.defined() || need_weights_)) {
+      std::tie(keys, values) = detail::gathered_views(cache_);  // (N, H, S + extra, hd), kept
+      rows = Tensor();
+    }
+    auto [out, weights] = detail::attend_over_keys(q, keys, values, mask_, need_weights_, rows);
     // (N, H, L, hd) -> (N, L, E) or (L, N, E)
     out = batch_first ? out.transpose(1, 2).flatten(2) : out.permute({2, 0, 1, 3}).flatten(2);
     return {out, weights};

@@ -155,11 +155,16 @@ bool decode_kernel_reads(const Tensor& t) {
   return t.device().is_cpu() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
 }
 
-PagedDecodeArgs dense_blocks(const Tensor& query, const Tensor& keys, const Tensor& values) {
-  const int64_t n = keys.size(0), length = keys.size(2);
-  return {query, keys.transpose(1, 2), values.transpose(1, 2),  // (N, S, H, hd) views
-          at::arange(n, at::kInt).unsqueeze(1),                 // sequence i: block i
-          at::full({n}, length, at::kInt)};
+PagedDecodeArgs dense_blocks(const Tensor& query,
+                             const Tensor& keys,
+                             const Tensor& values,
+                             const Tensor& rows) {
+  const int64_t n = query.size(0), length = keys.size(2);
+  const Tensor table = rows.defined()
+                           ? rows.view({n, 1})                      // sequence i: rows[i]
+                           : at::arange(n, at::kInt).unsqueeze(1);  // sequence i: block i
+  return {query, keys.transpose(1, 2), values.transpose(1, 2),      // (R, S, H, hd) views
+          table, at::full({n}, length, at::kInt)};
 }
 
 std::vector<CpuCapability> available_cpu_capabilities() {

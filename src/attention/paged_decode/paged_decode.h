@@ -30,12 +30,14 @@ struct PagedDecodeArgs {
   torch::Tensor lengths;      ///< (N,) int32: the positions each sequence attends over
 };
 
-/// `keys`, `values` (N, H, S, hd) buffers of N sequences (a KVCache's views)
-/// as decode arguments for `query` (N, H, hd): each sequence one block of S
-/// positions, all attended.
+/// `keys`, `values` (R, H, S, hd) buffers (a KVCache's views) as decode
+/// arguments for `query` (N, H, hd): each buffer row one block of S
+/// positions, all attended, sequence i reading row `rows[i]` (int32 (N,)),
+/// or row i where `rows` is undefined (R = N).
 PagedDecodeArgs dense_blocks(const torch::Tensor& query,
                              const torch::Tensor& keys,
-                             const torch::Tensor& values);
+                             const torch::Tensor& values,
+                             const torch::Tensor& rows = {});
 
 /// Whether the kernel reads `t`'s dtype and device: float32 or bfloat16 on the CPU.
 bool decode_kernel_reads(const torch::Tensor& t);
