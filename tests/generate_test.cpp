@@ -213,6 +213,12 @@ TEST(Generate, ARowMajorDecoderGivesTheSameTokensAndStepsOneRowByGemv) {
     EXPECT_FALSE(mha::test::called(packed_ops, "aten::linear")) << name;
     EXPECT_TRUE(torch::equal(generated, expected)) << name;
   }
+  // An encoder model: no effect (every weight packed only).
+  auto bert = loaded("bert", true).as<mha::TextEncoderModel>();
+  const Tensor one_row = reference("bert").at("input_ids").narrow(0, 0, 1).narrow(1, 0, 1);
+  const c10::InferenceMode inference;
+  const auto ops = mha::test::ops_called([&] { bert(one_row); });
+  EXPECT_FALSE(mha::test::called(ops, "aten::linear"));
 }
 
 TEST(Generate, RefusesBadConfigsNamingTheField) {

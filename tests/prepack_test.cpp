@@ -45,6 +45,12 @@ mha::TransformerEncoderLayer copy_of(const mha::TransformerEncoderLayer& layer) 
       std::dynamic_pointer_cast<mha::TransformerEncoderLayerImpl>(layer->clone()));
 }
 
+/// A copy of a decoder layer with the same weights.
+mha::TransformerDecoderLayer copy_of(const mha::TransformerDecoderLayer& layer) {
+  return mha::TransformerDecoderLayer(
+      std::dynamic_pointer_cast<mha::TransformerDecoderLayerImpl>(layer->clone()));
+}
+
 Tensor run(mha::TransformerEncoderLayer& layer, const Tensor& src) {
   const c10::InferenceMode inference;
   return layer(src);
@@ -354,8 +360,7 @@ TEST_F(PrepackTest, DecoderLayerCallsAgreeWithTheFloatModule) {
   mha::TransformerDecoderLayer layer(
       mha::TransformerLayerOptions(512, 8).dim_feedforward(2048).batch_first(true));
   layer->eval();
-  auto reference = mha::TransformerDecoderLayer(
-      std::dynamic_pointer_cast<mha::TransformerDecoderLayerImpl>(layer->clone()));
+  auto reference = copy_of(layer);
   mha::prepack(layer);
   const Tensor tgt = torch::randn({2, 8, 512}), memory = torch::randn({2, 24, 512});
   const c10::InferenceMode inference;
@@ -377,11 +382,9 @@ TEST_F(PrepackTest, TheRowMajorCopyServesOneRowCallsAndThePackedFormTheRest) {
                                          .activation(torch::kGELU)
                                          .batch_first(true));
   layer->eval();
-  auto reference = mha::TransformerDecoderLayer(
-      std::dynamic_pointer_cast<mha::TransformerDecoderLayerImpl>(layer->clone()));
+  auto reference = copy_of(layer);
   mha::prepack(layer, mha::PrepackOptions().keep_row_major(true));
-  auto copy = mha::TransformerDecoderLayer(
-      std::dynamic_pointer_cast<mha::TransformerDecoderLayerImpl>(layer->clone()));
+  auto copy = copy_of(layer);
   const c10::InferenceMode inference;
   for (const int64_t rows : {1, 16}) {
     const Tensor tgt = torch::randn({rows, 1, 512}), memory = torch::randn({rows, 24, 512});

@@ -20,7 +20,7 @@ PackedWeightImpl::PackedWeightImpl(const Tensor& weight,
                                    bool keep_row_major,
                                    const PackedLinearOps& ops)
     : BlockedWeightModule(std::move(block_rows), weight.size(1)),
-      row_major_(keep_row_major ? weight.contiguous().clone() : Tensor()),
+      row_major_(keep_row_major ? weight.clone(at::MemoryFormat::Contiguous) : Tensor()),
       ops_(&ops) {
   int64_t begin = 0;
   for (const int64_t rows : block_rows_) {

@@ -205,16 +205,16 @@ HfModel build(const ModelSource& in, detail::HfKind kind, CheckpointMap& map) {
   return out;
 }
 
-/// The decoder stack of a language model (the base module otherwise): what
-/// a decode step runs.
-torch::nn::Module& decoder_layers(const HfModel& model) {
+/// The decoder stack of a language model, what a decode step runs; nullptr
+/// for an encoder model.
+torch::nn::Module* decoder_layers(const HfModel& model) {
   if (const auto* lm = std::get_if<Seq2SeqLM>(&model.module)) {
-    return *(*lm)->transformer->decoder.ptr();
+    return (*lm)->transformer->decoder.ptr().get();
   }
   if (const auto* lm = std::get_if<CausalLM>(&model.module)) {
-    return *(*lm)->decoder.ptr();
+    return (*lm)->decoder.ptr().get();
   }
-  return model.base();
+  return nullptr;
 }
 
 }  // namespace
@@ -266,8 +266,9 @@ HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& 
   out.base().eval();
   if (options.prepack() && options.dtype() == torch::kFloat32 &&
       detail::PackedLinearOps::onednn().available()) {
-    if (options.row_major_decoder()) {
-      prepack(decoder_layers(out), PrepackOptions().keep_row_major(true));
+    torch::nn::Module* decoder = decoder_layers(out);
+    if (options.row_major_decoder() && decoder != nullptr) {
+      prepack(*decoder, PrepackOptions().keep_row_major(true));
     }
     prepack(out.base());  // the rest (converted weights are left as they are)
   }
