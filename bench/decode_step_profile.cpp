@@ -25,7 +25,8 @@
 // --hf DIR: instead, one greedy step of the Hugging Face seq2seq model in DIR
 // as load_hf_model gives it (prepacked; with --float, prepack(false); with
 // --row-major, row_major_decoder(true)), N = 1 and 16, 1 and 2 threads
-// (hf_decode_step.cpp).
+// (hf_decode_step.cpp). With --generate, whole mha::generate calls instead
+// (greedy and 4 beams, 64 tokens), timed and split by top-level op.
 // --continuous-batch N[,N...]: instead, one step of an mha::ContinuousBatch
 // serving N requests of a 6 + 6-layer seq2seq Transformer, one token each
 // (continuous_batch_step.cpp), at --threads T (default 1); --prepack and
@@ -178,6 +179,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> counts;      // --continuous-batch
   std::string hf_directory;         // --hf
   std::string hf_form = "prepack";  // --hf with --float or --row-major
+  bool hf_generate = false;         // --hf with --generate
   int threads = 1;
   for (int i = 1; i < argc; ++i) {
     competitor = competitor || std::strcmp(argv[i], "--competitor") == 0;
@@ -190,9 +192,14 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--hf") == 0 && i + 1 < argc) hf_directory = argv[++i];
     if (std::strcmp(argv[i], "--float") == 0) hf_form = "float";
     if (std::strcmp(argv[i], "--row-major") == 0) hf_form = "row-major";
+    hf_generate = hf_generate || std::strcmp(argv[i], "--generate") == 0;
   }
   if (!hf_directory.empty()) {
-    hf_decode_step::profile(hf_directory, hf_form);
+    if (hf_generate) {
+      hf_decode_step::profile_generate(hf_directory);
+    } else {
+      hf_decode_step::profile(hf_directory, hf_form);
+    }
     return 0;
   }
   const pid_t child = competitor ? start_competitor() : 0;

@@ -5,6 +5,7 @@
 #include "hf_decode_step.h"
 
 #include <ATen/Parallel.h>
+#include <mha/generation.h>
 #include <mha/hf_models.h>
 #include <mha/state_dict.h>
 #include <torch/torch.h>
@@ -22,7 +23,7 @@ using step_timing::median;
 using step_timing::ms_since;
 using torch::Tensor;
 
-constexpr int64_t kSource = 32, kWarm = 8, kSteps = 48;
+constexpr int64_t kSource = 32, kWarm = 8, kSteps = 48, kGenerated = 64;
 
 /// A model at batch `n`: its memory, cache and newest tokens.
 struct Greedy {
@@ -86,7 +87,38 @@ void profile_cell(const std::string& directory, const std::string& form, int64_t
   std::fflush(stdout);
 }
 
+/// One `generate` call of 64 new tokens for `n` 32-token sources with
+/// `beams` beams: its wall time (median of 3) and its top-level ops.
+void profile_generate_cell(const std::string& directory, int64_t n, int64_t beams, int threads) {
+  at::set_num_threads(threads);
+  torch::manual_seed(0);
+  auto model = mha::load_hf_model(directory).as<mha::Seq2SeqLM>();
+  const auto config =
+      mha::read_generation_config(directory).num_beams(beams).max_new_tokens(kGenerated);
+  const Tensor source = torch::randint(2, model->options.vocab_size() - 1, {n, kSource});
+  const auto call = [&] { mha::generate(model, source, Tensor(), config); };
+  std::vector<double> times;
+  for (int i = 0; i < 4; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    if (i > 0) times.push_back(ms_since(start));  // the first call warms up
+  }
+  std::printf("| %ld | %ld | %d | %.1f |\n", static_cast<long>(n), static_cast<long>(beams),
+              threads, median(times));
+  step_timing::print_top_level_ops("", call, 14);
+  std::fflush(stdout);
+}
+
 }  // namespace
+
+void profile_generate(const std::string& directory) {
+  std::printf("| N | beams | threads | generate ms |\n|---|---|---|---|\n");
+  for (const int t : {1, 2}) {
+    for (const int64_t n : {1, 16}) {
+      for (const int64_t beams : {1, 4}) profile_generate_cell(directory, n, beams, t);
+    }
+  }
+}
 
 void profile(const std::string& directory, const std::string& form) {
   std::printf(

@@ -13,4 +13,9 @@ namespace hf_decode_step {
 /// "float" (loaded with `prepack(false)`) or "prepack" (as loaded).
 void profile(const std::string& directory, const std::string& form);
 
+/// For N = 1 and 16, greedy and 4 beams, 1 and 2 threads: one table row per
+/// cell (the wall time of `mha::generate`, 64 new tokens from 32-token
+/// sources, the model as loaded) and one line of its top-level ops by time.
+void profile_generate(const std::string& directory);
+
 }  // namespace hf_decode_step

@@ -12,11 +12,12 @@ namespace mha {
 namespace detail {
 
 /// `at::topk(scores, k)` (largest, sorted) of `scores` (N, M): the same values
-/// and indices, bit for bit. One pass over each row keeps its k + 1 largest
-/// values; where these are all distinct the answer is unique (whatever order
-/// ATen's partial sort visits ties in), so it is returned. A row with a tie
-/// among them or a NaN, or an input other than a float32 CPU matrix with
-/// k < M and k <= 64, goes to `at::topk` itself.
+/// and indices, bit for bit, ties and NaN included. ATen's CPU kernel runs
+/// `std::partial_sort` over all M entries of a row; here one vectorized pass
+/// finds the few entries that can enter its heap, and the same partial sort
+/// over just those moves them the same way. An input other than a float32
+/// CPU matrix with k <= 64 and 64 k <= M (where ATen partially sorts) goes to
+/// `at::topk` itself.
 std::tuple<torch::Tensor, torch::Tensor> exact_topk(const torch::Tensor& scores, int64_t k);
 
 }  // namespace detail
