@@ -283,6 +283,57 @@ TEST_F(KVCacheTest, AReorderedStaticCacheSharesItsMemoryRows) {
                               tol.rtol, tol.atol));
 }
 
+TEST_F(KVCacheTest, BeamReordersOfAGrowingCacheShareTheirPast) {
+  // Beam search reorders within the batch at every step: the cache copies
+  // nothing, keeping where each row's past lies; the decode kernel reads
+  // through that, a masked or weighted call after copying the rows home, and
+  // each computes what a cache fed every row's own history without reorders
+  // computes. Bias rows and a zero row ride along; 20 steps outgrow the first
+  // capacity (16) with the map in place.
+  auto m = eval_module(
+      mha::MultiheadAttentionOptions(512, 8).batch_first(true).add_bias_kv(true).add_zero_attn(
+          true));
+  const int64_t n = 6, steps = 20;
+  auto shared = KVCache::self_attention();
+  Tensor history = torch::empty({n, 0, 512});  // each row's inputs, reordered with it
+  const c10::InferenceMode inference;
+  for (int64_t t = 0; t < steps; ++t) {
+    const Tensor x = torch::randn({n, 1, 512});
+    history = torch::cat({history, x}, 1);
+    m->forward_cached(x, x, x, shared);
+    const Tensor index = torch::randint(0, n, {n});
+    const int64_t bytes = shared.memory_bytes();
+    const auto ops = mha::test::ops_called([&] { shared.reorder(index); });
+    EXPECT_FALSE(mha::test::called(ops, "aten::index_copy_")) << "step " << t;
+    EXPECT_EQ(shared.memory_bytes(), bytes);
+    history = history.index_select(0, index);
+  }
+  auto replayed = KVCache::self_attention();
+  for (int64_t t = 0; t < steps; ++t) {
+    const Tensor h = history.narrow(1, t, 1);
+    m->forward_cached(h, h, h, replayed);
+  }
+  const auto tol = mha::support::parity_tolerance(torch::kFloat);
+  const auto expect_same = [&](const Tensor& kpm, bool weights, bool in_place) {
+    const Tensor x = torch::randn({n, 1, 512});
+    std::tuple<Tensor, Tensor> got;
+    const auto ops =
+        mha::test::ops_called([&] { got = m->forward_cached(x, x, x, shared, kpm, weights); });
+    const auto want = m->forward_cached(x, x, x, replayed, kpm, weights);
+    EXPECT_TRUE(torch::allclose(std::get<0>(got), std::get<0>(want), tol.rtol, tol.atol));
+    if (weights) {
+      EXPECT_TRUE(torch::allclose(std::get<1>(got), std::get<1>(want), tol.rtol, tol.atol));
+    }
+    EXPECT_EQ(mha::test::called(ops, "mha::paged_decode_attention"), in_place);
+  };
+  expect_same(Tensor(), false, /*in_place=*/true);
+  expect_same(torch::rand({n, steps + 2}) < 0.2, false, /*in_place=*/false);
+  expect_same(Tensor(), true, /*in_place=*/false);
+  shared.reorder(torch::tensor({5, 4, 3, 2, 1, 0}));  // after the rows went home
+  replayed.reorder(torch::tensor({5, 4, 3, 2, 1, 0}));
+  expect_same(Tensor(), false, /*in_place=*/true);
+}
+
 TEST_F(KVCacheTest, OutputsAreOrdinaryTensors) {
   auto m = eval_module(mha::MultiheadAttentionOptions(8, 2));
   auto cache = KVCache::self_attention();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "attention/paged_decode/paged_decode.h"
 #include "cache/kv_cache_state.h"
 #include "common/shape_format.h"
 
@@ -22,6 +23,11 @@ namespace {
 
 /// First capacity of a growing cache: small prompts need no early regrowth.
 constexpr int64_t kMinGrowingCapacity = 16;
+
+/// The map of `bsz` sequences each in its own buffer row: int32 (bsz, positions).
+Tensor own_rows(int64_t bsz, int64_t positions) {
+  return at::arange(bsz, at::kInt).unsqueeze(1).expand({bsz, positions}).contiguous();
+}
 
 /// (N, H, capacity + extra, head_dim) buffers holding the first `keep` positions of `state`.
 void reallocate(KVCacheState& state,
@@ -39,6 +45,11 @@ void reallocate(KVCacheState& state,
   }
   state.keys = std::move(keys);
   state.values = std::move(values);
+  if (state.position_rows.defined()) {  // the same positions, a wider map
+    Tensor map = own_rows(layout.bsz, capacity + layout.extra);
+    map.narrow(1, 0, keep).copy_(state.position_rows.narrow(1, 0, keep));
+    state.position_rows = map;
+  }
   state.capacity = capacity;
   state.extra = layout.extra;
 }
@@ -112,7 +123,31 @@ void append(KVCacheState& state,
     state.keys.narrow(2, row, 1).zero_();
     state.values.narrow(2, row, 1).zero_();
   }
+  if (state.position_rows.defined()) {  // each sequence wrote its own row
+    state.position_rows.narrow(1, state.length, new_len + state.extra)
+        .copy_(at::arange(state.keys.size(0), at::kInt).unsqueeze(1));
+  }
   state.length += new_len;
+}
+
+void settle_positions(KVCacheState& state) {
+  if (!state.position_rows.defined()) return;
+  const c10::InferenceMode inference;
+  const int64_t bsz = state.keys.size(0), positions = state.length + state.extra;
+  const Tensor map = state.position_rows.narrow(1, 0, positions).to(at::kLong);  // (N, S)
+  const Tensor moved =
+      map.ne(at::arange(bsz, map.options()).unsqueeze(1)).any(1).nonzero().squeeze(1);
+  if (moved.numel() > 0) {
+    const Tensor rows = map.index_select(0, moved);                   // (M, S)
+    const Tensor at_position = at::arange(positions, map.options());  // (S)
+    for (Tensor* buffer : {&state.keys, &state.values}) {
+      const Tensor filled = buffer->narrow(2, 0, positions);  // (N, H, S, hd)
+      // (M, S, H, hd): sequence m's position j from row rows[m][j]
+      const Tensor gathered = filled.index({rows, torch::indexing::Slice(), at_position});
+      filled.index_copy_(0, moved, gathered.permute({0, 2, 1, 3}));
+    }
+  }
+  state.position_rows = Tensor();
 }
 
 std::pair<Tensor, Tensor> cached_views(const KVCacheState& state) {
@@ -171,6 +206,7 @@ void KVCache::clear() {
   state_->filled = false;
   state_->owner = nullptr;
   state_->rows = state_->gathered_keys = state_->gathered_values = Tensor();
+  state_->position_rows = Tensor();
 }
 
 void KVCache::reorder(const Tensor& index) {
@@ -199,6 +235,14 @@ void KVCache::reorder(const Tensor& index) {
     state_->gathered_keys = state_->gathered_values = Tensor();
     return;
   }
+  if (index.size(0) == bsz && detail::decode_kernel_reads(state_->keys)) {  // beams: a new map
+    const int64_t positions = state_->capacity + state_->extra;
+    const Tensor map =
+        state_->position_rows.defined() ? state_->position_rows : detail::own_rows(bsz, positions);
+    state_->position_rows = map.index_select(0, index);  // (N, capacity + extra)
+    return;
+  }
+  detail::settle_positions(*state_);
   state_->keys = detail::select_filled(state_->keys, index, state_->length + state_->extra);
   state_->values = detail::select_filled(state_->values, index, state_->length + state_->extra);
 }

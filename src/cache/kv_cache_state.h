@@ -34,6 +34,14 @@ struct KVCacheState {
   /// kernels other than the decode kernel read a row per query) and kept
   /// until the rows change.
   torch::Tensor gathered_keys, gathered_values;
+  /// A growing cache after `reorder` within its batch: sequence i's position
+  /// j is position j of buffer row position_rows[i][j] (int32 (batch,
+  /// capacity + extra)), so beams share the past they have in common instead
+  /// of copying it at every step. Positions from `length` on are written by
+  /// each row into its own buffer row, where no sequence reads yet. The decode
+  /// kernel reads through it in place; any other read settles it first
+  /// (`settle_positions`). Undefined: row i.
+  torch::Tensor position_rows;
 };
 
 /// The batch size the cache serves: its row map's, else its buffers'.
@@ -68,6 +76,11 @@ void append(KVCacheState& state,
             const torch::Tensor& bias_k,
             const torch::Tensor& bias_v,
             bool zero_attn);
+
+/// Copies into each buffer row the positions its `position_rows` reads
+/// elsewhere (the rows whose map is not their own), then drops the map: the
+/// buffers hold every sequence in its own row again.
+void settle_positions(KVCacheState& state);
 
 /// The cached keys and values with their extra rows, (N, H, length + extra,
 /// head_dim) views of the buffers (no copy).

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "attention/attention_call.h"
+#include "attention/call_plan.h"
 #include "attention/key_value_source.h"
 #include "attention/masks.h"
 #include "attention/projector.h"
@@ -53,18 +54,30 @@ class DenseCacheSource final : public detail::KeyValueSource {
     auto [keys, values] = detail::cache_key_values(         // (N, H, S + extra, hd)
         cache_, module_, to_heads(k_rows, batch_first, heads), to_heads(v_rows, batch_first, heads),
         shape_.total_len);
-    Tensor rows = cache_.rows;  // a reordered static cache's: read in place by the decode kernel
-    if (rows.defined() && (mask_.defined() || need_weights_)) {
-      std::tie(keys, values) = detail::gathered_views(cache_);  // (N, H, S + extra, hd), kept
-      rows = Tensor();
+    // A reordered cache's row map: the decode kernel reads through it in place.
+    const Tensor rows = cache_.rows.defined() ? cache_.rows : cache_.position_rows;
+    const bool in_place =
+        detail::choose_over_keys_kernel(q, keys, values, mask_.defined(), need_weights_) ==
+        detail::AttentionKernel::kDecode;
+    if (rows.defined() && !in_place) {
+      std::tie(keys, values) = read_without_map();  // (N, H, S + extra, hd)
     }
-    auto [out, weights] = detail::attend_over_keys(q, keys, values, mask_, need_weights_, rows);
+    auto [out, weights] =
+        detail::attend_over_keys(q, keys, values, mask_, need_weights_, in_place ? rows : Tensor());
     // (N, H, L, hd) -> (N, L, E) or (L, N, E)
     out = batch_first ? out.transpose(1, 2).flatten(2) : out.permute({2, 0, 1, 3}).flatten(2);
     return {out, weights};
   }
 
  private:
+  /// The keys and values row by row, for the kernels other than the decode
+  /// kernel: a static cache's gathered once and kept, a growing cache's settled.
+  std::pair<Tensor, Tensor> read_without_map() {
+    if (cache_.rows.defined()) return detail::gathered_views(cache_);
+    detail::settle_positions(cache_);
+    return detail::cached_views(cache_);
+  }
+
   detail::KVCacheState& cache_;
   const MultiheadAttentionImpl& module_;
   const detail::CachedCallShape& shape_;

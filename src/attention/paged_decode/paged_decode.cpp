@@ -8,6 +8,7 @@
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <exception>
@@ -74,10 +75,12 @@ void check_blocks(const PagedDecodeArgs& a) {
   const int64_t pool_blocks = a.keys.size(0), block_size = a.keys.size(1);
   const int32_t* lengths = a.lengths.data_ptr<int32_t>();
   for (int64_t n = 0; n < a.query.size(0); ++n) {
-    const int64_t used = (lengths[n] + block_size - 1) / block_size;
-    TORCH_CHECK_VALUE(lengths[n] >= 0 && used <= a.block_table.size(1),
-                      "paged decode: expected lengths[", n, "] in [0, ",
-                      a.block_table.size(1) * block_size, "], but got ", lengths[n]);
+    const int64_t used =
+        a.table_per_position ? lengths[n] : (lengths[n] + block_size - 1) / block_size;
+    const int64_t most = a.table_per_position ? std::min(a.block_table.size(1), block_size)
+                                              : a.block_table.size(1) * block_size;
+    TORCH_CHECK_VALUE(lengths[n] >= 0 && lengths[n] <= most, "paged decode: expected lengths[", n,
+                      "] in [0, ", most, "], but got ", lengths[n]);
     const int32_t* row = a.block_table.data_ptr<int32_t>() + n * a.block_table.stride(0);
     for (int64_t b = 0; b < used; ++b) {
       TORCH_CHECK_VALUE(row[b] >= 0 && row[b] < pool_blocks, "paged decode: expected block_table[",
@@ -160,11 +163,16 @@ PagedDecodeArgs dense_blocks(const Tensor& query,
                              const Tensor& values,
                              const Tensor& rows) {
   const int64_t n = query.size(0), length = keys.size(2);
-  const Tensor table = rows.defined()
-                           ? rows.view({n, 1})                      // sequence i: rows[i]
-                           : at::arange(n, at::kInt).unsqueeze(1);  // sequence i: block i
-  return {query, keys.transpose(1, 2), values.transpose(1, 2),      // (R, S, H, hd) views
-          table, at::full({n}, length, at::kInt)};
+  const bool per_position = rows.defined() && rows.dim() == 2;
+  const Tensor table = per_position     ? rows.narrow(1, 0, length)  // position j: rows[i][j]
+                       : rows.defined() ? rows.view({n, 1})          // sequence i: rows[i]
+                                        : at::arange(n, at::kInt).unsqueeze(1);  // block i
+  return {query,
+          keys.transpose(1, 2),
+          values.transpose(1, 2),  // (R, S, H, hd) views
+          table,
+          at::full({n}, length, at::kInt),
+          per_position};
 }
 
 std::vector<CpuCapability> available_cpu_capabilities() {

@@ -28,12 +28,16 @@ struct PagedDecodeArgs {
   torch::Tensor values;       ///< the same shape as `keys`, its own strides
   torch::Tensor block_table;  ///< (N, max_blocks) int32: each sequence's blocks in order
   torch::Tensor lengths;      ///< (N,) int32: the positions each sequence attends over
+  /// Instead: block_table (N, S) holds, per position j, the block whose row j
+  /// holds the sequence's position j (a KVCache's buffers after `reorder`).
+  bool table_per_position = false;
 };
 
 /// `keys`, `values` (R, H, S, hd) buffers (a KVCache's views) as decode
 /// arguments for `query` (N, H, hd): each buffer row one block of S
 /// positions, all attended, sequence i reading row `rows[i]` (int32 (N,)),
-/// or row i where `rows` is undefined (R = N).
+/// its position j from row `rows[i][j]` (int32 (N, S)), or row i where
+/// `rows` is undefined (R = N).
 PagedDecodeArgs dense_blocks(const torch::Tensor& query,
                              const torch::Tensor& keys,
                              const torch::Tensor& values,

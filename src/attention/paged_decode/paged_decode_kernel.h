@@ -140,6 +140,27 @@ void prefetch_row(const T* row, const HeadSpan& heads) {
   }
 }
 
+/// Positions prefetched ahead of the one read.
+constexpr int64_t kAhead = 4;
+
+/// `for_each_row` of a table per position: position j is row j of block table[j].
+template <typename T, typename Visit>
+void for_each_positioned_row(const T* pool,
+                             const PoolStrides& strides,
+                             const int32_t* table,
+                             int64_t length,
+                             const HeadSpan& heads,
+                             const Visit& visit) {
+  auto row_at = [&](int64_t j) {
+    return pool + static_cast<int64_t>(table[j]) * strides.block + j * strides.row;
+  };
+  for (int64_t j = 0; j < std::min(kAhead, length); ++j) prefetch_row(row_at(j), heads);
+  for (int64_t j = 0; j < length; ++j) {
+    if (j + kAhead < length) prefetch_row(row_at(j + kAhead), heads);
+    visit(j, row_at(j));
+  }
+}
+
 /// Calls visit(j, row) for positions j = 0 .. length - 1 in order, `row`
 /// pointing at position j's row of `pool` (the table's blocks in order):
 /// block by block, so rows of a block are read one after the other, each
@@ -152,7 +173,6 @@ void for_each_row(const T* pool,
                   int64_t length,
                   const HeadSpan& heads,
                   const Visit& visit) {
-  constexpr int64_t kAhead = 4;
   auto row_at = [&](int64_t j) {
     return pool + static_cast<int64_t>(table[j / block_size]) * strides.block +
            (j % block_size) * strides.row;
@@ -171,6 +191,22 @@ void for_each_row(const T* pool,
   }
 }
 
+/// `for_each_row` or `for_each_positioned_row`, as the call's table is.
+template <typename T, typename Visit>
+void read_rows(const PagedDecodeArgs& a,
+               const T* pool,
+               const PoolStrides& strides,
+               const int32_t* table,
+               int64_t length,
+               const HeadSpan& heads,
+               const Visit& visit) {
+  if (a.table_per_position) {
+    for_each_positioned_row(pool, strides, table, length, heads, visit);
+  } else {
+    for_each_row(pool, strides, table, a.keys.size(1), length, heads, visit);
+  }
+}
+
 /// Heads [h0, h0 + g) of sequence n: writes their attention rows (g, hd)
 /// into `out`. Each head's scores, softmax and weighted sum run in position
 /// order, whatever the group, so a head's result depends on its own keys only.
@@ -186,13 +222,13 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
     for (int64_t d = 0; d < dim; ++d) q[d] *= scale;
   }
   float* scores = s.scores.data();  // (g, length), head i's at i * max_length
-  for_each_row(a.keys.data_ptr<T>(), k_strides, table, a.keys.size(1), length,
-               HeadSpan{h0, g, dim, k_strides.head}, [&](int64_t j, const T* row) {
-                 for (int64_t i = 0; i < g; ++i) {
-                   scores[i * s.max_length + j] = dot(
-                       s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
-                 }
-               });
+  read_rows(a, a.keys.data_ptr<T>(), k_strides, table, length, HeadSpan{h0, g, dim, k_strides.head},
+            [&](int64_t j, const T* row) {
+              for (int64_t i = 0; i < g; ++i) {
+                scores[i * s.max_length + j] =
+                    dot(s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
+              }
+            });
   for (int64_t i = 0; i < g; ++i) {
     float* head_scores = scores + i * s.max_length;
     float max = -std::numeric_limits<float>::infinity();
@@ -201,14 +237,14 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
     s.inv_sum[i] = length > 0 ? 1.0f / sum : 0.0f;
   }
   std::fill(s.acc.begin(), s.acc.begin() + g * dim, 0.0f);
-  for_each_row(a.values.data_ptr<T>(), v_strides, table, a.values.size(1), length,
-               HeadSpan{h0, g, dim, v_strides.head},
-               [&](int64_t j, const T* row) {  // (hd,) += p_j * v_j per head
-                 for (int64_t i = 0; i < g; ++i) {
-                   add_scaled(s.acc.data() + i * dim, scores[i * s.max_length + j],
-                              row + (h0 + i) * v_strides.head, s.row.data(), dim);
-                 }
-               });
+  read_rows(a, a.values.data_ptr<T>(), v_strides, table, length,
+            HeadSpan{h0, g, dim, v_strides.head},
+            [&](int64_t j, const T* row) {  // (hd,) += p_j * v_j per head
+              for (int64_t i = 0; i < g; ++i) {
+                add_scaled(s.acc.data() + i * dim, scores[i * s.max_length + j],
+                           row + (h0 + i) * v_strides.head, s.row.data(), dim);
+              }
+            });
   for (int64_t i = 0; i < g; ++i) {
     float* acc = s.acc.data() + i * dim;
     for (int64_t d = 0; d < dim; ++d) acc[d] *= s.inv_sum[i];
