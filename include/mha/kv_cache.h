@@ -84,7 +84,11 @@ class KVCache {
   /// [0, batch_size()), repeats allowed; N' may differ from N (beam search).
   /// Does nothing before the first call. A filled static cache copies
   /// nothing: its rows then read the memories they were given (beams share
-  /// their source's); a masked or weighted call gathers them once.
+  /// their source's); a masked or weighted call gathers them once. A
+  /// float32 or bfloat16 CPU cache reordered within its batch (N' = N) copies
+  /// nothing either: it keeps where each row's past lies, one-position
+  /// unmasked calls read it in place, and any other call first copies the
+  /// rows that moved home.
   void reorder(const torch::Tensor& index);
 
  private:
