@@ -154,7 +154,11 @@ def vision_encoder(out, name, config, **save_args):
 def seq2seq(out, name, config, model_class, generate=False, **save_args):
     torch.manual_seed(SEED)
     directory = os.path.join(out, name)
-    model = save(model_class(config).eval(), directory, **save_args)
+    model = model_class(config).eval()
+    if not generate and hasattr(model, "final_logits_bias"):
+        # transformers starts it at zeros: values the logits show
+        model.final_logits_bias.normal_(generator=torch.Generator().manual_seed(SEED + 3))
+    model = save(model, directory, **save_args)
     ids, mask = tokens(2, 6, config.vocab_size, [6, 3], config.pad_token_id)
     g = torch.Generator().manual_seed(SEED + 2)
     decoder_ids = torch.randint(3, config.vocab_size - 2, (2, 5), generator=g)

@@ -121,6 +121,10 @@ TEST_P(Seq2SeqLMParity, TeacherForcedLogitsAndCachedSteps) {
     std::printf("%s: logits max abs diff %.3g\n", GetParam().c_str(),
                 max_abs_diff(logits, ref.at("logits")));
   }
+  // The prepacked head adds final_logits_bias in its GEMM: the same sum, bit for bit.
+  const Tensor hidden = ref.at("decoder_last_hidden_state");  // (N, T, E)
+  EXPECT_TRUE(torch::equal(model->logits(hidden),
+                           mha::linear(*model->lm_head, hidden) + model->final_logits_bias));
   // One decoder position at a time through the cache: the teacher-forced logits.
   auto cache = model->make_cache();
   std::vector<Tensor> steps;

@@ -5,6 +5,7 @@
 
 #include <c10/util/Exception.h>
 #include <mha/hf_language_models.h>
+#include <mha/kernel_switches.h>
 #include <mha/quantization.h>
 #include <torch/torch.h>
 
@@ -12,6 +13,8 @@
 
 #include "hugging_face/models/model_inputs.h"
 #include "linear/converted_module.h"
+#include "linear/int8_linear.h"
+#include "linear/packed_weight.h"
 
 namespace mha {
 
@@ -146,6 +149,13 @@ Tensor Seq2SeqLMImpl::embed_decoder(const Tensor& decoder_input_ids, int64_t sta
 }
 
 Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {
+  // A prepacked head adds final_logits_bias in oneDNN's GEMM, after the
+  // accumulation: the same sum, bit for bit, without a pass over the logits.
+  const auto form =
+      std::dynamic_pointer_cast<const detail::PackedWeightImpl>(detail::linear_form(*lm_head));
+  if (form && !python_kernels_enabled()) {
+    return form->forward(hidden, final_logits_bias.view(-1));  // (..., V)
+  }
   return mha::linear(*lm_head, hidden) + final_logits_bias;  // (..., V)
 }
 
