@@ -57,6 +57,8 @@ TEST_P(Seq2SeqGenerate, GreedyIsTransformersTokenForToken) {
   const mha::GenerationConfig config = mha::read_generation_config(model_dir(GetParam()));
   Tensor generated =
       mha::generate(model, values.at("input_ids"), values.at("attention_mask"), config);
+  // The loop runs in InferenceMode; what it returns is an ordinary tensor (changed in place below).
+  EXPECT_FALSE(generated.is_inference());
   // The reference writes the padding as -1 (marian's pad token is also its start token).
   generated = generated.masked_fill(generated == *config.pad_token_id(), -1);
   generated.select(1, 0).fill_(*config.decoder_start_token_id());

@@ -5,6 +5,7 @@
 // (generation/beam_search.cpp).
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
@@ -88,16 +89,25 @@ struct FirstStepRows {
         each(at::arange(inputs, at::kLong).repeat_interleave(rows)) {}
 };
 
-/// Beam search with beams, else greedy decoding or sampling.
+/// `t` as an ordinary tensor (a copy made outside InferenceMode); undefined stays so.
+Tensor ordinary(const Tensor& t) { return t.defined() ? t.clone() : t; }
+
+/// Beam search with beams, else greedy decoding or sampling, in
+/// InferenceMode (no autograd bookkeeping on the loop's ~1,000 ops a step);
+/// what it returns is copied out as ordinary tensors.
 GenerateOutput decode(const GenerationConfig& config,
                       const detail::GenerationPlan& plan,
                       const Tensor& input_ids,
                       const std::optional<at::Generator>& generator,
                       const detail::DecodingSteps& steps) {
-  const detail::Decoded decoded =
-      config.num_beams() > 1 ? detail::beam_search(config, plan, input_ids, generator, steps)
-                             : detail::greedy_or_sample(config, plan, input_ids, generator, steps);
-  return {decoded.sequences, decoded.sequences_scores};
+  detail::Decoded decoded;
+  {
+    const c10::InferenceMode inference;
+    decoded = config.num_beams() > 1
+                  ? detail::beam_search(config, plan, input_ids, generator, steps)
+                  : detail::greedy_or_sample(config, plan, input_ids, generator, steps);
+  }
+  return {ordinary(decoded.sequences), ordinary(decoded.sequences_scores)};
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 #include <torch/nn/init.h>
 
+#include "common/calling_thread.h"
+
 namespace mha {
 
 LayerNormOptions::LayerNormOptions(std::vector<int64_t> normalized_shape)
@@ -30,8 +32,11 @@ void LayerNormImpl::reset_parameters() {
 }
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& input) {
-  // input (..., *normalized_shape) -> same shape
-  return at::layer_norm(input, options.normalized_shape(), weight, bias, options.eps());
+  // input (..., *normalized_shape) -> same shape; rows are independent, so
+  // the thread count changes nothing but the time
+  return detail::on_calling_thread_if_small(input.numel(), [&] {
+    return at::layer_norm(input, options.normalized_shape(), weight, bias, options.eps());
+  });
 }
 
 void LayerNormImpl::pretty_print(std::ostream& stream) const {

@@ -36,11 +36,8 @@ TransformerLayerOptions batch_first(TransformerLayerOptions layer) {
   return layer;
 }
 
-/// F.layer_norm with `norm`'s parameters: const, unlike the module's forward.
-Tensor apply_norm(const LayerNorm& norm, const Tensor& x) {
-  return torch::layer_norm(x, norm->options.normalized_shape(), norm->weight, norm->bias,
-                           norm->options.eps());
-}
+/// `norm`'s forward from a const model (the module computes without changing).
+Tensor apply_norm(const LayerNorm& norm, const Tensor& x) { return norm.ptr()->forward(x); }
 
 }  // namespace
 
