@@ -53,7 +53,8 @@ TEST(CallingThread, SmallOpsRunOnTheCallingThreadWhileWorkersSleep) {
   EXPECT_EQ(at::get_num_threads(), 2);  // restored
   EXPECT_EQ(enter_calling_thread(kCallingThreadElements + 1), 0);
   EXPECT_EQ(at::get_num_threads(), 2);
-  const int inside = mha::detail::on_calling_thread_if_small(16, [] { return at::get_num_threads(); });
+  const int inside =
+      mha::detail::on_calling_thread_if_small(16, [] { return at::get_num_threads(); });
   EXPECT_EQ(inside, 1);
   EXPECT_EQ(at::get_num_threads(), 2);
 }

@@ -13,7 +13,8 @@ namespace {
 /// The OpenMP runtime's `omp_set_num_threads`, where LibTorch loaded one; else null.
 using SetNumThreads = void (*)(int);
 SetNumThreads omp_set_num_threads() {
-  static const auto set = reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  static const auto set =
+      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
   return set;
 }
 
