@@ -125,7 +125,7 @@ void append(KVCacheState& state,
   }
   if (state.position_rows.defined()) {  // each sequence wrote its own row
     state.position_rows.narrow(1, state.length, new_len + state.extra)
-        .copy_(at::arange(state.keys.size(0), at::kInt).unsqueeze(1));
+        .copy_(own_rows(state.keys.size(0), new_len + state.extra));
   }
   state.length += new_len;
 }
@@ -134,12 +134,11 @@ void settle_positions(KVCacheState& state) {
   if (!state.position_rows.defined()) return;
   const c10::InferenceMode inference;
   const int64_t bsz = state.keys.size(0), positions = state.length + state.extra;
-  const Tensor map = state.position_rows.narrow(1, 0, positions).to(at::kLong);  // (N, S)
-  const Tensor moved =
-      map.ne(at::arange(bsz, map.options()).unsqueeze(1)).any(1).nonzero().squeeze(1);
+  const Tensor map = state.position_rows.narrow(1, 0, positions);  // (N, S) int32
+  const Tensor moved = map.ne(own_rows(bsz, positions)).any(1).nonzero().squeeze(1);
   if (moved.numel() > 0) {
-    const Tensor rows = map.index_select(0, moved);                   // (M, S)
-    const Tensor at_position = at::arange(positions, map.options());  // (S)
+    const Tensor rows = map.index_select(0, moved).to(at::kLong);      // (M, S)
+    const Tensor at_position = at::arange(positions, rows.options());  // (S)
     for (Tensor* buffer : {&state.keys, &state.values}) {
       const Tensor filled = buffer->narrow(2, 0, positions);  // (N, H, S, hd)
       // (M, S, H, hd): sequence m's position j from row rows[m][j]
