@@ -52,6 +52,13 @@ struct HfModelLoadOptions {
   /// MKL's GEMV, faster than the packed form, for twice the decoder layers'
   /// weight memory. Other models: no effect.
   TORCH_ARG(bool, row_major_decoder) = false;
+  /// With `prepack`, a `Seq2SeqLM`'s or `CausalLM`'s decoder layers and LM
+  /// head are held in mha's panels (`PrepackOptions::panels`) instead of
+  /// oneDNN's layout: their calls are decode steps of one to a few dozen
+  /// rows, which mha's panel GEMM runs in 0.5-0.9x oneDNN's time (a causal
+  /// LM's prompt of hundreds of tokens in about 1.1x). The encoder stays in
+  /// oneDNN's layout. Other models: no effect.
+  TORCH_ARG(bool, decoder_panels) = true;
 };
 
 /// A model read by `load_hf_model`: one of the four classes, in eval mode.

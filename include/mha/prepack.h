@@ -26,6 +26,13 @@ struct PrepackOptions {
   /// time of MKL's GEMV (`at::linear`) on the row-major one; from four rows
   /// on the packed form is as fast or faster, and is used.
   TORCH_ARG(bool, keep_row_major) = false;
+  /// mha's own layout and GEMM instead of oneDNN's: each weight in panels of
+  /// 16 output features, streamed once per call while a tile of input rows
+  /// stays in registers. From one to a few dozen input rows (decode steps,
+  /// beams) it takes 0.5-0.9x oneDNN's time; at hundreds of rows about 1.1x
+  /// (docs/weights.md). Same memory; needs no oneDNN. Every output element
+  /// sums in input order, so a row's result never depends on the other rows.
+  TORCH_ARG(bool, panels) = false;
 };
 
 /// Converts, in place and for inference, the float32 CPU projections of

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "linear/panel_gemm/panel_gemm.h"
 #include "mha/kernel_switches.h"
 
 namespace mha {
@@ -17,14 +18,17 @@ using torch::Tensor;
 
 PackedWeightImpl::PackedWeightImpl(const Tensor& weight,
                                    std::vector<int64_t> block_rows,
+                                   PackedLayout layout,
                                    bool keep_row_major,
                                    const PackedLinearOps& ops)
     : BlockedWeightModule(std::move(block_rows), weight.size(1)),
+      layout_(layout),
       row_major_(keep_row_major ? weight.clone(at::MemoryFormat::Contiguous) : Tensor()),
       ops_(&ops) {
   int64_t begin = 0;
   for (const int64_t rows : block_rows_) {
-    blocks_.push_back(ops.pack(weight.narrow(0, begin, rows).contiguous()));  // (rows, in)
+    const Tensor block = weight.narrow(0, begin, rows).contiguous();  // (rows, in)
+    blocks_.push_back(layout == PackedLayout::kPanels ? to_panels(block) : ops.pack(block));
     begin += rows;
   }
   TORCH_INTERNAL_ASSERT(begin == weight.size(0), "packed blocks must cover the weight's rows");
@@ -63,25 +67,35 @@ Tensor PackedWeightImpl::gemm(int64_t begin,
         .view(sizes);
   }
   if (block_rows_.size() == 1 && begin == 0 && rows == block_rows_[0]) {
-    return ops_->multiply(flat, blocks_[0], bias, activation)
-        .view(sizes);  // (M, out) -> (..., out)
+    return multiply_block(0, flat, bias, activation).reshape(sizes);  // (M, out) -> (..., out)
   }
   Tensor out = multiply_row_blocks(block_rows_, begin, rows, [&](int64_t block) {
-    return ops_->multiply(flat, blocks_[block], Tensor());  // (M, rows of block)
+    return multiply_block(block, flat, Tensor(), FusedActivation::kNone);  // (M, rows of block)
   });
   if (bias.defined()) out.add_(bias);
-  return apply_fused_activation(activation, out).view(sizes);  // (M, rows) -> (..., rows)
+  return apply_fused_activation(activation, out).reshape(sizes);  // (M, rows) -> (..., rows)
+}
+
+Tensor PackedWeightImpl::multiply_block(int64_t block,
+                                        const Tensor& x,
+                                        const Tensor& bias,
+                                        FusedActivation activation) const {
+  if (layout_ == PackedLayout::kOneDnn) return ops_->multiply(x, blocks_[block], bias, activation);
+  return panel_gemm(x, blocks_[block], block_rows_[block], bias, activation);  // (M, rows)
 }
 
 std::optional<Tensor> PackedWeightImpl::float_weight() const {
   if (row_major_.defined()) return row_major_.clone();
   std::vector<Tensor> rows;
-  for (const Tensor& block : blocks_) rows.push_back(block.to_dense());  // (rows_i, in)
-  return rows.size() == 1 ? rows[0] : at::cat(rows, /*dim=*/0);          // (out, in)
+  for (size_t i = 0; i < blocks_.size(); ++i) {  // (rows_i, in)
+    rows.push_back(layout_ == PackedLayout::kPanels ? from_panels(blocks_[i], block_rows_[i])
+                                                    : blocks_[i].to_dense());
+  }
+  return rows.size() == 1 ? rows[0] : at::cat(rows, /*dim=*/0);  // (out, in)
 }
 
 std::shared_ptr<PackedWeightImpl> PackedWeightImpl::repacked(const Tensor& weight) const {
-  return std::make_shared<PackedWeightImpl>(weight, block_rows_, keeps_row_major(), *ops_);
+  return std::make_shared<PackedWeightImpl>(weight, block_rows_, layout_, keeps_row_major(), *ops_);
 }
 
 void PackedWeightImpl::save(torch::serialize::OutputArchive& archive) const {
@@ -126,15 +140,16 @@ void PackedWeightImpl::load(torch::serialize::InputArchive& archive) {
   const PackedWeightImpl loaded(
       weight.contiguous(),
       std::vector<int64_t>(rows.data_ptr<int64_t>(), rows.data_ptr<int64_t>() + rows.numel()),
-      keeps_row_major(), *ops_);  // packed before any change
+      layout_, keeps_row_major(), *ops_);  // packed before any change
   blocks_ = loaded.blocks_;
   block_rows_ = loaded.block_rows_;
   row_major_ = loaded.row_major_;
 }
 
 void PackedWeightImpl::pretty_print(std::ostream& stream) const {
-  stream << fmt::format("mha::PackedWeight(out_features={}, in_features={}, blocks={}{})",
+  stream << fmt::format("mha::PackedWeight(out_features={}, in_features={}, blocks={}{}{})",
                         out_features(), in_features_, block_rows_,
+                        layout_ == PackedLayout::kPanels ? ", panels=true" : "",
                         keeps_row_major() ? ", row_major=true" : "");
 }
 

@@ -1,13 +1,13 @@
 #pragma once
 
-// Private: a float32 weight held once, in oneDNN's blocked layout
-// (`mha::prepack`): the form PyTorch's frozen CPU inference uses
-// (`mkldnn::_reorder_linear_weight`, `mkldnn::_linear_pointwise`,
-// torch/_inductor/fx_passes/mkldnn_fusion.py), owned by the module that owns
-// the parameter, as IPEX's `ipex.optimize` replaces a Linear's weight by its
-// packed form. The reorder is a permutation of the values: `float_weight()`
-// gives them back bit for bit (for `torch::save`, `state_dict` and Python's
-// kernels).
+// Private: a float32 weight held once, prepacked (`mha::prepack`), owned by
+// the module that owns the parameter, as IPEX's `ipex.optimize` replaces a
+// Linear's weight by its packed form. Two layouts: oneDNN's blocked one, the
+// form PyTorch's frozen CPU inference uses (`mkldnn::_reorder_linear_weight`,
+// `mkldnn::_linear_pointwise`, torch/_inductor/fx_passes/mkldnn_fusion.py),
+// or mha's panels (linear/panel_gemm/panel_gemm.h) for calls of a few rows.
+// Either is a permutation of the values: `float_weight()` gives them back bit
+// for bit (for `torch::save`, `state_dict` and Python's kernels).
 
 #include <torch/nn/cloneable.h>
 #include <torch/serialize/archive.h>
@@ -27,16 +27,24 @@
 namespace mha {
 namespace detail {
 
+/// How a prepacked weight is laid out, and whose GEMM multiplies it.
+enum class PackedLayout {
+  kOneDnn,  ///< oneDNN's blocked layout and GEMM: the fastest from tens of rows up
+  kPanels,  ///< mha's panels and GEMM (panel_gemm.h): the fastest at a few rows
+};
+
 /// The prepacked form of one float32 weight parameter (out, in), packed in
 /// row blocks as `Int8WeightImpl` is (a decoder's cross-attention
 /// `in_proj_weight`: q, then [k; v], projected apart).
 class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
  public:
   /// Packs `weight` (out, in) float32 CPU in blocks of `block_rows` rows
-  /// (their sum: out); `ops` must be available. `keep_row_major`: also holds
-  /// `weight` as it is, for calls of at most `kRowMajorRows` rows.
+  /// (their sum: out) in `layout` (with kOneDnn `ops` must be available).
+  /// `keep_row_major`: also holds `weight` as it is, for calls of at most
+  /// `kRowMajorRows` rows.
   PackedWeightImpl(const torch::Tensor& weight,
                    std::vector<int64_t> block_rows,
+                   PackedLayout layout = PackedLayout::kOneDnn,
                    bool keep_row_major = false,
                    const PackedLinearOps& ops = PackedLinearOps::onednn());
 
@@ -62,6 +70,8 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
                                   FusedActivation activation) const override;
   /// The float32 (out, in) values, unpacked (a copy).
   std::optional<torch::Tensor> float_weight() const override;
+  /// The layout of its blocks.
+  PackedLayout layout() const { return layout_; }
   /// Whether it holds the row-major copy too.
   bool keeps_row_major() const { return row_major_.defined(); }
   const char* kind() const override { return "prepacked (mha::prepack)"; }
@@ -86,7 +96,14 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
                      const torch::Tensor& bias,
                      FusedActivation activation) const;
 
-  std::vector<torch::Tensor> blocks_;  // oneDNN's packed (rows_i, in), one per block
+  /// x (M, in) times block `block`, plus `bias`: (M, rows of block).
+  torch::Tensor multiply_block(int64_t block,
+                               const torch::Tensor& x,
+                               const torch::Tensor& bias,
+                               FusedActivation activation) const;
+
+  PackedLayout layout_;
+  std::vector<torch::Tensor> blocks_;  // one per block: oneDNN's (rows_i, in) or panels
   torch::Tensor row_major_;            // (out, in) as given, or undefined
   const PackedLinearOps* ops_;
 };

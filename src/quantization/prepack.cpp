@@ -43,15 +43,18 @@ Layer unpacked_prototype(const Layer& prototype) {
 }  // namespace
 
 void prepack(torch::nn::Module& module, const PrepackOptions& options) {
-  TORCH_CHECK(detail::PackedLinearOps::onednn().available(),
+  TORCH_CHECK(options.panels() || detail::PackedLinearOps::onednn().available(),
               "prepack: prepacked weights need oneDNN's mkldnn::_reorder_linear_weight and "
-              "mkldnn::_linear_pointwise, which this LibTorch does not have");
+              "mkldnn::_linear_pointwise, which this LibTorch does not have; "
+              "PrepackOptions().panels(true) needs neither");
   detail::ConversionPlan plan =
       detail::plan_conversion(module, {"prepack", options.attention(), options.linears()});
   torch::NoGradGuard no_grad;
   for (detail::Conversion& c : plan.conversions) {
-    c.form = std::make_shared<detail::PackedWeightImpl>(c.values, c.block_rows,
-                                                        options.keep_row_major());
+    c.form = std::make_shared<detail::PackedWeightImpl>(
+        c.values, c.block_rows,
+        options.panels() ? detail::PackedLayout::kPanels : detail::PackedLayout::kOneDnn,
+        options.keep_row_major());
   }
   detail::commit(plan, "_packed");
 }

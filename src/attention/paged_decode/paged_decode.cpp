@@ -9,12 +9,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <exception>
-#include <functional>
-#include <memory>
-#include <mutex>
+
+#include "common/cpu_capability.h"
+#include "common/parallel_items.h"
 
 namespace mha {
 namespace detail {
@@ -23,22 +20,16 @@ using torch::Tensor;
 
 namespace {
 
-/// Whether this CPU runs code built for `capability`.
-bool cpu_runs(CpuCapability capability) {
-#if defined(MHA_PAGED_DECODE_X86)
-  switch (capability) {
-    case CpuCapability::kDefault:
-      return true;
-    case CpuCapability::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case CpuCapability::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  }
-  return false;
-#else
-  return capability == CpuCapability::kDefault;
-#endif
+/// Cached keys and values below which a call stays on the calling thread:
+/// waking a second one costs more than reading them (a short sequence's step).
+constexpr int64_t kSerialReads = int64_t{1} << 17;
+
+/// The cached keys' and values' elements a call reads.
+int64_t cached_reads(const PagedDecodeArgs& a) {
+  const int32_t* lengths = a.lengths.data_ptr<int32_t>();
+  int64_t positions = 0;
+  for (int64_t n = 0; n < a.lengths.size(0); ++n) positions += lengths[n];
+  return 2 * positions * a.query.size(1) * a.query.size(2);
 }
 
 /// Throws unless the pools, query, table and lengths agree (names the argument).
@@ -101,57 +92,6 @@ DecodeItems decode_items(int64_t batch, int64_t heads, int64_t threads) {
   return items;
 }
 
-/// A call's chunks, claimed one at a time by the calling thread and by the
-/// tasks it launched; shared with those tasks, which may start after the call.
-struct Chunks {
-  std::function<void(int64_t)> run;
-  int64_t count = 0;
-  std::atomic<int64_t> next{0}, done{0};
-  std::mutex mutex;
-  std::condition_variable all_done;
-  std::exception_ptr error;
-
-  /// Runs chunks until none is left to claim.
-  void work() {
-    for (int64_t c = next++; c < count; c = next++) {
-      try {
-        run(c);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        if (!error) error = std::current_exception();
-      }
-      if (++done == count) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        all_done.notify_all();
-      }
-    }
-  }
-};
-
-/// f(begin, end) over [0, items) in at::get_num_threads() chunks. LibTorch's
-/// at::parallel_for runs OpenMP pragmas compiled into the caller, and mha is
-/// built without OpenMP (one OpenMP runtime per process: LibTorch's), so the
-/// chunks go to LibTorch's inter-op pool (at::launch); the caller works too,
-/// and waits only for chunks already taken, so a pool busy with callers of
-/// this function cannot deadlock it.
-void parallel_items(int64_t items, const std::function<void(int64_t, int64_t)>& f) {
-  const int64_t threads = std::min<int64_t>(at::get_num_threads(), items);
-  if (threads <= 1 || at::in_parallel_region()) {
-    f(0, items);
-    return;
-  }
-  auto chunks = std::make_shared<Chunks>();
-  chunks->count = threads;
-  chunks->run = [&f, items, threads](int64_t c) {
-    f(items * c / threads, items * (c + 1) / threads);
-  };
-  for (int64_t t = 1; t < threads; ++t) at::launch([chunks] { chunks->work(); });
-  chunks->work();
-  std::unique_lock<std::mutex> lock(chunks->mutex);
-  chunks->all_done.wait(lock, [&] { return chunks->done == chunks->count; });
-  if (chunks->error) std::rethrow_exception(chunks->error);
-}
-
 }  // namespace
 
 bool decode_kernel_reads(const Tensor& t) {
@@ -175,21 +115,8 @@ PagedDecodeArgs dense_blocks(const Tensor& query,
           per_position};
 }
 
-std::vector<CpuCapability> available_cpu_capabilities() {
-  std::vector<CpuCapability> available;
-  for (CpuCapability c : {CpuCapability::kDefault, CpuCapability::kAvx2, CpuCapability::kAvx512}) {
-    if (cpu_runs(c)) available.push_back(c);
-  }
-  return available;
-}
-
-const char* capability_name(CpuCapability capability) {
-  static constexpr const char* kNames[] = {"default", "avx2", "avx512"};  // in the enum's order
-  return kNames[static_cast<int>(capability)];
-}
-
 const char* paged_decode_compiled_for(CpuCapability capability) {
-#if defined(MHA_PAGED_DECODE_X86)
+#if defined(MHA_CPU_KERNELS_X86)
   if (capability == CpuCapability::kAvx512) return paged_decode_avx512_compiled_for();
   if (capability == CpuCapability::kAvx2) return paged_decode_avx2_compiled_for();
 #endif
@@ -207,18 +134,22 @@ Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capabil
   const int64_t batch = args.query.size(0), heads = args.query.size(1);
   const DecodeItems items = decode_items(batch, heads, at::get_num_threads());
   auto kernel = paged_decode_default;
-#if defined(MHA_PAGED_DECODE_X86)
+#if defined(MHA_CPU_KERNELS_X86)
   if (capability == CpuCapability::kAvx512) kernel = paged_decode_avx512;
   if (capability == CpuCapability::kAvx2) kernel = paged_decode_avx2;
 #endif
-  parallel_items(batch * items.per_sequence,
-                 [&](int64_t begin, int64_t end) { kernel(args, items, begin, end, out); });
+  const int64_t count = batch * items.per_sequence;
+  if (cached_reads(args) < kSerialReads) {
+    kernel(args, items, 0, count, out);
+  } else {
+    parallel_items(count,
+                   [&](int64_t begin, int64_t end) { kernel(args, items, begin, end, out); });
+  }
   return out;
 }
 
 Tensor paged_decode_attention(const PagedDecodeArgs& args) {
-  static const CpuCapability best = available_cpu_capabilities().back();
-  return paged_decode_attention(args, best);
+  return paged_decode_attention(args, best_cpu_capability());
 }
 
 }  // namespace detail

@@ -13,11 +13,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/cpu_capability.h"
+
 namespace mha {
 namespace detail {
-
-/// The instruction sets a kernel is compiled for.
-enum class CpuCapability { kDefault, kAvx2, kAvx512 };
 
 /// A step's decode attention. Pools and query share one dtype, float32 or
 /// bfloat16; the reduction order of each (sequence, head) depends on nothing
@@ -53,11 +52,6 @@ torch::Tensor paged_decode_attention(const PagedDecodeArgs& args);
 /// The same with the kernel compiled for `capability` (tests compare them);
 /// throws unless this CPU runs it.
 torch::Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capability);
-
-/// The capabilities this build has and this CPU runs, the best last.
-std::vector<CpuCapability> available_cpu_capabilities();
-/// "default", "avx2" or "avx512".
-const char* capability_name(CpuCapability capability);
 
 /// How a call's (sequence, head) pairs are split into items, each one
 /// sequence and `heads` of its heads (`per_sequence` items per sequence).

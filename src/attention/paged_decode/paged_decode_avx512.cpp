@@ -1,5 +1,5 @@
 // The paged decode kernel compiled for the avx512 capability
-// (cmake/MhaPagedDecodeKernels.cmake gives this file its flags and macros).
+// (cmake/MhaCpuKernels.cmake gives this file its flags and macros).
 
 #include "attention/paged_decode/paged_decode_kernel.h"
 

@@ -207,14 +207,16 @@ HfModel build(const ModelSource& in, detail::HfKind kind, CheckpointMap& map) {
 
 /// The decoder stack of a language model, what a decode step runs; nullptr
 /// for an encoder model.
-torch::nn::Module* decoder_layers(const HfModel& model) {
+/// A generating model's decode side, its decoder layers and LM head: the
+/// modules a decode step runs (none for an encoder).
+std::vector<torch::nn::Module*> decode_side(const HfModel& model) {
   if (const auto* lm = std::get_if<Seq2SeqLM>(&model.module)) {
-    return (*lm)->transformer->decoder.ptr().get();
+    return {(*lm)->transformer->decoder.ptr().get(), (*lm)->lm_head.ptr().get()};
   }
   if (const auto* lm = std::get_if<CausalLM>(&model.module)) {
-    return (*lm)->decoder.ptr().get();
+    return {(*lm)->decoder.ptr().get(), (*lm)->lm_head.ptr().get()};
   }
-  return nullptr;
+  return {};
 }
 
 }  // namespace
@@ -266,9 +268,12 @@ HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& 
   out.base().eval();
   if (options.prepack() && options.dtype() == torch::kFloat32 &&
       detail::PackedLinearOps::onednn().available()) {
-    torch::nn::Module* decoder = decoder_layers(out);
-    if (options.row_major_decoder() && decoder != nullptr) {
-      prepack(*decoder, PrepackOptions().keep_row_major(true));
+    const std::vector<torch::nn::Module*> decode_modules = decode_side(out);
+    if (options.row_major_decoder() && !decode_modules.empty()) {
+      prepack(*decode_modules.front(), PrepackOptions().keep_row_major(true));
+    }
+    for (torch::nn::Module* m : decode_modules) {
+      if (options.decoder_panels()) prepack(*m, PrepackOptions().panels(true));
     }
     prepack(out.base());  // the rest (converted weights are left as they are)
   }

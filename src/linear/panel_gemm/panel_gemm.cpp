@@ -1,0 +1,118 @@
+// The panel GEMM's entry: the layout's conversions, the operands checked, the
+// capability chosen from this CPU's features, the work split over threads.
+
+#include "linear/panel_gemm/panel_gemm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+
+#include <vector>
+
+#include "common/parallel_items.h"
+
+namespace mha {
+namespace detail {
+
+using torch::Tensor;
+
+namespace {
+
+/// Multiply-adds below which a call stays on the calling thread: waking a
+/// second one costs more than the work.
+constexpr int64_t kSerialWork = int64_t{1} << 20;
+/// Chunks per thread: a thread that wakes late (tens of microseconds with
+/// OMP_WAIT_POLICY=PASSIVE-style sleeping pools) takes fewer of them.
+constexpr int64_t kChunksPerThread = 4;
+
+/// The entry of `capability`'s object.
+auto kernel_of(CpuCapability capability) {
+  auto kernel = panel_gemm_default;
+#if defined(MHA_CPU_KERNELS_X86)
+  if (capability == CpuCapability::kAvx512) kernel = panel_gemm_avx512;
+  if (capability == CpuCapability::kAvx2) kernel = panel_gemm_avx2;
+#endif
+  return kernel;
+}
+
+/// Throws unless x (M, in), panels (P, in, 16) and bias (out) fit together.
+void check_operands(const Tensor& x, const Tensor& panels, int64_t out, const Tensor& bias) {
+  TORCH_CHECK(panels.dim() == 3 && panels.size(2) == kPanelWidth && panels.is_contiguous() &&
+                  panels.scalar_type() == at::kFloat && panels.device().is_cpu(),
+              "panel GEMM: expected contiguous float32 CPU panels (P, in, 16), but got ",
+              panels.sizes(), " of ", panels.scalar_type());
+  TORCH_CHECK(out > (panels.size(0) - 1) * kPanelWidth && out <= panels.size(0) * kPanelWidth,
+              "panel GEMM: expected ", panels.size(0), " panels to hold ", out,
+              " output features");
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == panels.size(1) && x.scalar_type() == at::kFloat &&
+                  x.device().is_cpu(),
+              "mat1 and mat2 shapes cannot be multiplied (", x.dim() == 2 ? x.size(0) : 0, "x",
+              x.dim() == 2 ? x.size(1) : 0, " and ", panels.size(1), "x", out, ")");
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out &&
+                                  bias.scalar_type() == at::kFloat && bias.device().is_cpu()),
+              "panel GEMM: expected a float32 CPU bias of ", out, " features, but got ",
+              bias.sizes());
+}
+
+}  // namespace
+
+Tensor to_panels(const Tensor& weight) {
+  const int64_t out = weight.size(0), in = weight.size(1);
+  const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
+  const Tensor padded = at::constant_pad_nd(weight, {0, 0, 0, panels * kPanelWidth - out});
+  return padded.view({panels, kPanelWidth, in}).transpose(1, 2).contiguous();  // (P, in, 16)
+}
+
+Tensor from_panels(const Tensor& panels, int64_t out) {
+  const Tensor rows = panels.transpose(1, 2).reshape({-1, panels.size(1)});  // (P * 16, in)
+  return rows.narrow(0, 0, out).contiguous();                               // (out, in)
+}
+
+const char* panel_gemm_compiled_for(CpuCapability capability) {
+#if defined(MHA_CPU_KERNELS_X86)
+  if (capability == CpuCapability::kAvx512) return panel_gemm_avx512_compiled_for();
+  if (capability == CpuCapability::kAvx2) return panel_gemm_avx2_compiled_for();
+#endif
+  return panel_gemm_default_compiled_for();
+}
+
+Tensor panel_gemm(const Tensor& x,
+                  const Tensor& panels,
+                  int64_t out,
+                  const Tensor& bias,
+                  FusedActivation activation,
+                  CpuCapability capability) {
+  TORCH_CHECK_VALUE(cpu_runs(capability), "panel GEMM: this build or CPU has no ",
+                    capability_name(capability), " kernel");
+  RECORD_FUNCTION("mha::panel_gemm", std::vector<c10::IValue>());
+  check_operands(x, panels, out, bias);
+  const int64_t count = panels.size(0), width = count * kPanelWidth;
+  const Tensor rows = x.contiguous();  // (M, in)
+  // (width): the bias padded to whole panels
+  const Tensor padded_bias =
+      !bias.defined() || width == out ? bias.contiguous() : at::constant_pad_nd(bias, {0, width - out});
+  Tensor y = at::empty({rows.size(0), width}, x.options());  // (M, P * 16)
+  const PanelGemmArgs args{rows.data_ptr<float>(), panels.data_ptr<float>(),
+                           padded_bias.defined() ? padded_bias.data_ptr<float>() : nullptr,
+                           y.data_ptr<float>(), rows.size(0), rows.size(1), count, activation};
+  const auto kernel = kernel_of(capability);
+  const int64_t groups = (count + kPanelGroup - 1) / kPanelGroup;
+  if (args.rows * args.in * width < kSerialWork) {
+    kernel(args, 0, groups);
+  } else {
+    parallel_items(
+        groups, [&](int64_t begin, int64_t end) { kernel(args, begin, end); }, kChunksPerThread);
+  }
+  return width == out ? y : y.narrow(1, 0, out).contiguous();  // (M, out)
+}
+
+Tensor panel_gemm(const Tensor& x,
+                  const Tensor& panels,
+                  int64_t out,
+                  const Tensor& bias,
+                  FusedActivation activation) {
+  return panel_gemm(x, panels, out, bias, activation, best_cpu_capability());
+}
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,77 @@
+#pragma once
+
+// Private: mha's own float32 GEMM for a few rows, on weights laid out in
+// panels of 16 output features (`to_panels`). oneDNN's GEMM on its packed
+// layout is built for many rows; at the one to a few dozen rows of a decode
+// step it reads the weights well below the memory's speed
+// (bench/results/panel-gemm-2026-12-04.md). A panel here is (in, 16): for
+// each input feature the weights of 16 output features side by side, so a
+// call streams each panel once, front to back, while a tile of input rows
+// accumulates in vector registers. Compiled once per CPU capability (scalar,
+// AVX2, AVX-512: panel_gemm_<capability>.cpp, from panel_gemm_kernel.h); the
+// best one this CPU runs is chosen at run time.
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+#include "common/cpu_capability.h"
+#include "linear/fused_activation.h"
+
+namespace mha {
+namespace detail {
+
+/// Output features per panel.
+inline constexpr int64_t kPanelWidth = 16;
+/// Panels per unit of work: a thread's share is whole groups.
+inline constexpr int64_t kPanelGroup = 4;
+
+/// weight (out, in) float32 -> panels (ceil(out / 16), in, 16): panel p
+/// holds output features [16p, 16p + 16) (zeros past `out`).
+torch::Tensor to_panels(const torch::Tensor& weight);
+/// `to_panels`' inverse: the (out, in) weight, bit for bit.
+torch::Tensor from_panels(const torch::Tensor& panels, int64_t out);
+
+/// x (M, in) float32 CPU times the (out, in) weight of `panels`, transposed,
+/// plus `bias` (out) where defined, then `activation`: (M, out). Every output
+/// element sums its products in input order from zero, then adds its bias,
+/// whatever M, the row's place among them and the thread count: a row's
+/// result depends on nothing but that row (batch invariant by construction).
+torch::Tensor panel_gemm(const torch::Tensor& x,
+                         const torch::Tensor& panels,
+                         int64_t out,
+                         const torch::Tensor& bias,
+                         FusedActivation activation = FusedActivation::kNone);
+/// The same with the kernel compiled for `capability` (tests compare them);
+/// throws unless this CPU runs it.
+torch::Tensor panel_gemm(const torch::Tensor& x,
+                         const torch::Tensor& panels,
+                         int64_t out,
+                         const torch::Tensor& bias,
+                         FusedActivation activation,
+                         CpuCapability capability);
+
+/// One call's operands as the kernels read them.
+struct PanelGemmArgs {
+  const float* x;       ///< (rows, in), contiguous
+  const float* panels;  ///< (panel_count, in, 16), contiguous
+  const float* bias;    ///< (panel_count * 16) or nullptr
+  float* y;             ///< (rows, panel_count * 16), contiguous
+  int64_t rows, in, panel_count;
+  FusedActivation activation;  ///< applied to each output after its bias
+};
+
+/// The kernels, one per capability object: panel groups [begin, end).
+void panel_gemm_default(const PanelGemmArgs& args, int64_t begin, int64_t end);
+void panel_gemm_avx2(const PanelGemmArgs& args, int64_t begin, int64_t end);
+void panel_gemm_avx512(const PanelGemmArgs& args, int64_t begin, int64_t end);
+/// The capability each object's body was compiled for ("DEFAULT", "AVX2",
+/// "AVX512"), from inside that body.
+const char* panel_gemm_default_compiled_for();
+const char* panel_gemm_avx2_compiled_for();
+const char* panel_gemm_avx512_compiled_for();
+/// What the kernel that `capability` runs was compiled for.
+const char* panel_gemm_compiled_for(CpuCapability capability);
+
+}  // namespace detail
+}  // namespace mha
