@@ -24,7 +24,7 @@
 // N and threads, the top-level ATen ops of one step by total time.
 // --hf DIR: instead, one greedy step of the Hugging Face seq2seq model in DIR
 // as load_hf_model gives it (prepacked; with --float, prepack(false); with
-// --row-major, row_major_decoder(true)), N = 1 and 16, 1 and 2 threads
+// --onednn, decoder_panels(false)), N = 1 and 16, 1 and 2 threads
 // (hf_decode_step.cpp). With --generate, whole mha::generate calls instead
 // (greedy and 4 beams, 64 tokens), timed and split by top-level op.
 // --continuous-batch N[,N...]: instead, one step of an mha::ContinuousBatch
@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
   std::string form = "float";
   std::vector<int64_t> counts;      // --continuous-batch
   std::string hf_directory;         // --hf
-  std::string hf_form = "prepack";  // --hf with --float or --row-major
+  std::string hf_form = "prepack";  // --hf with --float or --onednn
   bool hf_generate = false;         // --hf with --generate
   int threads = 1;
   for (int i = 1; i < argc; ++i) {
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::stoi(argv[++i]);
     if (std::strcmp(argv[i], "--hf") == 0 && i + 1 < argc) hf_directory = argv[++i];
     if (std::strcmp(argv[i], "--float") == 0) hf_form = "float";
-    if (std::strcmp(argv[i], "--row-major") == 0) hf_form = "row-major";
+    if (std::strcmp(argv[i], "--onednn") == 0) hf_form = "onednn";
     hf_generate = hf_generate || std::strcmp(argv[i], "--generate") == 0;
   }
   if (!hf_directory.empty()) {

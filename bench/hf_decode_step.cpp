@@ -32,9 +32,9 @@ struct Greedy {
   std::optional<mha::TransformerDecoderCache> cache;
 
   Greedy(const std::string& directory, const std::string& form, int64_t n) {
-    model = mha::load_hf_model(directory, mha::HfModelLoadOptions()
-                                              .prepack(form != "float")
-                                              .row_major_decoder(form == "row-major"))
+    model = mha::load_hf_model(
+                directory,
+                mha::HfModelLoadOptions().prepack(form != "float").decoder_panels(form != "onednn"))
                 .as<mha::Seq2SeqLM>();
     const int64_t vocab = model->options.vocab_size();
     const Tensor source = torch::randint(2, vocab - 1, {n, kSource});  // (N, S)

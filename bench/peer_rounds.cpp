@@ -34,8 +34,8 @@
 // linear (the output projection too); bf16: the model ->to(kBFloat16).
 // (generate, bert): float32, the model as load_hf_model gives it (prepacked);
 // float: loaded with HfModelLoadOptions().prepack(false), the float tensors
-// as read; row-major (generate): row_major_decoder(true), the decoder's
-// weights also row-major for one-row steps.
+// as read; onednn (generate): decoder_panels(false), the decoder and LM head
+// in oneDNN's layout too.
 // --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
 // the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
 // outside any tensor) that building, loading and converting the model kept,
@@ -110,8 +110,8 @@ Args parse(int argc, char** argv) {
               "usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K "
               "[--warmup=W] [--out=FILE] [--precision=P] [--memory]");
   TORCH_CHECK(args.precision == "float32" || args.precision == "int8" || args.precision == "bf16" ||
-                  args.precision == "float" || args.precision == "row-major",
-              "peer_rounds: --precision is float32, int8, bf16, float or row-major, not ",
+                  args.precision == "float" || args.precision == "onednn",
+              "peer_rounds: --precision is float32, int8, bf16, float or onednn, not ",
               args.precision);
   return args;
 }
@@ -170,13 +170,13 @@ Call decode(const File& file, const std::string& precision) {
 
 /// The Hugging Face model of the directory holding the case file `path`, as
 /// loaded (`precision` float32: prepacked), with float weights ("float") or
-/// with a row-major decoder too ("row-major").
+/// with its decoder and LM head in oneDNN's layout too ("onednn").
 template <typename Model>
 Model hf_model(const std::string& path, const std::string& precision) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
   return mha::load_hf_model(directory, mha::HfModelLoadOptions()
                                            .prepack(precision != "float")
-                                           .row_major_decoder(precision == "row-major"))
+                                           .decoder_panels(precision != "onednn"))
       .as<Model>();
 }
 
@@ -209,7 +209,7 @@ Call make_call(const Args& args, const File& file) {
   const std::string& name = args.case_name;
   TORCH_CHECK(name == "decode" || args.precision == "float32" ||
                   ((name == "generate" || name == "bert") && args.precision == "float") ||
-                  (name == "generate" && args.precision == "row-major"),
+                  (name == "generate" && args.precision == "onednn"),
               "peer_rounds: --precision ", args.precision, " is not for the ", name, " case");
   if (name == "attention") return attention(file);
   if (name == "encoder_layer") return encoder_layer(file);

@@ -184,43 +184,43 @@ INSTANTIATE_TEST_SUITE_P(Families,
                          Seq2SeqGenerate,
                          ::testing::Values("marian", "bart_generate", "mbart_generate"));
 
-TEST(Generate, ARowMajorDecoderGivesTheSameTokensAndStepsOneRowByGemv) {
-  // load_hf_model(..., row_major_decoder(true)): a one-sequence greedy run's
-  // steps multiply the decoder's one row with at::linear on the row-major
-  // copy, and choose the tokens of the default (packed) model, for marian and
-  // gpt2 (Seq2SeqLM and CausalLM).
-  const auto loaded = [](const std::string& name, bool row_major) {
-    return mha::load_hf_model(model_dir(name),
-                              mha::HfModelLoadOptions().row_major_decoder(row_major));
+TEST(Generate, DecoderPanelsGiveTheTokensOfOneDnnsLayout) {
+  // load_hf_model's default, decoder_panels(true): a generating model's
+  // decoder and LM head multiply with mha's panel GEMM, and choose the
+  // tokens that the same model all in oneDNN's layout chooses, for marian and
+  // gpt2 (Seq2SeqLM and CausalLM), one sequence and a padded batch.
+  const auto loaded = [](const std::string& name, bool panels) {
+    return mha::load_hf_model(model_dir(name), mha::HfModelLoadOptions().decoder_panels(panels));
   };
   for (const std::string name : {"marian", "gpt2"}) {
     const auto values = reference(name);
-    const Tensor ids = values.at("input_ids").narrow(0, 0, 1);  // (1, S)
-    const Tensor mask = values.at("attention_mask").narrow(0, 0, 1);
     const auto config = mha::read_generation_config(model_dir(name));
-    const auto tokens = [&](const mha::HfModel& model) {
-      if (name == "marian") {
-        auto lm = model.as<mha::Seq2SeqLM>();
+    for (const int64_t n : {int64_t{1}, values.at("input_ids").size(0)}) {
+      const Tensor ids = values.at("input_ids").narrow(0, 0, n);  // (n, S)
+      const Tensor mask = values.at("attention_mask").narrow(0, 0, n);
+      const auto tokens = [&](const mha::HfModel& model) {
+        if (name == "marian") {
+          auto lm = model.as<mha::Seq2SeqLM>();
+          return mha::generate(lm, ids, mask, config);
+        }
+        auto lm = model.as<mha::CausalLM>();
         return mha::generate(lm, ids, mask, config);
-      }
-      auto lm = model.as<mha::CausalLM>();
-      return mha::generate(lm, ids, mask, config);
-    };
-    const mha::HfModel row_major = loaded(name, true), packed = loaded(name, false);
-    Tensor generated;
-    const auto ops = mha::test::ops_called([&] { generated = tokens(row_major); });
-    EXPECT_TRUE(mha::test::called(ops, "aten::linear")) << name;
-    Tensor expected;
-    const auto packed_ops = mha::test::ops_called([&] { expected = tokens(packed); });
-    EXPECT_FALSE(mha::test::called(packed_ops, "aten::linear")) << name;
-    EXPECT_TRUE(torch::equal(generated, expected)) << name;
+      };
+      const mha::HfModel panels = loaded(name, true), onednn = loaded(name, false);
+      Tensor generated, expected;
+      const auto ops = mha::test::ops_called([&] { generated = tokens(panels); });
+      EXPECT_TRUE(mha::test::called(ops, "mha::panel_gemm")) << name;
+      const auto onednn_ops = mha::test::ops_called([&] { expected = tokens(onednn); });
+      EXPECT_FALSE(mha::test::called(onednn_ops, "mha::panel_gemm")) << name;
+      EXPECT_TRUE(torch::equal(generated, expected)) << name << " N " << n;
+    }
   }
-  // An encoder model: no effect (every weight packed only).
+  // An encoder model: no effect (every weight in oneDNN's layout).
   auto bert = loaded("bert", true).as<mha::TextEncoderModel>();
   const Tensor one_row = reference("bert").at("input_ids").narrow(0, 0, 1).narrow(1, 0, 1);
   const c10::InferenceMode inference;
   const auto ops = mha::test::ops_called([&] { bert(one_row); });
-  EXPECT_FALSE(mha::test::called(ops, "aten::linear"));
+  EXPECT_FALSE(mha::test::called(ops, "mha::panel_gemm"));
 }
 
 TEST(Generate, RefusesBadConfigsNamingTheField) {

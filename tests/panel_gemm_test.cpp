@@ -7,6 +7,8 @@
 // module's contract (float values back bit for bit, save/load, clone,
 // quantize_dynamic) in this layout; bad operands.
 
+#include "linear/panel_gemm/panel_gemm.h"
+
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <mha/mha.h>
@@ -18,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "linear/panel_gemm/panel_gemm.h"
 #include "support.h"
 #include "tolerances.h"
 
@@ -35,10 +36,13 @@ using torch::Tensor;
 /// Expects `out` within the bound of a float32 sum of `in` products in order
 /// (each step rounds once: |error| <= in * 2^-24 * sum |x_k w_k|), plus the
 /// bias's rounding, of the float64 product `x w^T + bias`.
-void expect_within_sum_bound(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias) {
+void expect_within_sum_bound(const Tensor& out,
+                             const Tensor& x,
+                             const Tensor& w,
+                             const Tensor& bias) {
   const Tensor xd = x.to(torch::kDouble), wd = w.to(torch::kDouble);
-  Tensor exact = at::linear(xd, wd);                          // (M, out)
-  const Tensor magnitude = at::linear(xd.abs(), wd.abs());    // sum |x_k w_k|
+  Tensor exact = at::linear(xd, wd);                        // (M, out)
+  const Tensor magnitude = at::linear(xd.abs(), wd.abs());  // sum |x_k w_k|
   Tensor bound = magnitude * (x.size(1) * std::ldexp(1.0, -24));
   if (bias.defined()) {
     exact = exact + bias.to(torch::kDouble);
@@ -50,7 +54,8 @@ void expect_within_sum_bound(const Tensor& out, const Tensor& x, const Tensor& w
 }
 
 TEST(PanelGemm, PanelsHoldTheWeightBitForBit) {
-  for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{512, 512}, {37, 19}, {1, 5}, {16, 3}}) {
+  for (const auto& [out, in] :
+       std::vector<std::pair<int64_t, int64_t>>{{512, 512}, {37, 19}, {1, 5}, {16, 3}}) {
     const Tensor w = torch::randn({out, in});
     const Tensor panels = detail::to_panels(w);
     EXPECT_EQ(panels.sizes(), (std::vector<int64_t>{(out + 15) / 16, in, 16}));
@@ -60,8 +65,8 @@ TEST(PanelGemm, PanelsHoldTheWeightBitForBit) {
 
 TEST(PanelGemm, EveryCapabilityIsWithinTheSumBoundOfFloat64) {
   torch::manual_seed(0);
-  const std::vector<std::pair<int64_t, int64_t>> weights = {{512, 512}, {2048, 512}, {512, 2048},
-                                                            {1536, 512}, {37, 19}, {1, 7}};
+  const std::vector<std::pair<int64_t, int64_t>> weights = {{512, 512},  {2048, 512}, {512, 2048},
+                                                            {1536, 512}, {37, 19},    {1, 7}};
   for (const CpuCapability c : detail::available_cpu_capabilities()) {
     for (const auto& [out, in] : weights) {
       const Tensor w = torch::randn({out, in}), bias = torch::randn({out});
@@ -74,7 +79,10 @@ TEST(PanelGemm, EveryCapabilityIsWithinTheSumBoundOfFloat64) {
         ASSERT_EQ(y.sizes(), (std::vector<int64_t>{m, out}));
         EXPECT_TRUE(y.is_contiguous());
         if (m > 0) expect_within_sum_bound(y, x, w, bias);
-        if (m > 0) expect_within_sum_bound(detail::panel_gemm(x, panels, out, Tensor(), FusedActivation::kNone, c), x, w, Tensor());
+        if (m > 0)
+          expect_within_sum_bound(
+              detail::panel_gemm(x, panels, out, Tensor(), FusedActivation::kNone, c), x, w,
+              Tensor());
       }
     }
   }
@@ -140,14 +148,16 @@ TEST(PanelGemm, BadOperandsNameWhatIsWrong) {
         try {
           detail::panel_gemm(torch::randn({2, 31}), panels, 64, Tensor());
         } catch (const c10::Error& e) {
-          EXPECT_NE(std::string(e.what()).find("mat1 and mat2 shapes cannot be multiplied (2x31 and 32x64)"),
+          EXPECT_NE(std::string(e.what()).find(
+                        "mat1 and mat2 shapes cannot be multiplied (2x31 and 32x64)"),
                     std::string::npos)
               << e.what();
           throw;
         }
       },
       c10::Error);
-  EXPECT_THROW(detail::panel_gemm(torch::randn({2, 32}), panels, 64, torch::randn({63})), c10::Error);
+  EXPECT_THROW(detail::panel_gemm(torch::randn({2, 32}), panels, 64, torch::randn({63})),
+               c10::Error);
   EXPECT_THROW(detail::panel_gemm(torch::randn({2, 32}), panels, 80, Tensor()), c10::Error);
   EXPECT_THROW(detail::panel_gemm(torch::randn({2, 32}, torch::kDouble), panels, 64, Tensor()),
                c10::Error);
@@ -165,8 +175,8 @@ TransformerDecoderLayer serving_decoder_layer() {
 TEST(PanelPrepack, DecoderLayerCallsAgreeWithTheFloatModuleAndUseThePanelGemm) {
   torch::manual_seed(4);
   auto layer = serving_decoder_layer();
-  auto reference =
-      TransformerDecoderLayer(std::dynamic_pointer_cast<TransformerDecoderLayerImpl>(layer->clone()));
+  auto reference = TransformerDecoderLayer(
+      std::dynamic_pointer_cast<TransformerDecoderLayerImpl>(layer->clone()));
   prepack(layer, PrepackOptions().panels(true));
   EXPECT_TRUE(is_prepacked(*layer));
   const Tensor memory = torch::randn({4, 20, 512});

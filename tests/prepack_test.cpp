@@ -367,48 +367,6 @@ TEST_F(PrepackTest, DecoderLayerCallsAgreeWithTheFloatModule) {
   expect_close(layer(tgt, memory), reference(tgt, memory));
 }
 
-/// How many times `op` is among `ops`.
-int64_t count(const std::vector<std::string>& ops, const std::string& op) {
-  return std::count(ops.begin(), ops.end(), op);
-}
-
-TEST_F(PrepackTest, TheRowMajorCopyServesOneRowCallsAndThePackedFormTheRest) {
-  // A decode step of one sequence: every projection of its one row reads the
-  // row-major copy (at::linear, MKL's GEMV); only the memory's keys and
-  // values (24 rows) take oneDNN's GEMM. 16 rows: the packed form only (7 GEMMs:
-  // self q/k/v and out, cross q, cross k/v and out, the two feed-forward).
-  mha::TransformerDecoderLayer layer(mha::TransformerLayerOptions(512, 8)
-                                         .dim_feedforward(2048)
-                                         .activation(torch::kGELU)
-                                         .batch_first(true));
-  layer->eval();
-  auto reference = copy_of(layer);
-  mha::prepack(layer, mha::PrepackOptions().keep_row_major(true));
-  auto copy = copy_of(layer);
-  const c10::InferenceMode inference;
-  for (const int64_t rows : {1, 16}) {
-    const Tensor tgt = torch::randn({rows, 1, 512}), memory = torch::randn({rows, 24, 512});
-    for (auto* module : {&layer, &copy}) {
-      Tensor out;
-      const auto ops = ops_called([&] { out = (*module)(tgt, memory); });
-      EXPECT_EQ(count(ops, kPackedGemmOp), rows == 1 ? 1 : 7) << rows << " rows";
-      EXPECT_EQ(count(ops, "aten::linear") > 0, rows == 1) << rows << " rows";
-      expect_close(out, reference(tgt, memory));
-    }
-  }
-  // The copy is the float values: state_dict and unpack give them bit for bit.
-  const auto packed_state = mha::state_dict(*layer), float_state = mha::state_dict(*reference);
-  ASSERT_EQ(packed_state.size(), float_state.size());
-  for (size_t i = 0; i < float_state.size(); ++i) {
-    EXPECT_EQ(packed_state[i].first, float_state[i].first);
-    EXPECT_TRUE(bitwise_equal(packed_state[i].second, float_state[i].second))
-        << float_state[i].first;
-  }
-  mha::unpack(*layer);
-  const Tensor tgt = torch::randn({1, 1, 512}), memory = torch::randn({1, 24, 512});
-  EXPECT_TRUE(bitwise_equal(layer(tgt, memory), reference(tgt, memory)));
-}
-
 TEST_F(PrepackTest, ConcurrentCallsAgreeBitwise) {
   auto layer = serving_layer();
   mha::prepack(layer);

@@ -46,18 +46,13 @@ struct HfModelLoadOptions {
   /// and training possible. No effect for another dtype, or where LibTorch
   /// lacks oneDNN's ops.
   TORCH_ARG(bool, prepack) = true;
-  /// With `prepack`, a `Seq2SeqLM`'s or `CausalLM`'s decoder layers also
-  /// keep their weights row-major (`PrepackOptions::keep_row_major`): a
-  /// decode step of one row (greedy decoding of one sequence) reads them with
-  /// MKL's GEMV, faster than the packed form, for twice the decoder layers'
-  /// weight memory. Other models: no effect.
-  TORCH_ARG(bool, row_major_decoder) = false;
   /// With `prepack`, a `Seq2SeqLM`'s or `CausalLM`'s decoder layers and LM
   /// head are held in mha's panels (`PrepackOptions::panels`) instead of
   /// oneDNN's layout: their calls are decode steps of one to a few dozen
-  /// rows, which mha's panel GEMM runs in 0.5-0.9x oneDNN's time (a causal
-  /// LM's prompt of hundreds of tokens in about 1.1x). The encoder stays in
-  /// oneDNN's layout. Other models: no effect.
+  /// rows, which mha's panel GEMM runs in 0.3-0.99x oneDNN's time (a causal
+  /// LM's prompt of hundreds of tokens in about 1.0x). The encoder stays in
+  /// oneDNN's layout. false: the whole model in oneDNN's. Other models: no
+  /// effect.
   TORCH_ARG(bool, decoder_panels) = true;
 };
 

@@ -20,18 +20,13 @@ struct PrepackOptions {
   /// Every other `torch::nn::Linear`: the Transformer layers' feed-forward
   /// `linear1`/`linear2`, and a model's own (an output projection).
   TORCH_ARG(bool, linears) = true;
-  /// Also keep each converted weight as it was, row-major (twice its
-  /// memory), for the calls of one or two input rows (a decode step of one
-  /// sequence): there oneDNN's GEMM on the packed weight takes 1.1-1.6x the
-  /// time of MKL's GEMV (`at::linear`) on the row-major one; from four rows
-  /// on the packed form is as fast or faster, and is used.
-  TORCH_ARG(bool, keep_row_major) = false;
   /// mha's own layout and GEMM instead of oneDNN's: each weight in panels of
   /// 16 output features, streamed once per call while a tile of input rows
-  /// stays in registers. From one to a few dozen input rows (decode steps,
-  /// beams) it takes 0.5-0.9x oneDNN's time; at hundreds of rows about 1.1x
-  /// (docs/weights.md). Same memory; needs no oneDNN. Every output element
-  /// sums in input order, so a row's result never depends on the other rows.
+  /// stays in registers. At 1-16 input rows (decode steps, beams) it takes
+  /// 0.3-0.9x oneDNN's time, at 64 rows 0.76-0.99x, at 256 0.97-1.03x; at
+  /// thousands of rows on 2 threads up to 1.2x (docs/weights.md). Same
+  /// memory; needs no oneDNN. Every output element sums in input order, so a
+  /// row's result never depends on the other rows or the thread count.
   TORCH_ARG(bool, panels) = false;
 };
 

@@ -2,8 +2,8 @@
 
 The Marian-shaped model of peers/marian.py, from its Hugging Face directory
 in every engine: mha loads it with load_hf_model (as loaded: prepacked;
-with float weights, prepack(false); where a step has one row, also with
-row_major_decoder(true)),
+with float weights, prepack(false); with its decoder in oneDNN's layout,
+decoder_panels(false)),
 transformers with from_pretrained, CTranslate2 converts it with its
 TransformersConverter. Per batch size (1 and 16 sources of 32 tokens) and
 search (greedy; beam search, 4 beams), `max_new_tokens` tokens: first the
@@ -28,12 +28,7 @@ from .report import Row
 
 BATCHES = (1, 16)
 SEARCHES = (("greedy", 1), ("beam 4", 4))
-LOADS = {"float32": "as loaded", "float": "float weights", "row-major": "row-major decoder"}
-
-
-def _loads(n, beams):
-    """mha's loads of a case: row-major only where a step has one row (its only use)."""
-    return [p for p in LOADS if p != "row-major" or n * beams == 1]
+LOADS = {"float32": "as loaded", "float": "float weights", "onednn": "oneDNN decoder"}
 
 
 def step_bytes(model):
@@ -124,7 +119,7 @@ def rows(directory, model, ct2_dir, work, args):
 def _timed_rows(name, model, ct2_dir, work, args, case_file, threads, src, beams):
     """The rows of one case on `threads` threads."""
     engines = _engines(model, ct2_dir, threads, src, beams, args.generate_steps)
-    loads = _loads(src.size(0), beams)
+    loads = list(LOADS)
     checks = _checks(args, case_file, threads, engines, work, loads)
     if beams == 1 and checks["CT2 float32"] != "equal":
         raise RuntimeError(f"{name}: CTranslate2's greedy tokens differ from transformers'")

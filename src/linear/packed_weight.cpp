@@ -19,12 +19,8 @@ using torch::Tensor;
 PackedWeightImpl::PackedWeightImpl(const Tensor& weight,
                                    std::vector<int64_t> block_rows,
                                    PackedLayout layout,
-                                   bool keep_row_major,
                                    const PackedLinearOps& ops)
-    : BlockedWeightModule(std::move(block_rows), weight.size(1)),
-      layout_(layout),
-      row_major_(keep_row_major ? weight.clone(at::MemoryFormat::Contiguous) : Tensor()),
-      ops_(&ops) {
+    : BlockedWeightModule(std::move(block_rows), weight.size(1)), layout_(layout), ops_(&ops) {
   int64_t begin = 0;
   for (const int64_t rows : block_rows_) {
     const Tensor block = weight.narrow(0, begin, rows).contiguous();  // (rows, in)
@@ -61,11 +57,6 @@ Tensor PackedWeightImpl::gemm(int64_t begin,
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = rows;
   if (flat.size(0) == 0) return at::empty(sizes, x.options());
-  if (row_major_.defined() && flat.size(0) <= kRowMajorRows) {  // GEMV: (M, in) -> (M, rows)
-    return apply_fused_activation(activation,
-                                  at::linear(flat, row_major_.narrow(0, begin, rows), bias))
-        .view(sizes);
-  }
   if (block_rows_.size() == 1 && begin == 0 && rows == block_rows_[0]) {
     return multiply_block(0, flat, bias, activation).reshape(sizes);  // (M, out) -> (..., out)
   }
@@ -85,7 +76,6 @@ Tensor PackedWeightImpl::multiply_block(int64_t block,
 }
 
 std::optional<Tensor> PackedWeightImpl::float_weight() const {
-  if (row_major_.defined()) return row_major_.clone();
   std::vector<Tensor> rows;
   for (size_t i = 0; i < blocks_.size(); ++i) {  // (rows_i, in)
     rows.push_back(layout_ == PackedLayout::kPanels ? from_panels(blocks_[i], block_rows_[i])
@@ -95,7 +85,7 @@ std::optional<Tensor> PackedWeightImpl::float_weight() const {
 }
 
 std::shared_ptr<PackedWeightImpl> PackedWeightImpl::repacked(const Tensor& weight) const {
-  return std::make_shared<PackedWeightImpl>(weight, block_rows_, layout_, keeps_row_major(), *ops_);
+  return std::make_shared<PackedWeightImpl>(weight, block_rows_, layout_, *ops_);
 }
 
 void PackedWeightImpl::save(torch::serialize::OutputArchive& archive) const {
@@ -140,17 +130,15 @@ void PackedWeightImpl::load(torch::serialize::InputArchive& archive) {
   const PackedWeightImpl loaded(
       weight.contiguous(),
       std::vector<int64_t>(rows.data_ptr<int64_t>(), rows.data_ptr<int64_t>() + rows.numel()),
-      layout_, keeps_row_major(), *ops_);  // packed before any change
+      layout_, *ops_);  // packed before any change
   blocks_ = loaded.blocks_;
   block_rows_ = loaded.block_rows_;
-  row_major_ = loaded.row_major_;
 }
 
 void PackedWeightImpl::pretty_print(std::ostream& stream) const {
-  stream << fmt::format("mha::PackedWeight(out_features={}, in_features={}, blocks={}{}{})",
+  stream << fmt::format("mha::PackedWeight(out_features={}, in_features={}, blocks={}{})",
                         out_features(), in_features_, block_rows_,
-                        layout_ == PackedLayout::kPanels ? ", panels=true" : "",
-                        keeps_row_major() ? ", row_major=true" : "");
+                        layout_ == PackedLayout::kPanels ? ", panels=true" : "");
 }
 
 }  // namespace detail

@@ -40,31 +40,20 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
  public:
   /// Packs `weight` (out, in) float32 CPU in blocks of `block_rows` rows
   /// (their sum: out) in `layout` (with kOneDnn `ops` must be available).
-  /// `keep_row_major`: also holds `weight` as it is, for calls of at most
-  /// `kRowMajorRows` rows.
   PackedWeightImpl(const torch::Tensor& weight,
                    std::vector<int64_t> block_rows,
                    PackedLayout layout = PackedLayout::kOneDnn,
-                   bool keep_row_major = false,
                    const PackedLinearOps& ops = PackedLinearOps::onednn());
 
-  /// The most input rows a call multiplies with the row-major copy (where
-  /// kept): at one or two rows oneDNN's GEMM on the packed blocks takes
-  /// 1.1-1.6x the time of MKL's GEMV (`at::linear`) on the row-major weight;
-  /// from four rows on it is as fast or faster
-  /// (bench/results/gemm-layouts-2026-12-04.md).
-  static constexpr int64_t kRowMajorRows = 2;
-
   /// Rows [begin, begin + rows) of x's product with the weight, plus `bias`:
-  /// oneDNN's GEMM on the packed blocks (within float32 rounding of
-  /// `at::linear`); `at::linear` on the row-major copy (where kept) for at
-  /// most `kRowMajorRows` input rows; with Python's kernels on
-  /// (`set_python_kernels`) `at::linear` on `float_weight()`.
+  /// the layout's GEMM on the packed blocks (within float32 rounding of
+  /// `at::linear`); with Python's kernels on (`set_python_kernels`)
+  /// `at::linear` on `float_weight()`.
   torch::Tensor forward_rows(int64_t begin,
                              int64_t rows,
                              const torch::Tensor& x,
                              const torch::Tensor& bias) const override;
-  /// One GEMM with oneDNN's ReLU or GELU post-op (one block; else as WeightForm's).
+  /// One GEMM with the ReLU or GELU fused (one block; else as WeightForm's).
   torch::Tensor forward_activated(const torch::Tensor& x,
                                   const torch::Tensor& bias,
                                   FusedActivation activation) const override;
@@ -72,8 +61,6 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
   std::optional<torch::Tensor> float_weight() const override;
   /// The layout of its blocks.
   PackedLayout layout() const { return layout_; }
-  /// Whether it holds the row-major copy too.
-  bool keeps_row_major() const { return row_major_.defined(); }
   const char* kind() const override { return "prepacked (mha::prepack)"; }
   void check_archived(torch::serialize::InputArchive& archive,
                       const std::string& name) const override;
@@ -104,7 +91,6 @@ class PackedWeightImpl : public BlockedWeightModule<PackedWeightImpl> {
 
   PackedLayout layout_;
   std::vector<torch::Tensor> blocks_;  // one per block: oneDNN's (rows_i, in) or panels
-  torch::Tensor row_major_;            // (out, in) as given, or undefined
   const PackedLinearOps* ops_;
 };
 

@@ -53,8 +53,7 @@ void prepack(torch::nn::Module& module, const PrepackOptions& options) {
   for (detail::Conversion& c : plan.conversions) {
     c.form = std::make_shared<detail::PackedWeightImpl>(
         c.values, c.block_rows,
-        options.panels() ? detail::PackedLayout::kPanels : detail::PackedLayout::kOneDnn,
-        options.keep_row_major());
+        options.panels() ? detail::PackedLayout::kPanels : detail::PackedLayout::kOneDnn);
   }
   detail::commit(plan, "_packed");
 }

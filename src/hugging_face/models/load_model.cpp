@@ -268,11 +268,7 @@ HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& 
   out.base().eval();
   if (options.prepack() && options.dtype() == torch::kFloat32 &&
       detail::PackedLinearOps::onednn().available()) {
-    const std::vector<torch::nn::Module*> decode_modules = decode_side(out);
-    if (options.row_major_decoder() && !decode_modules.empty()) {
-      prepack(*decode_modules.front(), PrepackOptions().keep_row_major(true));
-    }
-    for (torch::nn::Module* m : decode_modules) {
+    for (torch::nn::Module* m : decode_side(out)) {
       if (options.decoder_panels()) prepack(*m, PrepackOptions().panels(true));
     }
     prepack(out.base());  // the rest (converted weights are left as they are)

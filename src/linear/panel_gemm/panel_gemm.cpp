@@ -42,8 +42,7 @@ void check_operands(const Tensor& x, const Tensor& panels, int64_t out, const Te
               "panel GEMM: expected contiguous float32 CPU panels (P, in, 16), but got ",
               panels.sizes(), " of ", panels.scalar_type());
   TORCH_CHECK(out > (panels.size(0) - 1) * kPanelWidth && out <= panels.size(0) * kPanelWidth,
-              "panel GEMM: expected ", panels.size(0), " panels to hold ", out,
-              " output features");
+              "panel GEMM: expected ", panels.size(0), " panels to hold ", out, " output features");
   TORCH_CHECK(x.dim() == 2 && x.size(1) == panels.size(1) && x.scalar_type() == at::kFloat &&
                   x.device().is_cpu(),
               "mat1 and mat2 shapes cannot be multiplied (", x.dim() == 2 ? x.size(0) : 0, "x",
@@ -65,7 +64,7 @@ Tensor to_panels(const Tensor& weight) {
 
 Tensor from_panels(const Tensor& panels, int64_t out) {
   const Tensor rows = panels.transpose(1, 2).reshape({-1, panels.size(1)});  // (P * 16, in)
-  return rows.narrow(0, 0, out).contiguous();                               // (out, in)
+  return rows.narrow(0, 0, out).contiguous();                                // (out, in)
 }
 
 const char* panel_gemm_compiled_for(CpuCapability capability) {
@@ -89,12 +88,18 @@ Tensor panel_gemm(const Tensor& x,
   const int64_t count = panels.size(0), width = count * kPanelWidth;
   const Tensor rows = x.contiguous();  // (M, in)
   // (width): the bias padded to whole panels
-  const Tensor padded_bias =
-      !bias.defined() || width == out ? bias.contiguous() : at::constant_pad_nd(bias, {0, width - out});
+  const Tensor padded_bias = !bias.defined() || width == out
+                                 ? bias.contiguous()
+                                 : at::constant_pad_nd(bias, {0, width - out});
   Tensor y = at::empty({rows.size(0), width}, x.options());  // (M, P * 16)
-  const PanelGemmArgs args{rows.data_ptr<float>(), panels.data_ptr<float>(),
+  const PanelGemmArgs args{rows.data_ptr<float>(),
+                           panels.data_ptr<float>(),
                            padded_bias.defined() ? padded_bias.data_ptr<float>() : nullptr,
-                           y.data_ptr<float>(), rows.size(0), rows.size(1), count, activation};
+                           y.data_ptr<float>(),
+                           rows.size(0),
+                           rows.size(1),
+                           count,
+                           activation};
   const auto kernel = kernel_of(capability);
   const int64_t groups = (count + kPanelGroup - 1) / kPanelGroup;
   if (args.rows * args.in * width < kSerialWork) {

@@ -42,9 +42,11 @@ constexpr int panels_for(int rows) {
   return 1;
 }
 
-/// Rows of a full tile: 12 with AVX-512 (x 2 panels: 24 accumulators), so a
-/// decode step's 1-12 rows take each weight from memory once, as it is used.
-constexpr int kTileRows = Vec::size() >= 16 ? 12 : 6;
+/// Rows of a full tile: 6, with 4 panels at AVX-512 (24 accumulators: each
+/// input value broadcast once for 4 panels, each weight vector used 6 times;
+/// faster than 12 rows x 2 panels from 16 rows on, the same below), with 1
+/// panel (12 accumulators) otherwise.
+constexpr int kTileRows = 6;
 
 /// The capability this object's body was compiled for: "DEFAULT", "AVX2", "AVX512".
 inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
@@ -135,8 +137,8 @@ inline void run(const PanelGemmArgs& a, int64_t begin, int64_t end) {
 }  // namespace mha
 
 /// Defines the entry `name` and `name`_compiled_for of one capability object.
-#define MHA_DEFINE_PANEL_GEMM_KERNEL(name)                                             \
-  void mha::detail::name(const PanelGemmArgs& args, int64_t begin, int64_t end) {      \
-    panel_gemm_kernel::run(args, begin, end);                                          \
-  }                                                                                    \
+#define MHA_DEFINE_PANEL_GEMM_KERNEL(name)                                        \
+  void mha::detail::name(const PanelGemmArgs& args, int64_t begin, int64_t end) { \
+    panel_gemm_kernel::run(args, begin, end);                                     \
+  }                                                                               \
   const char* mha::detail::name##_compiled_for() { return panel_gemm_kernel::compiled_for(); }
