@@ -42,7 +42,9 @@ double median_us(Call&& call, int calls) {
 }
 
 /// Median time of `layout`'s GEMM of x over the copies of a weight.
-double time_layout(const std::vector<Tensor>& weights, const Tensor& bias, const Tensor& x,
+double time_layout(const std::vector<Tensor>& weights,
+                   const Tensor& bias,
+                   const Tensor& x,
                    PackedLayout layout) {
   std::vector<PackedWeightImpl> packed;
   for (const Tensor& w : weights) packed.emplace_back(w, std::vector<int64_t>{w.size(0)}, layout);

@@ -27,11 +27,13 @@
 // translate_batch of scripts/bench_serving_ct2.py with --out-len N); --at-once:
 // all arrive at 0 (an offline batch); --requests-file=FILE: the sources that
 // bench_serving_ct2.py --write-requests saved (the same requests for both);
-// --int8: mha::quantize_dynamic instead of prepacked float32;
+// --int8: mha::quantize_dynamic instead of prepacked float32; --panels: the
+// decoder and output projection prepacked in panels (PrepackOptions::panels,
+// as load_hf_model holds a language model's), the encoder in oneDNN's layout;
 // --invariant-rows=R: the batch-invariant run's GEMM row block (default 8).
 // Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
 //        [--max-len=256] [--out-len=N] [--requests-file=F]
-//        [--rate=R | --load=2 | --at-once] [--threads=T] [--int8]
+//        [--rate=R | --load=2 | --at-once] [--threads=T] [--int8 | --panels]
 //        [--batch-invariant-too] [--invariant-rows=R] [--sources-together] [--continuous-only]
 
 #include <ATen/Parallel.h>
@@ -71,7 +73,7 @@ struct Args {
   int64_t invariant_rows = 8;
   double rate = 0, load = 2;
   bool invariant_too = false, sources_together = false, continuous_only = false;
-  bool at_once = false, int8 = false;
+  bool at_once = false, int8 = false, panels = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -106,6 +108,8 @@ Args parse(int argc, char** argv) {
       a.at_once = true;
     else if (key == "--int8")
       a.int8 = true;
+    else if (key == "--panels")
+      a.panels = true;
     else if (key == "--sources-together")
       a.sources_together = true;
     else if (key == "--continuous-only")
@@ -325,6 +329,10 @@ int main(int argc, char** argv) {
   if (args.int8) {
     mha::quantize_dynamic(model);
   } else {
+    if (args.panels) {
+      mha::prepack(*model->transformer->decoder.ptr(), mha::PrepackOptions().panels(true));
+      mha::prepack(model->out, mha::PrepackOptions().panels(true));
+    }
     mha::prepack(model);
   }
   torch::NoGradGuard no_grad;
@@ -349,7 +357,10 @@ int main(int argc, char** argv) {
       "| server | tokens/s | makespan s | time to first token p50 / p99 ms | per token p50 / "
       "p99 ms | cache bytes / held |\n|---|---|---|---|---|---|\n",
       static_cast<long>(args.requests), static_cast<long>(args.min_len),
-      static_cast<long>(args.max_len), outputs.c_str(), args.int8 ? "int8" : "prepacked float32",
+      static_cast<long>(args.max_len), outputs.c_str(),
+      args.int8     ? "int8"
+      : args.panels ? "float32, decoder in panels"
+                    : "prepacked float32",
       arrivals.c_str(), static_cast<long>(args.threads));
   auto run = requests;
   if (!args.continuous_only) {
