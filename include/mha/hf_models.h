@@ -34,10 +34,11 @@ struct HfModelLoadOptions {
   /// The dtype the model computes in. Weights stored in float16 or bfloat16
   /// load as float32 unless another dtype is asked for here.
   TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
-  /// Fast by default: a float32 model's projections and LM head are held in
-  /// oneDNN's packed layout (`mha::prepack`, a load-time conversion as
-  /// CTranslate2's and IPEX's), so every call runs GEMMs on weights laid out
-  /// for them; results within float32 rounding of the float weights' (within
+  /// Fast by default: a float32 model's projections and LM head are held
+  /// prepacked (`mha::prepack`, a load-time conversion as CTranslate2's and
+  /// IPEX's; a generating model's decoder and LM head in panels, see
+  /// `decoder_panels`, the rest in oneDNN's layout), so every call runs GEMMs
+  /// on weights laid out for them; results within float32 rounding of the float weights' (within
   /// 1e-5 of transformers in the tests). `to()` another dtype or device,
   /// `clone()`, `torch::save` / `torch::load`, `state_dict` and
   /// `mha::quantize_dynamic` work on it (from the float values the packing

@@ -2,8 +2,8 @@
 
 // Serving weights held once, in the layout of the GEMM that reads them: the
 // projections of mha's modules and LibTorch's `torch::nn::Linear` modules
-// converted, in place, to oneDNN's blocked float32 form (IPEX's
-// `ipex.optimize` and CTranslate2's load-time conversion are the models).
+// converted, in place, to oneDNN's blocked float32 form or to mha's panels
+// (IPEX's `ipex.optimize` and CTranslate2's load-time conversion are the models).
 
 #include <c10/util/Exception.h>
 #include <torch/arg.h>
@@ -35,7 +35,8 @@ struct PrepackOptions {
 /// Transformer layers and stacks, `torch::nn::Linear`) to weights prepacked
 /// by oneDNN (`mkldnn::_reorder_linear_weight`), which every later call
 /// multiplies with oneDNN's GEMM (`mkldnn::_linear_pointwise`): the form
-/// PyTorch's frozen CPU inference uses. Each weight is then held once, by the
+/// PyTorch's frozen CPU inference uses; with `PrepackOptions().panels(true)`
+/// to mha's panels, multiplied by mha's own GEMM. Each weight is then held once, by the
 /// module that owns it: a converted parameter keeps its name but holds no
 /// elements (a float32 tensor of shape (0)) and its packed form is the child
 /// module `<name>_packed`, freed with the module.
@@ -56,7 +57,8 @@ struct PrepackOptions {
 /// without autograd: its parameters stop requiring grad.
 ///
 /// Throws `c10::Error`, changing nothing, for weights that are not float32
-/// on the CPU, a tensor-parallel module, or a LibTorch without oneDNN's ops.
+/// on the CPU, a tensor-parallel module, or a LibTorch without oneDNN's ops
+/// (unless `panels`).
 /// Weights already converted (prepacked or int8) are left as they are.
 ///
 /// Example:

@@ -25,3 +25,31 @@ const char* capability_name(CpuCapability capability);
 
 }  // namespace detail
 }  // namespace mha
+
+/// Declares the entries of a kernel compiled once per capability
+/// (cmake/MhaCpuKernels.cmake): `prefix`_default, `prefix`_avx2 and
+/// `prefix`_avx512, each `void` taking the parameters `...`, and each one's
+/// `_compiled_for()`: the capability its body was compiled for ("DEFAULT",
+/// "AVX2", "AVX512"), from inside that body.
+#define MHA_DECLARE_CAPABILITY_ENTRIES(prefix, ...) \
+  void prefix##_default(__VA_ARGS__);               \
+  void prefix##_avx2(__VA_ARGS__);                  \
+  void prefix##_avx512(__VA_ARGS__);                \
+  const char* prefix##_default_compiled_for();      \
+  const char* prefix##_avx2_compiled_for();         \
+  const char* prefix##_avx512_compiled_for()
+
+/// The entry `prefix`_<capability>`suffix` that `capability` names; off
+/// x86-64, where only the default objects are built, the default one.
+#if defined(MHA_CPU_KERNELS_X86)
+#define MHA_CAPABILITY_ENTRY(capability, prefix, suffix)                           \
+  ((capability) == ::mha::detail::CpuCapability::kAvx512 ? prefix##_avx512##suffix \
+   : (capability) == ::mha::detail::CpuCapability::kAvx2 ? prefix##_avx2##suffix   \
+                                                         : prefix##_default##suffix)
+#else
+#define MHA_CAPABILITY_ENTRY(capability, prefix, suffix) prefix##_default##suffix
+#endif
+
+namespace mha {
+namespace detail {}  // namespace detail
+}  // namespace mha

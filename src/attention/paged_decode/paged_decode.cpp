@@ -116,11 +116,7 @@ PagedDecodeArgs dense_blocks(const Tensor& query,
 }
 
 const char* paged_decode_compiled_for(CpuCapability capability) {
-#if defined(MHA_CPU_KERNELS_X86)
-  if (capability == CpuCapability::kAvx512) return paged_decode_avx512_compiled_for();
-  if (capability == CpuCapability::kAvx2) return paged_decode_avx2_compiled_for();
-#endif
-  return paged_decode_default_compiled_for();
+  return MHA_CAPABILITY_ENTRY(capability, paged_decode, _compiled_for)();
 }
 
 Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capability) {
@@ -133,11 +129,7 @@ Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capabil
   Tensor out = at::empty(args.query.sizes(), args.query.options());  // (N, H, hd)
   const int64_t batch = args.query.size(0), heads = args.query.size(1);
   const DecodeItems items = decode_items(batch, heads, at::get_num_threads());
-  auto kernel = paged_decode_default;
-#if defined(MHA_CPU_KERNELS_X86)
-  if (capability == CpuCapability::kAvx512) kernel = paged_decode_avx512;
-  if (capability == CpuCapability::kAvx2) kernel = paged_decode_avx2;
-#endif
+  const auto kernel = MHA_CAPABILITY_ENTRY(capability, paged_decode, );
   const int64_t count = batch * items.per_sequence;
   if (cached_reads(args) < kSerialReads) {
     kernel(args, items, 0, count, out);

@@ -61,27 +61,12 @@ struct DecodeItems {
 
 /// The kernels, one per capability object: items [begin, end) of `items`
 /// into `out` (N, H, hd), preallocated.
-void paged_decode_default(const PagedDecodeArgs& args,
-                          const DecodeItems& items,
-                          int64_t begin,
-                          int64_t end,
-                          torch::Tensor& out);
-void paged_decode_avx2(const PagedDecodeArgs& args,
-                       const DecodeItems& items,
-                       int64_t begin,
-                       int64_t end,
-                       torch::Tensor& out);
-void paged_decode_avx512(const PagedDecodeArgs& args,
-                         const DecodeItems& items,
-                         int64_t begin,
-                         int64_t end,
-                         torch::Tensor& out);
-/// The capability each object's body was compiled for ("DEFAULT", "AVX2",
-/// "AVX512"), from inside that body.
-const char* paged_decode_default_compiled_for();
-const char* paged_decode_avx2_compiled_for();
-const char* paged_decode_avx512_compiled_for();
-
+MHA_DECLARE_CAPABILITY_ENTRIES(paged_decode,
+                               const PagedDecodeArgs& args,
+                               const DecodeItems& items,
+                               int64_t begin,
+                               int64_t end,
+                               torch::Tensor& out);
 /// What the kernel that `capability` runs was compiled for (a test that the
 /// objects kept their own bodies).
 const char* paged_decode_compiled_for(CpuCapability capability);

@@ -25,16 +25,6 @@ constexpr int64_t kSerialWork = int64_t{1} << 20;
 /// OMP_WAIT_POLICY=PASSIVE-style sleeping pools) takes fewer of them.
 constexpr int64_t kChunksPerThread = 4;
 
-/// The entry of `capability`'s object.
-auto kernel_of(CpuCapability capability) {
-  auto kernel = panel_gemm_default;
-#if defined(MHA_CPU_KERNELS_X86)
-  if (capability == CpuCapability::kAvx512) kernel = panel_gemm_avx512;
-  if (capability == CpuCapability::kAvx2) kernel = panel_gemm_avx2;
-#endif
-  return kernel;
-}
-
 /// Throws unless x (M, in), panels (P, in, 16) and bias (out) fit together.
 void check_operands(const Tensor& x, const Tensor& panels, int64_t out, const Tensor& bias) {
   TORCH_CHECK(panels.dim() == 3 && panels.size(2) == kPanelWidth && panels.is_contiguous() &&
@@ -68,11 +58,7 @@ Tensor from_panels(const Tensor& panels, int64_t out) {
 }
 
 const char* panel_gemm_compiled_for(CpuCapability capability) {
-#if defined(MHA_CPU_KERNELS_X86)
-  if (capability == CpuCapability::kAvx512) return panel_gemm_avx512_compiled_for();
-  if (capability == CpuCapability::kAvx2) return panel_gemm_avx2_compiled_for();
-#endif
-  return panel_gemm_default_compiled_for();
+  return MHA_CAPABILITY_ENTRY(capability, panel_gemm, _compiled_for)();
 }
 
 Tensor panel_gemm(const Tensor& x,
@@ -100,7 +86,7 @@ Tensor panel_gemm(const Tensor& x,
                            rows.size(1),
                            count,
                            activation};
-  const auto kernel = kernel_of(capability);
+  const auto kernel = MHA_CAPABILITY_ENTRY(capability, panel_gemm, );
   const int64_t groups = (count + kPanelGroup - 1) / kPanelGroup;
   if (args.rows * args.in * width < kSerialWork) {
     kernel(args, 0, groups);

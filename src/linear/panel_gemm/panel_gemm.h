@@ -63,14 +63,7 @@ struct PanelGemmArgs {
 };
 
 /// The kernels, one per capability object: panel groups [begin, end).
-void panel_gemm_default(const PanelGemmArgs& args, int64_t begin, int64_t end);
-void panel_gemm_avx2(const PanelGemmArgs& args, int64_t begin, int64_t end);
-void panel_gemm_avx512(const PanelGemmArgs& args, int64_t begin, int64_t end);
-/// The capability each object's body was compiled for ("DEFAULT", "AVX2",
-/// "AVX512"), from inside that body.
-const char* panel_gemm_default_compiled_for();
-const char* panel_gemm_avx2_compiled_for();
-const char* panel_gemm_avx512_compiled_for();
+MHA_DECLARE_CAPABILITY_ENTRIES(panel_gemm, const PanelGemmArgs& args, int64_t begin, int64_t end);
 /// What the kernel that `capability` runs was compiled for.
 const char* panel_gemm_compiled_for(CpuCapability capability);
 
