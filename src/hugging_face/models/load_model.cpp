@@ -268,8 +268,8 @@ HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& 
   out.base().eval();
   if (options.prepack() && options.dtype() == torch::kFloat32 &&
       detail::PackedLinearOps::onednn().available()) {
-    for (torch::nn::Module* m : decode_side(out)) {
-      if (options.decoder_panels()) prepack(*m, PrepackOptions().panels(true));
+    if (options.decoder_panels()) {
+      for (torch::nn::Module* m : decode_side(out)) prepack(*m, PrepackOptions().panels(true));
     }
     prepack(out.base());  // the rest (converted weights are left as they are)
   }

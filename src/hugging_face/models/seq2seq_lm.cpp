@@ -146,7 +146,7 @@ Tensor Seq2SeqLMImpl::embed_decoder(const Tensor& decoder_input_ids, int64_t sta
 }
 
 Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {
-  // A prepacked head adds final_logits_bias in oneDNN's GEMM, after the
+  // A prepacked head adds final_logits_bias in its GEMM (oneDNN's or the panels'), after the
   // accumulation: the same sum, bit for bit, without a pass over the logits.
   const auto form =
       std::dynamic_pointer_cast<const detail::PackedWeightImpl>(detail::linear_form(*lm_head));
