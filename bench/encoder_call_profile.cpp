@@ -1,11 +1,13 @@
-// encoder_call_profile DIR [--float] [N L]: where the time of one call of a
+// encoder_call_profile DIR [--float|--panels] [N L]: where the time of one call of a
 // Hugging Face text encoder (mha::TextEncoderModel from mha::load_hf_model, as
-// loaded: prepacked; --float: prepack(false)) goes, at (N, L) = (1, 16),
+// loaded: prepacked; --float: prepack(false); --panels: prepacked in mha's
+// panels) goes, at (N, L) = (1, 16),
 // (1, 128), (8, 128) (or the one cell N L) and 1 and 2 threads: the median call, its ATen ops, and
 // the top-level ops by time (docs/benchmarks.md, the BERT section).
 
 #include <ATen/Parallel.h>
 #include <mha/hf_models.h>
+#include <mha/prepack.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -43,15 +45,16 @@ void profile_cell(mha::TextEncoderModel& model, int64_t n, int64_t length, int t
 }  // namespace
 
 int main(int argc, char** argv) {
-  TORCH_CHECK(argc >= 2, "usage: encoder_call_profile DIR [--float] [N L]");
-  const bool float_weights = argc > 2 && std::strcmp(argv[2], "--float") == 0;
-  const int cell = float_weights ? 3 : 2;  // where N L start, if given
+  TORCH_CHECK(argc >= 2, "usage: encoder_call_profile DIR [--float|--panels] [N L]");
+  const std::string layout = argc > 2 && argv[2][0] == '-' ? argv[2] : "";
+  const int cell = layout.empty() ? 2 : 3;  // where N L start, if given
   std::vector<std::pair<int64_t, int64_t>> cells = {{1, 16}, {1, 128}, {8, 128}};
   if (argc >= cell + 2) cells = {{std::stoll(argv[cell]), std::stoll(argv[cell + 1])}};
-  auto model = mha::load_hf_model(argv[1], mha::HfModelLoadOptions().prepack(!float_weights))
+  auto model = mha::load_hf_model(argv[1], mha::HfModelLoadOptions().prepack(layout.empty()))
                    .as<mha::TextEncoderModel>();
+  if (layout == "--panels") mha::prepack(*model, mha::PrepackOptions().panels(true));
   std::printf("encoder_call_profile %s, %s (OMP_WAIT_POLICY=%s)\n\n", argv[1],
-              float_weights ? "float weights" : "as loaded (prepacked)",
+              layout.empty() ? "as loaded (prepacked)" : layout.c_str() + 2,
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
   std::printf("| (N, L) | threads | call ms | ATen ops |\n|---|---|---|---|\n");
   for (const int t : {1, 2}) {

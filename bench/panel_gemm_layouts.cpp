@@ -1,7 +1,8 @@
 // panel_gemm_layouts: mha's panel GEMM against oneDNN's GEMM on its packed
 // layout, both as prepacked weights (PackedWeightImpl) read from memory (a
 // turn through 16 copies of each weight, 64 MB and more), at the rows of a
-// decode step (1-64) and of a prompt (256), 1 and 2 threads. Prints the
+// decode step (1-64) and of a prompt (256), 1 and 2 threads; with --encoder,
+// BERT-base's weights at the rows of its calls (16 to 4,096). Prints the
 // markdown table of bench/results/panel-gemm-*.md: median time of the panels
 // over oneDNN's (below 1: the panels are faster). Not a test; not in CI.
 
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -49,16 +51,23 @@ double time_layout(const std::vector<Tensor>& weights,
   std::vector<PackedWeightImpl> packed;
   for (const Tensor& w : weights) packed.emplace_back(w, std::vector<int64_t>{w.size(0)}, layout);
   size_t next = 0;
-  return median_us([&] { packed[next++ % packed.size()].forward(x, bias); }, 2 * kCopies);
+  // about 2 GFLOP a round, at most two turns through the copies
+  const int64_t flops = 2 * x.size(0) * x.size(1) * bias.size(0);
+  const int calls = static_cast<int>(std::clamp<int64_t>(2'000'000'000 / flops, 1, 2 * kCopies));
+  return median_us([&] { packed[next++ % packed.size()].forward(x, bias); }, calls);
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const c10::InferenceMode inference;
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {
-      {512, 512}, {1536, 512}, {2048, 512}, {512, 2048}, {32000, 512}};
-  const std::vector<int64_t> rows = {1, 2, 4, 16, 64, 256};
+  const bool encoder = argc > 1 && std::strcmp(argv[1], "--encoder") == 0;
+  const std::vector<std::pair<int64_t, int64_t>> shapes =
+      encoder ? std::vector<std::pair<int64_t, int64_t>>{{768, 768}, {3072, 768}, {768, 3072}}
+              : std::vector<std::pair<int64_t, int64_t>>{
+                    {512, 512}, {1536, 512}, {2048, 512}, {512, 2048}, {32000, 512}};
+  const std::vector<int64_t> rows = encoder ? std::vector<int64_t>{16, 128, 1024, 4096}
+                                            : std::vector<int64_t>{1, 2, 4, 16, 64, 256};
   std::printf("| threads | weight (out x in) |");
   for (int64_t m : rows) std::printf(" M=%ld |", static_cast<long>(m));
   std::printf("\n|---|---|");

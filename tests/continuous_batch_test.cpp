@@ -212,12 +212,15 @@ TEST(ContinuousBatchingFromATransformer, EqualsTheBatchOverItsDecoderUnwrappedBy
   EXPECT_EQ(bitwise, steps);
 }
 
-/// The sources of one add_sources call, encoded together (grouped by length:
-/// {9, 7} and {5, 3} positions, each group padded, one source with a padding
-/// mask of its own), against each source encoded alone and add()ed: within
-/// float32 rounding, bitwise with batch_invariant (one call each).
+/// The sources of one add_sources call, encoded together (without masks:
+/// packed as rows in one forward_packed call; with one source's own padding
+/// mask: grouped by length, {9, 7} and {5, 3} positions, each group padded),
+/// against each source encoded alone and add()ed: within float32 rounding,
+/// bitwise with batch_invariant (one call each).
 TEST(ContinuousBatchingFromATransformer, SourcesEncodedTogetherEqualSourcesEncodedAlone) {
-  for (const bool invariant : {false, true}) {
+  for (const auto& [invariant, masked] : std::vector<std::pair<bool, bool>>{
+           {false, false}, {false, true}, {true, false}, {true, true}}) {
+    SCOPED_TRACE(std::string(invariant ? "batch_invariant" : "") + (masked ? " masked" : ""));
     torch::manual_seed(0);
     mha::Transformer model(mha::TransformerOptions(kE, 4, 2, 2).dim_feedforward(64).dropout(0.0));
     model->eval();
@@ -227,12 +230,19 @@ TEST(ContinuousBatchingFromATransformer, SourcesEncodedTogetherEqualSourcesEncod
       sources.push_back(r.memory);  // (S_i, E): 3, 5, 7, 9 positions
       masks.push_back(Tensor());
     }
-    masks[2] = torch::tensor({false, false, false, false, false, true, true});  // its own padding
+    if (masked) masks[2] = torch::tensor({false, false, false, false, false, true, true});
     const auto options =
         mha::ContinuousBatchOptions().block_size(4).num_blocks(32).batch_invariant(invariant);
     torch::NoGradGuard no_grad;
     mha::ContinuousBatch together(model, options), alone(model, options);
-    const std::vector<int64_t> ids = together.add_sources(sources, masks);
+    std::vector<int64_t> ids;
+    const auto ops = mha::test::ops_called([&] { ids = together.add_sources(sources, masks); });
+    // Without masks nor batch_invariant, each GEMM once over all the sources'
+    // rows: per encoder layer q, k, v, out_proj, linear1, linear2 (float
+    // weights), per decoder layer the memory's keys and values.
+    if (!invariant && !masked) {
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::linear"), 2 * 6 + 2 * 2);
+    }
     for (size_t i = 0; i < sources.size(); ++i) {
       const Tensor mask = masks[i].defined() ? masks[i].unsqueeze(0) : Tensor();          // (1, S)
       const Tensor memory = model->encode(sources[i].unsqueeze(1), {}, mask).squeeze(1);  // (S, E)

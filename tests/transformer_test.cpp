@@ -259,4 +259,86 @@ TEST(TransformerCached, TransformerEncodesOnceAndDecodesStepByStep) {
                          "decode_cached needs a mha::TransformerDecoder as the decoder");
 }
 
+/// An encoder of serving size (E = 512, 8 heads, 2048 wide, 2 layers, final
+/// norm), eval, as built or prepacked (oneDNN's GEMM over all rows).
+mha::TransformerEncoder serving_encoder(bool norm_first, bool prepacked) {
+  torch::manual_seed(0);
+  const auto layer = mha::TransformerEncoderLayer(
+      mha::TransformerEncoderLayerOptions(512, 8).dim_feedforward(2048).dropout(0.0).norm_first(
+          norm_first));
+  mha::TransformerEncoder encoder(
+      mha::TransformerEncoderOptions(layer, 2).enable_nested_tensor(false).norm(
+          torch::nn::AnyModule(mha::LayerNorm(std::vector<int64_t>{512}))));
+  encoder->eval();
+  if (prepacked) mha::prepack(encoder);
+  return encoder;
+}
+
+/// forward_packed on sequences of 1-97 positions (and an empty one) packed as
+/// rows: each sequence's rows within float32 rounding of forward on it alone
+/// (a batch of one), post- and pre-norm, float and prepacked weights.
+TEST(TransformerPacked, EachSequenceMatchesForwardOnItAlone) {
+  const auto tol = mha::support::parity_tolerance(torch::kFloat32);
+  const std::vector<int64_t> lengths{17, 1, 0, 97, 40};
+  std::vector<int64_t> offsets{0};
+  for (const int64_t length : lengths) offsets.push_back(offsets.back() + length);
+  torch::NoGradGuard no_grad;  // forward on prepacked weights
+  for (const bool norm_first : {false, true}) {
+    for (const bool prepacked : {false, true}) {
+      SCOPED_TRACE(std::string(norm_first ? "pre-norm" : "post-norm") +
+                   (prepacked ? ", prepacked" : ""));
+      mha::TransformerEncoder encoder = serving_encoder(norm_first, prepacked);
+      const Tensor rows = torch::randn({offsets.back(), 512});  // (T, E)
+      const Tensor packed = encoder->forward_packed(rows, torch::tensor(offsets));
+      ASSERT_EQ(packed.sizes(), rows.sizes());
+      EXPECT_FALSE(packed.requires_grad());
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        if (lengths[i] == 0) continue;
+        const Tensor alone =  // (L, 1, E) -> (L, E)
+            encoder->forward(rows.narrow(0, offsets[i], lengths[i]).unsqueeze(1)).squeeze(1);
+        EXPECT_TRUE(mha::test::tensors_close(packed.narrow(0, offsets[i], lengths[i]), alone,
+                                             tol.rtol, tol.atol))
+            << "sequence " << i;
+      }
+    }
+  }
+}
+
+TEST(TransformerPacked, OneLayerMatchesItsForwardAndRunsOneGemmPerProjection) {
+  torch::NoGradGuard no_grad;  // forward on prepacked weights
+  mha::TransformerEncoder encoder = serving_encoder(false, true);
+  auto& layer = *encoder->layers->ptr<mha::TransformerEncoderLayerImpl>(0);
+  const Tensor rows = torch::randn({30, 512});
+  const Tensor offsets = torch::tensor({0, 12, 30}, torch::kInt);  // int32 offsets too
+  Tensor packed;
+  const auto ops = mha::test::ops_called([&] { packed = layer.forward_packed(rows, offsets); });
+  // in_proj, out_proj, linear1, linear2: one call each over all 30 rows
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "mkldnn::_linear_pointwise"), 4);
+  const auto tol = mha::support::parity_tolerance(torch::kFloat32);
+  EXPECT_TRUE(mha::test::tensors_close(
+      packed.narrow(0, 12, 18), layer.forward(rows.narrow(0, 12, 18).unsqueeze(1)).squeeze(1),
+      tol.rtol, tol.atol));
+}
+
+TEST(TransformerPacked, BadInputThrowsWithTheFix) {
+  mha::TransformerEncoder encoder = serving_encoder(false, false);
+  const Tensor rows = torch::randn({6, 512});
+  MHA_ASSERT_THROWS_WITH(encoder->forward_packed(rows.unsqueeze(0), torch::tensor({0, 6})),
+                         "expected src of shape (rows, 512)");
+  MHA_ASSERT_THROWS_WITH(encoder->forward_packed(torch::randn({6, 16}), torch::tensor({0, 6})),
+                         "but got torch.Size([6, 16])");
+  MHA_ASSERT_THROWS_WITH(encoder->forward_packed(rows, torch::tensor({{0, 6}})),
+                         "expected cu_seqlens of shape (num_seqs + 1)");
+  MHA_ASSERT_THROWS_WITH(
+      encoder->forward_packed(rows, torch::tensor({0, 5})),
+      "expected cu_seqlens to start at 0 and end at 6 (the rows), but got 0 and 5");
+  MHA_ASSERT_THROWS_WITH(encoder->forward_packed(rows, torch::tensor({0, 4, 2, 6})),
+                         "expected non-decreasing cu_seqlens");
+  MHA_ASSERT_THROWS_WITH(encoder->forward_packed(rows, torch::tensor({0.0, 6.0})),
+                         "of dtype int32 or int64");
+  encoder->train();
+  MHA_ASSERT_THROWS_WITH(encoder->forward_packed(rows, torch::tensor({0, 6})),
+                         "forward_packed is for inference, but the module is in training mode");
+}
+
 }  // namespace

@@ -124,6 +124,15 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
                               const std::vector<int64_t>& seq_ids,
                               const torch::Tensor& cu_seqlens);
 
+  /// `forward` of several sequences at once, without masks, eval only: `src`
+  /// (T, E) holds their rows one after another, sequence i's at
+  /// [cu_seqlens[i], cu_seqlens[i + 1]) (int32 or int64, num_seqs + 1
+  /// offsets from 0 to T). Every layer's `forward_packed`, then the final
+  /// norm: each GEMM runs once over all T rows, with no padding, and each
+  /// sequence attends over its own rows. Returns (T, E), each sequence's rows
+  /// within float32 rounding of `forward` on it alone (batch of one).
+  torch::Tensor forward_packed(const torch::Tensor& src, const torch::Tensor& cu_seqlens);
+
   /// Registers `layers` (fresh clones of the options' layer) and `norm`.
   void reset() override;
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was

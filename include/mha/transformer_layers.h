@@ -116,6 +116,14 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
                               const std::vector<int64_t>& seq_ids,
                               const torch::Tensor& cu_seqlens);
 
+  /// `forward` of several sequences at once, without masks, eval only: `src`
+  /// (T, E) holds their rows one after another, sequence i's at
+  /// [cu_seqlens[i], cu_seqlens[i + 1]). Each sequence attends over its own
+  /// rows only; the projections and the feed-forward run once over all T
+  /// rows (no padding). Returns (T, E), each sequence's rows within float32
+  /// rounding of `forward` on it alone.
+  torch::Tensor forward_packed(const torch::Tensor& src, const torch::Tensor& cu_seqlens);
+
   /// Registers the submodules in Python's order and initialises them.
   void reset() override;
   /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
@@ -162,7 +170,7 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
                          const torch::Tensor& key_padding_mask,
                          bool is_causal);
   torch::Tensor ff_block(const torch::Tensor& x);
-  // forward_cached's and forward_paged's steps with their self-attention call.
+  // forward_cached's, forward_paged's and forward_packed's steps with their self-attention call.
   torch::Tensor forward_with(const torch::Tensor& src,
                              const std::function<torch::Tensor(const torch::Tensor&)>& self_block);
 };

@@ -25,14 +25,10 @@ namespace mha {
 
 using torch::Tensor;
 
-namespace {
-
-/// `offsets` (the argument `name`): num_seqs + 1 offsets from 0 to `total`,
-/// non-decreasing, int32 or int64; returned on the host.
-std::vector<int64_t> checked_host_offsets(const Tensor& offsets,
-                                          const char* name,
-                                          size_t num_seqs,
-                                          int64_t total) {
+std::vector<int64_t> detail::checked_host_offsets(const Tensor& offsets,
+                                                  const char* name,
+                                                  size_t num_seqs,
+                                                  int64_t total) {
   TORCH_CHECK(offsets.defined(), "expected ", name, " to be a defined tensor");
   TORCH_CHECK_TYPE(offsets.scalar_type() == at::kInt || offsets.scalar_type() == at::kLong,
                    "expected ", name, " of dtype int32 or int64, but got ",
@@ -54,6 +50,8 @@ std::vector<int64_t> checked_host_offsets(const Tensor& offsets,
   }
   return result;
 }
+
+namespace {
 
 void check_paged_inputs(const MultiheadAttentionImpl& m,
                         const detail::PagedKVCacheState& cache,
@@ -122,12 +120,12 @@ detail::PagedOffsets checked_paged_offsets(const detail::PagedKVCacheState& cach
   const size_t num_seqs = call.seq_ids.size();
   detail::PagedOffsets offsets;
   offsets.queries =
-      checked_host_offsets(call.cu_seqlens, "cu_seqlens", num_seqs, call.query.size(0));
+      detail::checked_host_offsets(call.cu_seqlens, "cu_seqlens", num_seqs, call.query.size(0));
   if (!cache.is_static) {
     offsets.keys = offsets.queries;
   } else if (call.key.defined()) {
-    offsets.keys =
-        checked_host_offsets(call.cu_seqlens_kv, "cu_seqlens_kv", num_seqs, call.key.size(0));
+    offsets.keys = detail::checked_host_offsets(call.cu_seqlens_kv, "cu_seqlens_kv", num_seqs,
+                                                call.key.size(0));
   } else {
     offsets.keys.assign(num_seqs + 1, 0);
   }

@@ -30,6 +30,12 @@ struct PagedCall {
   const torch::Tensor& cu_seqlens_kv;  ///< a static cache's key offsets, or undefined
 };
 
+/// `offsets` (the argument `name`): num_seqs + 1 offsets from 0 to `total`,
+/// non-decreasing, int32 or int64; returned on the host.
+std::vector<int64_t> checked_host_offsets(const torch::Tensor& offsets,
+                                          const char* name,
+                                          size_t num_seqs,
+                                          int64_t total);
 /// Throws what `module.forward_paged(call..., cache)` would throw before
 /// changing anything; else returns the call's offsets on the host. Inside a
 /// stack step on `cache`'s block table: the step's offsets and ids; outside:

@@ -84,6 +84,8 @@ ContinuousBatch::~ContinuousBatch() = default;
 
 int64_t ContinuousBatch::add(const Tensor& memory, const Tensor& memory_key_padding_mask) {
   const std::lock_guard<std::mutex> lock(mutex_);
+  std::optional<detail::FixedRowBlocks> fixed_rows;  // batch-invariant: as add_sources' rows
+  if (invariant_rows_ > 0) fixed_rows.emplace(invariant_rows_);
   return stack_->add(memory, memory_key_padding_mask);
 }
 
@@ -100,6 +102,10 @@ std::vector<int64_t> ContinuousBatch::add_sources(
       detail::encode_sources(*model_, stack_->input_attention(), sources, src_key_padding_masks,
                              /*one_call_each=*/invariant_rows_ > 0);
   const std::lock_guard<std::mutex> lock(mutex_);
+  // The memories' keys and values in one GEMM per layer; batch-invariant: in
+  // fixed row blocks, so each row's are add()'s.
+  std::optional<detail::FixedRowBlocks> fixed_rows;
+  if (invariant_rows_ > 0) fixed_rows.emplace(invariant_rows_);
   return stack_->add_all(memories, src_key_padding_masks);
 }
 

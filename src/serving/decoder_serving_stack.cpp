@@ -13,7 +13,22 @@ namespace detail {
 
 int64_t DecoderServingStack::add(const torch::Tensor& memory,
                                  const torch::Tensor& memory_key_padding_mask) {
-  return admit(unmasked(memory, memory_key_padding_mask));
+  const torch::Tensor kept = unmasked(memory, memory_key_padding_mask);  // (S', E)
+  check_memory(kept);
+  const int64_t needed = blocks_for(kept.size(0));
+  TORCH_CHECK(needed <= cross_.num_free_blocks(),
+              fmt::format("cannot admit the request: its memory of {} positions needs {} blocks "
+                          "per layer, and {} are free; remove() finished requests or give the "
+                          "batch more memory blocks",
+                          kept.size(0), needed, cross_.num_free_blocks()));
+  const int64_t id = new_id();
+  try {
+    write_memories({id}, {kept});
+  } catch (...) {
+    remove(id);  // a failed admission leaves no request behind
+    throw;
+  }
+  return id;
 }
 
 std::vector<int64_t> DecoderServingStack::add_all(const std::vector<torch::Tensor>& memories,
@@ -30,9 +45,11 @@ std::vector<int64_t> DecoderServingStack::add_all(const std::vector<torch::Tenso
                           "and {} are free; remove() finished requests or give the batch more "
                           "memory blocks",
                           memories.size(), needed, cross_.num_free_blocks()));
+  if (kept.empty()) return {};
   std::vector<int64_t> ids;
   try {
-    for (const torch::Tensor& memory : kept) ids.push_back(admit(memory));
+    for (size_t i = 0; i < kept.size(); ++i) ids.push_back(new_id());
+    write_memories(ids, kept);
   } catch (...) {
     for (const int64_t id : ids) remove(id);  // all or none
     throw;
@@ -60,42 +77,35 @@ void DecoderServingStack::check_memory(const torch::Tensor& memory) const {
   check_serving_rows(memory, "memory", *layer(0).multihead_attn);
 }
 
-int64_t DecoderServingStack::admit(const torch::Tensor& memory) {
-  const int64_t positions = memory.size(0);  // memory: (S, E)
-  check_memory(memory);
-  const int64_t needed = blocks_for(positions);
-  TORCH_CHECK(needed <= cross_.num_free_blocks(),
-              fmt::format("cannot admit the request: its memory of {} positions needs {} blocks "
-                          "per layer, and {} are free; remove() finished requests or give the "
-                          "batch more memory blocks",
-                          positions, needed, cross_.num_free_blocks()));
+int64_t DecoderServingStack::new_id() {
   const int64_t id = self_.add_sequence();
   const int64_t same = cross_.add_sequence();
   TORCH_INTERNAL_ASSERT(same == id, "both block tables give a request the same id");
-  try {
-    write_memory(id, memory);
-  } catch (...) {
-    remove(id);  // a failed admission leaves no request behind
-    throw;
-  }
   return id;
 }
 
-void DecoderServingStack::write_memory(int64_t id, const torch::Tensor& memory) {
+void DecoderServingStack::write_memories(const std::vector<int64_t>& ids,
+                                         const std::vector<torch::Tensor>& memories) {
   torch::NoGradGuard no_grad;
-  const int64_t positions = memory.size(0);
-  const torch::Tensor no_queries = memory.new_empty({0, memory.size(1)});  // (0, E)
-  const torch::Tensor query_offsets = torch::zeros({2}, torch::kLong);
-  const torch::Tensor memory_offsets = torch::tensor({int64_t{0}, positions});
-  const PagedOffsets offsets{{0, 0}, {0, positions}};
+  std::vector<int64_t> memory_offsets{0};
+  for (const torch::Tensor& memory : memories) {
+    memory_offsets.push_back(memory_offsets.back() + memory.size(0));
+  }
+  // (S, E): every memory's rows, one after another
+  const torch::Tensor rows = memories.size() == 1 ? memories.front() : at::cat(memories);
+  const torch::Tensor no_queries = rows.new_empty({0, rows.size(1)});  // (0, E)
+  const torch::Tensor query_offsets =
+      torch::zeros({static_cast<int64_t>(ids.size()) + 1}, torch::kLong);
+  const torch::Tensor key_offsets = torch::tensor(memory_offsets);
+  const PagedOffsets offsets{std::vector<int64_t>(ids.size() + 1, 0), memory_offsets};
   // The memory table grows once for all layers; each layer writes its pool.
-  PagedStackStep step({id});
+  PagedStackStep step(ids);
   step.check(cross_.layers(), offsets,
              "remove() finished requests or give the batch more memory blocks");
   step.open();
   for (size_t i = 0; i < cross_.size(); ++i) {
-    layer(i).multihead_attn->forward_paged(no_queries, memory, memory, cross_[i], {id},
-                                           query_offsets, memory_offsets);
+    layer(i).multihead_attn->forward_paged(no_queries, rows, rows, cross_[i], ids, query_offsets,
+                                           key_offsets);
   }
 }
 

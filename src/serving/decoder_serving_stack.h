@@ -59,10 +59,11 @@ class DecoderServingStack final : public ServingStack {
   int64_t blocks_for(int64_t positions) const {
     return (positions + cross_.block_size() - 1) / cross_.block_size();
   }
-  /// Admits `memory` (S, E), its unmasked rows; its id.
-  int64_t admit(const torch::Tensor& memory);
-  /// Projects `memory` (S, E) into every layer's memory pool for `id`.
-  void write_memory(int64_t id, const torch::Tensor& memory);
+  /// A new request's id, in both block tables.
+  int64_t new_id();
+  /// Projects `memories` (S_i, E each, their unmasked rows) into every
+  /// layer's memory pool for `ids`, one call per layer over all their rows.
+  void write_memories(const std::vector<int64_t>& ids, const std::vector<torch::Tensor>& memories);
 
   TransformerDecoder decoder_;
   PagedStackCache cross_;  // per layer, over one block table

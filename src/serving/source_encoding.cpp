@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "common/shape_format.h"
+#include "mha/transformer_coder.h"
 #include "serving/serving_stack.h"
 
 namespace mha {
@@ -110,6 +111,20 @@ std::vector<Tensor> encode_grouped(const TransformerImpl& model,
   return memories;
 }
 
+/// The memories of `sources` (S_i, E) in one packed call of `encoder` (no
+/// padding, each GEMM over all their rows): (S_i, E) each.
+std::vector<Tensor> encode_packed(TransformerEncoderImpl& encoder,
+                                  const std::vector<Tensor>& sources) {
+  std::vector<int64_t> offsets{0};
+  for (const Tensor& src : sources) offsets.push_back(offsets.back() + src.size(0));
+  const Tensor memory = encoder.forward_packed(at::cat(sources), torch::tensor(offsets));  // (T, E)
+  std::vector<Tensor> memories;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    memories.push_back(memory.narrow(0, offsets[i], offsets[i + 1] - offsets[i]));  // (S_i, E)
+  }
+  return memories;
+}
+
 }  // namespace
 
 std::vector<Tensor> encode_sources(const TransformerImpl& model,
@@ -123,7 +138,14 @@ std::vector<Tensor> encode_sources(const TransformerImpl& model,
   for (size_t i = 0; i < sources.size(); ++i) {
     check_source(sources[i], masks.empty() ? Tensor() : masks[i], i, attn);
   }
-  if (sources.size() > 1 && !one_call_each) return encode_grouped(model, sources, masks);
+  if (sources.size() > 1 && !one_call_each) {
+    // packed when no source has a mask and the encoder is mha's; else padded groups
+    const auto encoder = std::dynamic_pointer_cast<TransformerEncoderImpl>(model.encoder.ptr());
+    const bool masked =
+        std::any_of(masks.begin(), masks.end(), [](const Tensor& mask) { return mask.defined(); });
+    if (encoder != nullptr && !masked) return encode_packed(*encoder, sources);
+    return encode_grouped(model, sources, masks);
+  }
   std::vector<Tensor> memories;
   for (size_t i = 0; i < sources.size(); ++i) {  // a batch of one each: (1, S_i, E) or (S_i, 1, E)
     const Tensor& mask = masks.empty() ? Tensor() : masks[i];

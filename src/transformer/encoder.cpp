@@ -153,6 +153,17 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
   return output;
 }
 
+Tensor TransformerEncoderImpl::forward_packed(const Tensor& src, const Tensor& cu_seqlens) {
+  TORCH_CHECK(layers->size() > 0, "TransformerEncoder has no layers (num_layers=0)");
+  // Each layer checks its call; none changes state, so a throw leaves nothing half done.
+  torch::NoGradGuard no_grad;
+  Tensor output = src;  // (T, E)
+  for (const auto& layer : *layers) {
+    output = layer->as<TransformerEncoderLayerImpl>()->forward_packed(output, cu_seqlens);
+  }
+  return norm.is_empty() ? output : norm.forward(output);
+}
+
 TransformerEncoderCache TransformerEncoderImpl::make_cache(int64_t max_len) const {
   return TransformerEncoderCache(this, layers->size(), max_len);
 }

@@ -3,6 +3,7 @@
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer_layers.h"
+#include "module/packed_self_attention.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
@@ -81,6 +82,16 @@ Tensor TransformerEncoderLayerImpl::forward_paged(const Tensor& src,
   torch::NoGradGuard no_grad;
   auto self_block = [&](const Tensor& x) {  // (T, E) -> (T, E)
     return std::get<0>(self_attn->forward_paged(x, x, x, cache, seq_ids, cu_seqlens));
+  };
+  return forward_with(src, self_block);
+}
+
+Tensor TransformerEncoderLayerImpl::forward_packed(const Tensor& src, const Tensor& cu_seqlens) {
+  const std::vector<int64_t> offsets =
+      detail::checked_packed_offsets(*self_attn, src, cu_seqlens, "forward_packed");
+  torch::NoGradGuard no_grad;
+  auto self_block = [&](const Tensor& x) {  // (T, E) -> (T, E)
+    return detail::packed_self_attention(*self_attn, x, offsets);
   };
   return forward_with(src, self_block);
 }
