@@ -114,22 +114,26 @@ TEST(PanelGemm, FusedActivationsAreTheActivationOfTheSum) {
       << (gelu - at::gelu(plain)).abs().max().item<double>();
 }
 
+/// 37 rows: one block of rows, split over panel groups; 600 rows of 512
+/// features: two blocks of 300 (each block's inputs within 1 MB).
 TEST(PanelGemm, ARowIsTheSameInAnyBatchAndOnAnyThreadCount) {
   torch::manual_seed(3);
   const Tensor w = torch::randn({1536, 512}), bias = torch::randn({1536});
   const Tensor panels = detail::to_panels(w);
-  const Tensor x = torch::randn({37, 512});
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  const Tensor one_thread = detail::panel_gemm(x, panels, 1536, bias);
-  at::set_num_threads(2);
-  const Tensor two_threads = detail::panel_gemm(x, panels, 1536, bias);
-  at::set_num_threads(threads);
-  EXPECT_TRUE(bitwise_equal(one_thread, two_threads));
-  for (const int64_t row : {0, 11, 12, 36}) {
-    EXPECT_TRUE(bitwise_equal(detail::panel_gemm(x.narrow(0, row, 1), panels, 1536, bias),
-                              one_thread.narrow(0, row, 1)))
-        << "row " << row;
+  for (const int64_t m : {37, 600}) {
+    const Tensor x = torch::randn({m, 512});
+    const int threads = at::get_num_threads();
+    at::set_num_threads(1);
+    const Tensor one_thread = detail::panel_gemm(x, panels, 1536, bias);
+    at::set_num_threads(2);
+    const Tensor two_threads = detail::panel_gemm(x, panels, 1536, bias);
+    at::set_num_threads(threads);
+    EXPECT_TRUE(bitwise_equal(one_thread, two_threads)) << m << " rows";
+    for (const int64_t row : {int64_t{0}, int64_t{11}, int64_t{12}, m / 2, m - 1}) {
+      EXPECT_TRUE(bitwise_equal(detail::panel_gemm(x.narrow(0, row, 1), panels, 1536, bias),
+                                one_thread.narrow(0, row, 1)))
+          << "row " << row << " of " << m;
+    }
   }
 }
 

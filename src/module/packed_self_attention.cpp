@@ -37,10 +37,13 @@ class PackedSequencesSource final : public KeyValueSource {
       if (length == 0) continue;
       // (L, E') -> (1, H, L, hd)
       auto heads = [&](const Tensor& rows) {
-        return rows.narrow(0, begin, length).unflatten(-1, {heads_, -1}).transpose(0, 1).unsqueeze(0);
+        return rows.narrow(0, begin, length)
+            .unflatten(-1, {heads_, -1})
+            .transpose(0, 1)
+            .unsqueeze(0);
       };
-      const Tensor seq_out =
-          std::get<0>(attend_over_keys(heads(q_rows), heads(k_rows), heads(v_rows), Tensor(), false));
+      const Tensor seq_out = std::get<0>(
+          attend_over_keys(heads(q_rows), heads(k_rows), heads(v_rows), Tensor(), false));
       out.narrow(0, begin, length).copy_(seq_out.squeeze(0).transpose(0, 1).flatten(1));  // (L, E')
     }
     return {out, Tensor()};
@@ -70,8 +73,8 @@ std::vector<int64_t> checked_packed_offsets(const MultiheadAttentionImpl& module
                     fmt::format("expected cu_seqlens of shape (num_seqs + 1): where each "
                                 "sequence's rows start, then the rows' count, but got {}",
                                 cu_seqlens.defined() ? torch_size(cu_seqlens.sizes()) : "none"));
-  return checked_host_offsets(cu_seqlens, "cu_seqlens",
-                              static_cast<size_t>(cu_seqlens.size(0) - 1), x.size(0));
+  return checked_host_offsets(cu_seqlens, "cu_seqlens", static_cast<size_t>(cu_seqlens.size(0) - 1),
+                              x.size(0));
 }
 
 Tensor packed_self_attention(const MultiheadAttentionImpl& module,

@@ -22,9 +22,9 @@ namespace {
 /// Multiply-adds below which a call stays on the calling thread: waking a
 /// second one costs more than the work.
 constexpr int64_t kSerialWork = int64_t{1} << 20;
-/// Rows of a block: a block's inputs (192 x 768 floats: 576 KB) stay in a
-/// core's L2 while its panel groups stream by.
-constexpr int64_t kBlockRows = 192;
+/// Bytes of a row block's inputs: they stay in a core's L2 (2 MB and more)
+/// while the block's panel groups stream by.
+constexpr int64_t kBlockBytes = int64_t{1} << 20;
 
 /// Throws unless x (M, in), panels (P, in, 16) and bias (out) fit together.
 void check_operands(const Tensor& x, const Tensor& panels, int64_t out, const Tensor& bias) {
@@ -93,16 +93,19 @@ Tensor panel_gemm(const Tensor& x,
     kernel(args, 0, groups);
     return width == out ? y : y.narrow(1, 0, out).contiguous();  // (M, out)
   }
-  // items: (row block, panel group) pairs, a block's groups next to each other
-  const int64_t blocks = (args.rows + kBlockRows - 1) / kBlockRows;
+  // items: (row block, panel group) pairs, a block's groups next to each other;
+  // blocks of equal rows, as few as keep each block's inputs within kBlockBytes
+  const int64_t most_rows = std::max<int64_t>(kBlockBytes / (args.in * 4), 1);
+  const int64_t blocks = (args.rows + most_rows - 1) / most_rows;
+  const int64_t block_rows = (args.rows + blocks - 1) / blocks;
   const auto run_items = [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end;) {
       const int64_t block = item / groups, group = item % groups;
       const int64_t last = std::min(end, (block + 1) * groups);  // this block's groups
       PanelGemmArgs rows_of_block = args;
-      rows_of_block.x += block * kBlockRows * args.in;
-      rows_of_block.y += block * kBlockRows * width;
-      rows_of_block.rows = std::min(kBlockRows, args.rows - block * kBlockRows);
+      rows_of_block.x += block * block_rows * args.in;
+      rows_of_block.y += block * block_rows * width;
+      rows_of_block.rows = std::min(block_rows, args.rows - block * block_rows);
       kernel(rows_of_block, group, group + last - item);
       item = last;
     }
