@@ -22,9 +22,9 @@ namespace {
 /// Multiply-adds below which a call stays on the calling thread: waking a
 /// second one costs more than the work.
 constexpr int64_t kSerialWork = int64_t{1} << 20;
-/// Bytes of a row block's inputs: they stay in a core's L2 (2 MB and more)
+/// Bytes of a row block's inputs: up to a core's L2 (2 MB and more), where they stay
 /// while the block's panel groups stream by.
-constexpr int64_t kBlockBytes = int64_t{1} << 20;
+constexpr int64_t kBlockBytes = int64_t{2} << 20;
 
 /// Throws unless x (M, in), panels (P, in, 16) and bias (out) fit together.
 void check_operands(const Tensor& x, const Tensor& panels, int64_t out, const Tensor& bias) {
