@@ -1,12 +1,15 @@
 // detail::enter_calling_thread (src/common/calling_thread.h): small ops stay on
 // the calling thread while OpenMP's workers sleep (OMP_WAIT_POLICY=PASSIVE),
-// only on that thread, and a layer norm computes the same bits either way.
+// only on that thread, and a layer norm, an attention and a prepacked GEMM
+// compute the same bits either way.
 
 #include "common/calling_thread.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <mha/layer_norm.h>
+#include <mha/multihead_attention.h>
+#include <mha/prepack.h>
 #include <stdlib.h>
 #include <torch/torch.h>
 
@@ -16,6 +19,7 @@ namespace {
 
 using mha::detail::enter_calling_thread;
 using mha::detail::kCallingThreadElements;
+using mha::detail::kCallingThreadMultiplyAdds;
 using mha::detail::leave_calling_thread;
 
 /// Sets OMP_WAIT_POLICY for the guard's check (the runtime read it at start) and restores it.
@@ -89,6 +93,42 @@ TEST(CallingThread, ALayerNormGivesTheSameBitsOnOneThread) {
     sleeping = norm(x);
   }
   EXPECT_TRUE(torch::equal(spinning, sleeping));
+}
+
+TEST(CallingThread, GemmsAreSmallBelowTheirOwnCount) {
+  at::set_num_threads(2);
+  const WaitPolicy passive("PASSIVE");
+  const int previous = enter_calling_thread(kCallingThreadMultiplyAdds, kCallingThreadMultiplyAdds);
+  EXPECT_EQ(previous, 2);
+  leave_calling_thread(previous);
+  EXPECT_EQ(enter_calling_thread(kCallingThreadMultiplyAdds + 1, kCallingThreadMultiplyAdds), 0);
+  EXPECT_EQ(at::get_num_threads(), 2);
+}
+
+/// MultiheadAttention(512, 8) prepacked (oneDNN's layout), sequence-first, at
+/// 1 and 16 positions: its GEMM of one row (786,432 multiply-adds) and its
+/// small attentions run on the calling thread while the workers sleep; the
+/// outputs are the bits of the spinning workers' call.
+TEST(CallingThread, ASmallAttentionCallGivesTheSameBitsOnOneThread) {
+  at::set_num_threads(2);
+  torch::manual_seed(0);
+  mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(512, 8));
+  attn->eval();
+  mha::prepack(attn);
+  torch::NoGradGuard no_grad;
+  for (const int64_t length : {1, 16}) {
+    const torch::Tensor x = torch::randn({length, 1, 512});  // (L, N, E)
+    torch::Tensor spinning, sleeping;
+    {
+      const WaitPolicy active("ACTIVE");
+      spinning = std::get<0>(attn->forward(x, x, x, torch::Tensor(), false));
+    }
+    {
+      const WaitPolicy passive("PASSIVE");
+      sleeping = std::get<0>(attn->forward(x, x, x, torch::Tensor(), false));
+    }
+    EXPECT_TRUE(torch::equal(spinning, sleeping)) << length << " positions";
+  }
 }
 
 }  // namespace

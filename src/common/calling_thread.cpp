@@ -26,8 +26,8 @@ bool workers_sleep() {
 
 }  // namespace
 
-int enter_calling_thread(int64_t elements) {
-  if (elements > kCallingThreadElements || !workers_sleep() || omp_set_num_threads() == nullptr) {
+int enter_calling_thread(int64_t work, int64_t small_work) {
+  if (work > small_work || !workers_sleep() || omp_set_num_threads() == nullptr) {
     return 0;
   }
   // at::get_num_threads first: on a thread's first call ATen sets its count.

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "common/calling_thread.h"
 #include "linear/panel_gemm/panel_gemm.h"
 #include "mha/kernel_switches.h"
 
@@ -71,7 +72,13 @@ Tensor PackedWeightImpl::multiply_block(int64_t block,
                                         const Tensor& x,
                                         const Tensor& bias,
                                         FusedActivation activation) const {
-  if (layout_ == PackedLayout::kOneDnn) return ops_->multiply(x, blocks_[block], bias, activation);
+  if (layout_ == PackedLayout::kOneDnn) {
+    // a small GEMM on the calling thread: waking a sleeping worker costs more
+    return on_calling_thread_if_small(
+        x.size(0) * in_features_ * block_rows_[block],
+        [&] { return ops_->multiply(x, blocks_[block], bias, activation); },
+        kCallingThreadMultiplyAdds);
+  }
   return panel_gemm(x, blocks_[block], block_rows_[block], bias, activation);  // (M, rows)
 }
 

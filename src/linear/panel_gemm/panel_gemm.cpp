@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/calling_thread.h"
 #include "common/parallel_items.h"
 
 namespace mha {
@@ -19,9 +20,6 @@ using torch::Tensor;
 
 namespace {
 
-/// Multiply-adds below which a call stays on the calling thread: waking a
-/// second one costs more than the work.
-constexpr int64_t kSerialWork = int64_t{1} << 20;
 /// Bytes of a row block's inputs: up to a core's L2 (2 MB and more), where they stay
 /// while the block's panel groups stream by.
 constexpr int64_t kBlockBytes = int64_t{2} << 20;
@@ -89,7 +87,7 @@ Tensor panel_gemm(const Tensor& x,
                            activation};
   const auto kernel = MHA_CAPABILITY_ENTRY(capability, panel_gemm, );
   const int64_t groups = (count + kPanelGroup - 1) / kPanelGroup;
-  if (args.rows * args.in * width < kSerialWork) {
+  if (args.rows * args.in * width < kCallingThreadMultiplyAdds) {
     kernel(args, 0, groups);
     return width == out ? y : y.narrow(1, 0, out).contiguous();  // (M, out)
   }
