@@ -74,7 +74,8 @@ TEST_P(TransformerDecodingParity, GreedyTokensAndStepLogitsMatchPythonsGreedyLoo
 }
 
 /// Greedy decoding through a ContinuousBatch, every source admitted by one
-/// add_sources call (one encoder call, the sources padded together): Python's tokens.
+/// add_sources call (one encoder call: the sources packed as rows, or padded
+/// together where the reference has padding masks): Python's tokens.
 TEST_P(TransformerDecodingParity, ContinuousBatchWithSourcesEncodedTogetherGivesPythonsTokens) {
   Reference ref(GetParam());
   auto& model = ref.model;

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "attention/paged_decode/paged_decode.h"
-#include "common/calling_thread.h"
+#include "attention/small_sdpa.h"
 
 namespace mha {
 namespace detail {
@@ -26,10 +26,7 @@ Tensor sdpa_over_keys(const Tensor& q,
                       const Tensor& values,
                       const Tensor& mask) {
   const auto sdpa_mask = mask.defined() ? std::optional<Tensor>(mask) : std::nullopt;
-  // a small attention on the calling thread: waking a sleeping worker costs more
-  return on_calling_thread_if_small(q.numel() + keys.numel() + values.numel(), [&] {
-    return at::scaled_dot_product_attention(q, keys, values, sdpa_mask);
-  });
+  return sdpa(q, keys, values, sdpa_mask);
 }
 
 std::tuple<Tensor, Tensor> softmax_over_keys(const Tensor& q,

@@ -10,7 +10,7 @@
 
 #include "attention/masks.h"
 #include "attention/projector.h"
-#include "common/calling_thread.h"
+#include "attention/small_sdpa.h"
 #include "linear/int8_linear.h"
 #include "linear/weight_form.h"
 #include "mha/multihead_attention.h"
@@ -104,10 +104,7 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
     additive = additive_mask(masked, query.options());
   }
 
-  // a small attention on the calling thread: waking a sleeping worker costs more
-  Tensor out = on_calling_thread_if_small(q.numel() + k.numel() + v.numel(), [&] {
-    return at::scaled_dot_product_attention(q, k, v, additive, /*dropout_p=*/0.0, causal);
-  });
+  Tensor out = sdpa(q, k, v, additive, causal);
   // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so
   // this is a view; other backends may copy.
   out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});

@@ -6,7 +6,7 @@
 
 #include "attention/masks.h"
 #include "attention/projector.h"
-#include "common/calling_thread.h"
+#include "attention/small_sdpa.h"
 #include "mha/multihead_attention.h"
 
 namespace mha {
@@ -38,10 +38,7 @@ Tensor sequence_first_attention(const MultiheadAttentionImpl& m, const Attention
                                            tgt_len);    // (N|1, H|1, L|1, L)
     additive = additive_mask(masked, query.options());  // the same shape, 0 or -inf
   }
-  // a small attention on the calling thread: waking a sleeping worker costs more
-  Tensor out = on_calling_thread_if_small(q.numel() + k.numel() + v.numel(), [&] {
-    return at::scaled_dot_product_attention(q, k, v, additive, /*dropout_p=*/0.0, causal);
-  });
+  Tensor out = sdpa(q, k, v, additive, causal);
   out = out.permute({2, 0, 1, 3}).contiguous().view({tgt_len * bsz, embed_dim});  // (L * N, E)
   out = Projector::output(m, out);                                                // (L * N, E)
   return out.view({tgt_len, bsz, embed_dim});                                     // (L, N, E)

@@ -21,14 +21,7 @@ int64_t DecoderServingStack::add(const torch::Tensor& memory,
                           "per layer, and {} are free; remove() finished requests or give the "
                           "batch more memory blocks",
                           kept.size(0), needed, cross_.num_free_blocks()));
-  const int64_t id = new_id();
-  try {
-    write_memories({id}, {kept});
-  } catch (...) {
-    remove(id);  // a failed admission leaves no request behind
-    throw;
-  }
-  return id;
+  return admit({kept}).front();
 }
 
 std::vector<int64_t> DecoderServingStack::add_all(const std::vector<torch::Tensor>& memories,
@@ -45,16 +38,7 @@ std::vector<int64_t> DecoderServingStack::add_all(const std::vector<torch::Tenso
                           "and {} are free; remove() finished requests or give the batch more "
                           "memory blocks",
                           memories.size(), needed, cross_.num_free_blocks()));
-  if (kept.empty()) return {};
-  std::vector<int64_t> ids;
-  try {
-    for (size_t i = 0; i < kept.size(); ++i) ids.push_back(new_id());
-    write_memories(ids, kept);
-  } catch (...) {
-    for (const int64_t id : ids) remove(id);  // all or none
-    throw;
-  }
-  return ids;
+  return kept.empty() ? std::vector<int64_t>{} : admit(kept);
 }
 
 torch::Tensor DecoderServingStack::unmasked(const torch::Tensor& memory,
@@ -77,11 +61,21 @@ void DecoderServingStack::check_memory(const torch::Tensor& memory) const {
   check_serving_rows(memory, "memory", *layer(0).multihead_attn);
 }
 
-int64_t DecoderServingStack::new_id() {
-  const int64_t id = self_.add_sequence();
-  const int64_t same = cross_.add_sequence();
-  TORCH_INTERNAL_ASSERT(same == id, "both block tables give a request the same id");
-  return id;
+std::vector<int64_t> DecoderServingStack::admit(const std::vector<torch::Tensor>& memories) {
+  std::vector<int64_t> ids;
+  try {
+    for (size_t i = 0; i < memories.size(); ++i) {
+      const int64_t id = self_.add_sequence();
+      const int64_t same = cross_.add_sequence();
+      TORCH_INTERNAL_ASSERT(same == id, "both block tables give a request the same id");
+      ids.push_back(id);
+    }
+    write_memories(ids, memories);
+  } catch (...) {
+    for (const int64_t id : ids) remove(id);  // all or none: no request left behind
+    throw;
+  }
+  return ids;
 }
 
 void DecoderServingStack::write_memories(const std::vector<int64_t>& ids,

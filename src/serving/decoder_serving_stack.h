@@ -59,8 +59,9 @@ class DecoderServingStack final : public ServingStack {
   int64_t blocks_for(int64_t positions) const {
     return (positions + cross_.block_size() - 1) / cross_.block_size();
   }
-  /// A new request's id, in both block tables.
-  int64_t new_id();
+  /// Admits one request per memory of `memories` (checked, unmasked rows),
+  /// all or none; their ids.
+  std::vector<int64_t> admit(const std::vector<torch::Tensor>& memories);
   /// Projects `memories` (S_i, E each, their unmasked rows) into every
   /// layer's memory pool for `ids`, one call per layer over all their rows.
   void write_memories(const std::vector<int64_t>& ids, const std::vector<torch::Tensor>& memories);

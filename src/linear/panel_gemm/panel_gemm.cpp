@@ -42,6 +42,31 @@ void check_operands(const Tensor& x, const Tensor& panels, int64_t out, const Te
               bias.sizes());
 }
 
+/// `kernel` over every (row block, panel group) pair of `args`, the pairs
+/// claimed by the threads in turn, a block's groups next to each other: blocks
+/// of equal rows, as few as keep each block's inputs within kBlockBytes.
+void run_in_blocks(void (*kernel)(const PanelGemmArgs&, int64_t, int64_t),
+                   const PanelGemmArgs& args,
+                   int64_t groups) {
+  const int64_t most_rows = std::max<int64_t>(kBlockBytes / (args.in * 4), 1);
+  const int64_t blocks = (args.rows + most_rows - 1) / most_rows;
+  const int64_t block_rows = (args.rows + blocks - 1) / blocks;
+  const int64_t width = args.panel_count * kPanelWidth;
+  const auto run_items = [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end;) {
+      const int64_t block = item / groups, group = item % groups;
+      const int64_t last = std::min(end, (block + 1) * groups);  // this block's groups
+      PanelGemmArgs rows_of_block = args;
+      rows_of_block.x += block * block_rows * args.in;
+      rows_of_block.y += block * block_rows * width;
+      rows_of_block.rows = std::min(block_rows, args.rows - block * block_rows);
+      kernel(rows_of_block, group, group + last - item);
+      item = last;
+    }
+  };
+  parallel_items(blocks * groups, run_items, blocks * groups);
+}
+
 }  // namespace
 
 Tensor to_panels(const Tensor& weight) {
@@ -89,26 +114,9 @@ Tensor panel_gemm(const Tensor& x,
   const int64_t groups = (count + kPanelGroup - 1) / kPanelGroup;
   if (args.rows * args.in * width < kCallingThreadMultiplyAdds) {
     kernel(args, 0, groups);
-    return width == out ? y : y.narrow(1, 0, out).contiguous();  // (M, out)
+  } else {
+    run_in_blocks(kernel, args, groups);
   }
-  // items: (row block, panel group) pairs, a block's groups next to each other;
-  // blocks of equal rows, as few as keep each block's inputs within kBlockBytes
-  const int64_t most_rows = std::max<int64_t>(kBlockBytes / (args.in * 4), 1);
-  const int64_t blocks = (args.rows + most_rows - 1) / most_rows;
-  const int64_t block_rows = (args.rows + blocks - 1) / blocks;
-  const auto run_items = [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end;) {
-      const int64_t block = item / groups, group = item % groups;
-      const int64_t last = std::min(end, (block + 1) * groups);  // this block's groups
-      PanelGemmArgs rows_of_block = args;
-      rows_of_block.x += block * block_rows * args.in;
-      rows_of_block.y += block * block_rows * width;
-      rows_of_block.rows = std::min(block_rows, args.rows - block * block_rows);
-      kernel(rows_of_block, group, group + last - item);
-      item = last;
-    }
-  };
-  parallel_items(blocks * groups, run_items, blocks * groups);
   return width == out ? y : y.narrow(1, 0, out).contiguous();  // (M, out)
 }
 
