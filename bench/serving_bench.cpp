@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "seq2seq_model.h"
+#include "step_timing.h"
 
 namespace {
 
@@ -73,7 +74,7 @@ struct Args {
   int64_t invariant_rows = 8;
   double rate = 0, load = 2;
   bool invariant_too = false, sources_together = false, continuous_only = false;
-  bool at_once = false, int8 = false, panels = false;
+  bool at_once = false, int8 = false, panels = false, profile = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -112,6 +113,8 @@ Args parse(int argc, char** argv) {
       a.panels = true;
     else if (key == "--sources-together")
       a.sources_together = true;
+    else if (key == "--profile")
+      a.profile = true;
     else if (key == "--continuous-only")
       a.continuous_only = true;
     else
@@ -297,6 +300,25 @@ double continuous(seq2seq::Model& model,
   return peak_ratio;
 }
 
+/// --profile: the top-level ATen ops of one add_sources call of every request,
+/// then of the packed step at `steps` tokens (each line the ops' ms and calls).
+void profile_together(seq2seq::Model& model, const std::vector<Request>& requests, int64_t steps) {
+  mha::ContinuousBatch batch(model->transformer,
+                             mha::ContinuousBatchOptions().block_size(16).num_blocks(4096).num_memory_blocks(4096));
+  std::vector<size_t> all(requests.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<int64_t> ids;
+  step_timing::print_top_level_ops("add_sources", [&] { ids = admit(model, batch, requests, all, true); }, 12);
+  const auto step = [&](int64_t position) {  // (N, E) rows of token 4 at `position`
+    const auto n = static_cast<int64_t>(ids.size());
+    const Tensor rows = model->embed(torch::full({n}, 4, torch::kLong)) +
+                        model->pos(torch::full({n}, position, torch::kLong));
+    mha::linear(model->out, batch.step(rows, ids, std::vector<int64_t>(ids.size(), 1))).argmax(-1);
+  };
+  for (int64_t position = 0; position + 1 < steps; ++position) step(position);
+  step_timing::print_top_level_ops("step " + std::to_string(steps), [&] { step(steps - 1); }, 12);
+}
+
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
@@ -378,5 +400,6 @@ int main(int argc, char** argv) {
   serve("continuous", 0, false);
   if (args.sources_together) serve("continuous, sources encoded together", 0, true);
   if (args.invariant_too) serve("continuous, batch_invariant", args.invariant_rows, false);
+  if (args.profile) profile_together(model, requests, std::max<int64_t>(args.out_len / 2, 1));
   return 0;
 }

@@ -48,40 +48,69 @@ inline void from_float(const float* src, c10::BFloat16* dst, int64_t count) {
   for (int64_t i = 0; i < count; ++i) dst[i] = c10::BFloat16(src[i]);
 }
 
-/// q . k over `dim` floats (k converted to float first when it is bfloat16).
-template <typename T>
-float dot(const float* q, const T* k, float* k_float, int64_t dim) {
-  const float* kf = k_float;
-  if constexpr (std::is_same_v<T, float>) {
-    kf = k;
-  } else {
-    to_float(k, k_float, dim);
-  }
+/// q . k over `dim` floats, one accumulator in order; `kVecs` > 0: dim is
+/// kVecs vectors, known when compiled, so the loop unrolls (same sum).
+template <int kVecs>
+float dot_floats(const float* q, const float* k, int64_t dim) {
   Vec acc(0.0f);
   int64_t d = 0;
+  if constexpr (kVecs > 0) {
+    for (int v = 0; v < kVecs; ++v, d += Vec::size()) {
+      acc = at::vec::fmadd(Vec::loadu(q + d), Vec::loadu(k + d), acc);
+    }
+    return at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc);
+  }
   for (; d + Vec::size() <= dim; d += Vec::size()) {
-    acc = at::vec::fmadd(Vec::loadu(q + d), Vec::loadu(kf + d), acc);
+    acc = at::vec::fmadd(Vec::loadu(q + d), Vec::loadu(k + d), acc);
   }
   float sum = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc);
-  for (; d < dim; ++d) sum += q[d] * kf[d];
+  for (; d < dim; ++d) sum += q[d] * k[d];
   return sum;
 }
 
-/// acc += w * v over `dim` floats.
-template <typename T>
-void add_scaled(float* acc, float w, const T* v, float* v_float, int64_t dim) {
-  const float* vf = v_float;
+/// q . k over `dim` floats (k converted to float first when it is bfloat16).
+template <int kVecs, typename T>
+float dot(const float* q, const T* k, float* k_float, int64_t dim) {
   if constexpr (std::is_same_v<T, float>) {
-    vf = v;
+    return dot_floats<kVecs>(q, k, dim);
   } else {
-    to_float(v, v_float, dim);
+    to_float(k, k_float, dim);
+    return dot_floats<kVecs>(q, k_float, dim);
   }
+}
+
+/// acc += w * v over `dim` floats (`kVecs` as in dot_floats).
+template <int kVecs>
+void add_scaled_floats(float* acc, float w, const float* v, int64_t dim) {
   const Vec wv(w);
   int64_t d = 0;
-  for (; d + Vec::size() <= dim; d += Vec::size()) {
-    at::vec::fmadd(wv, Vec::loadu(vf + d), Vec::loadu(acc + d)).store(acc + d);
+  if constexpr (kVecs > 0) {
+    for (int i = 0; i < kVecs; ++i, d += Vec::size()) {
+      at::vec::fmadd(wv, Vec::loadu(v + d), Vec::loadu(acc + d)).store(acc + d);
+    }
+    return;
   }
-  for (; d < dim; ++d) acc[d] += w * vf[d];
+  for (; d + Vec::size() <= dim; d += Vec::size()) {
+    at::vec::fmadd(wv, Vec::loadu(v + d), Vec::loadu(acc + d)).store(acc + d);
+  }
+  for (; d < dim; ++d) acc[d] += w * v[d];
+}
+
+/// acc += w * v over `dim` floats (v converted to float first when it is bfloat16).
+template <int kVecs, typename T>
+void add_scaled(float* acc, float w, const T* v, float* v_float, int64_t dim) {
+  if constexpr (std::is_same_v<T, float>) {
+    add_scaled_floats<kVecs>(acc, w, v, dim);
+  } else {
+    to_float(v, v_float, dim);
+    add_scaled_floats<kVecs>(acc, w, v_float, dim);
+  }
+}
+
+/// The largest of `count` > 0 scores (NaN if any is NaN; the softmax is NaN then either way).
+inline float max_of(const float* scores, int64_t count) {
+  return at::vec::reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, scores,
+                                    count);
 }
 
 /// exp(x - max) in place over `count` scores; returns their sum.
@@ -134,6 +163,11 @@ struct HeadSpan {
 template <typename T>
 void prefetch_row(const T* row, const HeadSpan& heads) {
   constexpr int64_t kLine = 64 / sizeof(T);  // elements per cache line
+  if (heads.head_stride == heads.dim) {      // the heads one span: (g * dim)
+    const T* first = row + heads.h0 * heads.dim;
+    for (int64_t e = 0; e < heads.g * heads.dim; e += kLine) __builtin_prefetch(first + e);
+    return;
+  }
   for (int64_t i = 0; i < heads.g; ++i) {
     const T* head = row + (heads.h0 + i) * heads.head_stride;
     for (int64_t d = 0; d < heads.dim; d += kLine) __builtin_prefetch(head + d);
@@ -210,7 +244,7 @@ void read_rows(const PagedDecodeArgs& a,
 /// Heads [h0, h0 + g) of sequence n: writes their attention rows (g, hd)
 /// into `out`. Each head's scores, softmax and weighted sum run in position
 /// order, whatever the group, so a head's result depends on its own keys only.
-template <typename T>
+template <int kVecs, typename T>
 void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Scratch& s, T* out) {
   const int64_t dim = a.query.size(2), length = a.lengths.data_ptr<int32_t>()[n];
   const int32_t* table = a.block_table.data_ptr<int32_t>() + n * a.block_table.stride(0);
@@ -226,22 +260,23 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
             [&](int64_t j, const T* row) {
               for (int64_t i = 0; i < g; ++i) {
                 scores[i * s.max_length + j] =
-                    dot(s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
+                    dot<kVecs>(s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
               }
             });
   for (int64_t i = 0; i < g; ++i) {
     float* head_scores = scores + i * s.max_length;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < length; ++j) max = std::max(max, head_scores[j]);
-    const float sum = exp_and_sum(head_scores, length, max);
-    s.inv_sum[i] = length > 0 ? 1.0f / sum : 0.0f;
+    if (length == 0) {
+      s.inv_sum[i] = 0.0f;
+      continue;
+    }
+    s.inv_sum[i] = 1.0f / exp_and_sum(head_scores, length, max_of(head_scores, length));
   }
   std::fill(s.acc.begin(), s.acc.begin() + g * dim, 0.0f);
   read_rows(a, a.values.data_ptr<T>(), v_strides, table, length,
             HeadSpan{h0, g, dim, v_strides.head},
             [&](int64_t j, const T* row) {  // (hd,) += p_j * v_j per head
               for (int64_t i = 0; i < g; ++i) {
-                add_scaled(s.acc.data() + i * dim, scores[i * s.max_length + j],
+                add_scaled<kVecs>(s.acc.data() + i * dim, scores[i * s.max_length + j],
                            row + (h0 + i) * v_strides.head, s.row.data(), dim);
               }
             });
@@ -249,6 +284,30 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
     float* acc = s.acc.data() + i * dim;
     for (int64_t d = 0; d < dim; ++d) acc[d] *= s.inv_sum[i];
     from_float(acc, out + i * dim, dim);
+  }
+}
+
+/// attend_group with the head dimension as a count of vectors known when
+/// compiled where it is 1, 2, 4 or 8 of them (unrolled loops), else counted at run time.
+template <typename T>
+void attend_group_of_dim(const PagedDecodeArgs& a,
+                         int64_t n,
+                         int64_t h0,
+                         int64_t g,
+                         Scratch& s,
+                         T* out) {
+  const int64_t dim = a.query.size(2);
+  switch (dim % Vec::size() == 0 ? dim / Vec::size() : 0) {
+    case 1:
+      return attend_group<1>(a, n, h0, g, s, out);
+    case 2:
+      return attend_group<2>(a, n, h0, g, s, out);
+    case 4:
+      return attend_group<4>(a, n, h0, g, s, out);
+    case 8:
+      return attend_group<8>(a, n, h0, g, s, out);
+    default:
+      return attend_group<0>(a, n, h0, g, s, out);
   }
 }
 
@@ -270,7 +329,7 @@ void attend_items(const PagedDecodeArgs& a,
   for (int64_t i = begin; i < end; ++i) {
     const int64_t n = i / items.per_sequence, h0 = (i % items.per_sequence) * items.heads;
     const int64_t g = std::min(items.heads, heads - h0);
-    attend_group<T>(a, n, h0, g, scratch, out_data + (n * heads + h0) * dim);
+    attend_group_of_dim<T>(a, n, h0, g, scratch, out_data + (n * heads + h0) * dim);
   }
 }
 

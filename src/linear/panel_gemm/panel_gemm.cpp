@@ -24,6 +24,10 @@ namespace {
 /// while the block's panel groups stream by.
 constexpr int64_t kBlockBytes = int64_t{2} << 20;
 
+/// Runs of (row block, panel group) pairs per thread: enough that a thread
+/// that wakes late takes fewer, few enough that a run has groups to prefetch.
+constexpr int64_t kChunksPerThread = 8;
+
 /// Throws unless x (M, in), panels (P, in, 16) and bias (out) fit together.
 void check_operands(const Tensor& x, const Tensor& panels, int64_t out, const Tensor& bias) {
   TORCH_CHECK(panels.dim() == 3 && panels.size(2) == kPanelWidth && panels.is_contiguous() &&
@@ -43,7 +47,8 @@ void check_operands(const Tensor& x, const Tensor& panels, int64_t out, const Te
 }
 
 /// `kernel` over every (row block, panel group) pair of `args`, the pairs
-/// claimed by the threads in turn, a block's groups next to each other: blocks
+/// claimed by the threads in turn in kChunksPerThread runs per thread (a run's
+/// groups prefetch one another), a block's groups next to each other: blocks
 /// of equal rows, as few as keep each block's inputs within kBlockBytes.
 void run_in_blocks(void (*kernel)(const PanelGemmArgs&, int64_t, int64_t),
                    const PanelGemmArgs& args,
@@ -64,7 +69,7 @@ void run_in_blocks(void (*kernel)(const PanelGemmArgs&, int64_t, int64_t),
       item = last;
     }
   };
-  parallel_items(blocks * groups, run_items, blocks * groups);
+  parallel_items(blocks * groups, run_items, kChunksPerThread);
 }
 
 }  // namespace

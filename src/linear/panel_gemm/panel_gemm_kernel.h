@@ -65,9 +65,16 @@ inline Vec activated(const Vec& out, FusedActivation activation) {
   return out;
 }
 
+/// What a tile prefetches into L2 while it runs: from `next` on, one line every
+/// `step` floats per input feature (a slice of the next panel group).
+struct Prefetch {
+  const float* next;
+  int64_t step;
+};
+
 /// Rows [row, row + Rows) x panels [panel, panel + Panels) of the output.
 template <int Rows, int Panels>
-void tile(const PanelGemmArgs& a, int64_t row, int64_t panel) {
+void tile(const PanelGemmArgs& a, int64_t row, int64_t panel, const Prefetch& prefetch) {
   constexpr int kAcc = Panels * kVecs;
   const int64_t in = a.in;
   const float* x = a.x + row * in;                       // (Rows, in)
@@ -75,6 +82,7 @@ void tile(const PanelGemmArgs& a, int64_t row, int64_t panel) {
   Vec acc[Rows][kAcc];
   for (auto& r : acc) std::fill(r, r + kAcc, Vec(0.0f));
   for (int64_t k = 0; k < in; ++k) {
+    __builtin_prefetch(prefetch.next + k * prefetch.step, 0, 2);
     Vec wk[kAcc];  // input feature k's weights in each panel
     for (int p = 0; p < Panels; ++p) {
       for (int v = 0; v < kVecs; ++v) {
@@ -99,11 +107,15 @@ void tile(const PanelGemmArgs& a, int64_t row, int64_t panel) {
 
 /// Rows [row, row + Rows) x panels [panel, panel + panels), panels <= 4.
 template <int Rows>
-void rows_at(const PanelGemmArgs& a, int64_t row, int64_t panel, int64_t panels) {
+void rows_at(const PanelGemmArgs& a,
+             int64_t row,
+             int64_t panel,
+             int64_t panels,
+             const Prefetch& prefetch) {
   constexpr int kPanels = panels_for(Rows);
   int64_t p = panel;
-  for (; p + kPanels <= panel + panels; p += kPanels) tile<Rows, kPanels>(a, row, p);
-  for (; p < panel + panels; ++p) tile<Rows, 1>(a, row, p);
+  for (; p + kPanels <= panel + panels; p += kPanels) tile<Rows, kPanels>(a, row, p, prefetch);
+  for (; p < panel + panels; ++p) tile<Rows, 1>(a, row, p, prefetch);
 }
 
 /// The last `rows` rows (fewer than a tile) from `row` x the panels.
@@ -113,22 +125,49 @@ void last_rows(const PanelGemmArgs& a,
                int64_t panel,
                int64_t panels,
                int64_t rows,
+               const Prefetch& prefetch,
                std::integer_sequence<int, Rows...> /*1 less than each count*/) {
-  ((rows == Rows + 1 ? rows_at<Rows + 1>(a, row, panel, panels) : void()), ...);
+  ((rows == Rows + 1 ? rows_at<Rows + 1>(a, row, panel, panels, prefetch) : void()), ...);
 }
+
+/// Row tiles from which a group prefetches the next one: 4, so that one line
+/// per input feature and tile covers it. With fewer rows the call is bound by
+/// the weights' reads, which the hardware prefetcher streams well enough
+/// (prefetching there measured no faster, bench/results/panel-gemm-*.md).
+constexpr int64_t kPrefetchingTiles = 4;
 
 /// Every row x panel group `group` (kPanelGroup panels, fewer at the end).
-inline void group(const PanelGemmArgs& a, int64_t group) {
+/// With `prefetch_next` and at least kPrefetchingTiles row tiles, the tiles
+/// prefetch the next group's weights into L2, a slice each, so that they
+/// stream in from memory while this group computes from L2: the group's first
+/// tile otherwise waits on memory and the rest on the FMAs, one after the other.
+inline void group(const PanelGemmArgs& a, int64_t group, bool prefetch_next) {
   const int64_t panel = group * kPanelGroup;
   const int64_t panels = std::min<int64_t>(kPanelGroup, a.panel_count - panel);
+  const float* weights = a.panels + panel * a.in * kPanelWidth;  // (panels, in, 16)
+  const int64_t tiles = (a.rows + kTileRows - 1) / kTileRows;
+  const int64_t next_floats =
+      prefetch_next && tiles >= kPrefetchingTiles
+          ? std::min<int64_t>(kPanelGroup, a.panel_count - panel - panels) * a.in * kPanelWidth
+          : 0;
+  const int64_t slice = (next_floats + tiles - 1) / tiles;  // floats per row tile
+  Prefetch prefetch{weights, 0};  // without a next group: a line this group reads anyway
+  if (next_floats > 0) {
+    prefetch = {weights + panels * a.in * kPanelWidth,
+                std::min<int64_t>(kPanelWidth, (slice + a.in - 1) / a.in)};
+  }
   int64_t row = 0;
-  for (; row + kTileRows <= a.rows; row += kTileRows) rows_at<kTileRows>(a, row, panel, panels);
-  last_rows(a, row, panel, panels, a.rows - row, std::make_integer_sequence<int, kTileRows - 1>{});
+  for (; row + kTileRows <= a.rows; row += kTileRows) {
+    rows_at<kTileRows>(a, row, panel, panels, prefetch);
+    if (next_floats > 0) prefetch.next += slice;
+  }
+  last_rows(a, row, panel, panels, a.rows - row, prefetch,
+            std::make_integer_sequence<int, kTileRows - 1>{});
 }
 
-/// Panel groups [begin, end).
+/// Panel groups [begin, end), each prefetching the next one of the range.
 inline void run(const PanelGemmArgs& a, int64_t begin, int64_t end) {
-  for (int64_t g = begin; g < end; ++g) group(a, g);
+  for (int64_t g = begin; g < end; ++g) group(a, g, g + 1 < end);
 }
 
 }  // namespace CPU_CAPABILITY
