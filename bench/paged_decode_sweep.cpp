@@ -47,8 +47,7 @@ PagedDecodeArgs layer(const std::vector<int32_t>& lengths, std::mt19937& random)
       table[i][b] = order[next++];
     }
   }
-  return {torch::randn({n, kHeads, kHeadDim}),
-          torch::randn({blocks, kBlockSize, kHeads, kHeadDim}),
+  return {torch::randn({n, kHeads, kHeadDim}), torch::randn({blocks, kBlockSize, kHeads, kHeadDim}),
           torch::randn({blocks, kBlockSize, kHeads, kHeadDim}), table,
           torch::tensor(lengths, torch::kInt)};
 }
@@ -61,9 +60,8 @@ double median_ms(Call&& call, Evict&& evict) {
     evict();
     const auto start = std::chrono::steady_clock::now();
     call();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   std::nth_element(ms.begin(), ms.begin() + kRounds / 2, ms.end());
   return ms[kRounds / 2];
@@ -82,12 +80,13 @@ int main(int argc, char** argv) {
   for (int64_t l = 0; l < (hot ? 1 : kLayers); ++l) layers.push_back(layer(lengths, random));
   const int64_t calls = hot ? 200 : 1;
   const double bytes = 2.0 * positions * kHeads * kHeadDim * 4 * static_cast<double>(layers.size());
-  Tensor evicting = torch::zeros({64 << 20});   // 256 MB
+  Tensor evicting = torch::zeros({64 << 20});  // 256 MB
   Tensor swept = torch::randn({static_cast<int64_t>(bytes / 4)});
-  std::printf("paged_decode_sweep%s: %zu sequences, %ld positions, %zu layer(s), %.1f MB per round\n\n"
-              "| threads | kernel ms | kernel GB/s | sweep GB/s | share |\n|---|---|---|---|---|\n",
-              hot ? " --hot" : "", lengths.size(), static_cast<long>(positions), layers.size(),
-              bytes * static_cast<double>(calls) / 1e6);
+  std::printf(
+      "paged_decode_sweep%s: %zu sequences, %ld positions, %zu layer(s), %.1f MB per round\n\n"
+      "| threads | kernel ms | kernel GB/s | sweep GB/s | share |\n|---|---|---|---|---|\n",
+      hot ? " --hot" : "", lengths.size(), static_cast<long>(positions), layers.size(),
+      bytes * static_cast<double>(calls) / 1e6);
   for (const int threads : {1, 2}) {
     if (hot && threads > 1) break;  // a 2-thread hot call is the threads' wake-up
     at::set_num_threads(threads);

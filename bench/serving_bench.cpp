@@ -30,11 +30,14 @@
 // --int8: mha::quantize_dynamic instead of prepacked float32; --panels: the
 // decoder and output projection prepacked in panels (PrepackOptions::panels,
 // as load_hf_model holds a language model's), the encoder in oneDNN's layout;
-// --invariant-rows=R: the batch-invariant run's GEMM row block (default 8).
+// --invariant-rows=R: the batch-invariant run's GEMM row block (default 8);
+// --profile: then the top-level ATen ops of one add_sources call of every
+// request and of the step at half the output length (step_timing.h).
 // Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
 //        [--max-len=256] [--out-len=N] [--requests-file=F]
 //        [--rate=R | --load=2 | --at-once] [--threads=T] [--int8 | --panels]
 //        [--batch-invariant-too] [--invariant-rows=R] [--sources-together] [--continuous-only]
+//        [--profile]
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -303,12 +306,14 @@ double continuous(seq2seq::Model& model,
 /// --profile: the top-level ATen ops of one add_sources call of every request,
 /// then of the packed step at `steps` tokens (each line the ops' ms and calls).
 void profile_together(seq2seq::Model& model, const std::vector<Request>& requests, int64_t steps) {
-  mha::ContinuousBatch batch(model->transformer,
-                             mha::ContinuousBatchOptions().block_size(16).num_blocks(4096).num_memory_blocks(4096));
+  mha::ContinuousBatch batch(
+      model->transformer,
+      mha::ContinuousBatchOptions().block_size(16).num_blocks(4096).num_memory_blocks(4096));
   std::vector<size_t> all(requests.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::vector<int64_t> ids;
-  step_timing::print_top_level_ops("add_sources", [&] { ids = admit(model, batch, requests, all, true); }, 12);
+  step_timing::print_top_level_ops(
+      "add_sources", [&] { ids = admit(model, batch, requests, all, true); }, 12);
   const auto step = [&](int64_t position) {  // (N, E) rows of token 4 at `position`
     const auto n = static_cast<int64_t>(ids.size());
     const Tensor rows = model->embed(torch::full({n}, 4, torch::kLong)) +

@@ -259,8 +259,8 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
   read_rows(a, a.keys.data_ptr<T>(), k_strides, table, length, HeadSpan{h0, g, dim, k_strides.head},
             [&](int64_t j, const T* row) {
               for (int64_t i = 0; i < g; ++i) {
-                scores[i * s.max_length + j] =
-                    dot<kVecs>(s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
+                scores[i * s.max_length + j] = dot<kVecs>(
+                    s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
               }
             });
   for (int64_t i = 0; i < g; ++i) {
@@ -277,7 +277,7 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
             [&](int64_t j, const T* row) {  // (hd,) += p_j * v_j per head
               for (int64_t i = 0; i < g; ++i) {
                 add_scaled<kVecs>(s.acc.data() + i * dim, scores[i * s.max_length + j],
-                           row + (h0 + i) * v_strides.head, s.row.data(), dim);
+                                  row + (h0 + i) * v_strides.head, s.row.data(), dim);
               }
             });
   for (int64_t i = 0; i < g; ++i) {
@@ -290,12 +290,8 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
 /// attend_group with the head dimension as a count of vectors known when
 /// compiled where it is 1, 2, 4 or 8 of them (unrolled loops), else counted at run time.
 template <typename T>
-void attend_group_of_dim(const PagedDecodeArgs& a,
-                         int64_t n,
-                         int64_t h0,
-                         int64_t g,
-                         Scratch& s,
-                         T* out) {
+void attend_group_of_dim(
+    const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Scratch& s, T* out) {
   const int64_t dim = a.query.size(2);
   switch (dim % Vec::size() == 0 ? dim / Vec::size() : 0) {
     case 1:

@@ -107,11 +107,8 @@ void tile(const PanelGemmArgs& a, int64_t row, int64_t panel, const Prefetch& pr
 
 /// Rows [row, row + Rows) x panels [panel, panel + panels), panels <= 4.
 template <int Rows>
-void rows_at(const PanelGemmArgs& a,
-             int64_t row,
-             int64_t panel,
-             int64_t panels,
-             const Prefetch& prefetch) {
+void rows_at(
+    const PanelGemmArgs& a, int64_t row, int64_t panel, int64_t panels, const Prefetch& prefetch) {
   constexpr int kPanels = panels_for(Rows);
   int64_t p = panel;
   for (; p + kPanels <= panel + panels; p += kPanels) tile<Rows, kPanels>(a, row, p, prefetch);
