@@ -130,7 +130,8 @@ void last_rows(const PanelGemmArgs& a,
 /// Row tiles from which a group prefetches the next one: 4, so that one line
 /// per input feature and tile covers it. With fewer rows the call is bound by
 /// the weights' reads, which the hardware prefetcher streams well enough
-/// (prefetching there measured no faster, bench/results/panel-gemm-*.md).
+/// (prefetching there measured no faster:
+/// bench/results/panel-gemm-2026-12-05-prefetch.md).
 constexpr int64_t kPrefetchingTiles = 4;
 
 /// Every row x panel group `group` (kPanelGroup panels, fewer at the end).
