@@ -148,7 +148,8 @@ inline void group(const PanelGemmArgs& a, int64_t group, bool prefetch_next) {
       prefetch_next && tiles >= kPrefetchingTiles
           ? std::min<int64_t>(kPanelGroup, a.panel_count - panel - panels) * a.in * kPanelWidth
           : 0;
-  const int64_t slice = (next_floats + tiles - 1) / tiles;  // floats per row tile
+  // floats per row tile (tiles >= kPrefetchingTiles wherever next_floats > 0)
+  const int64_t slice = next_floats > 0 ? (next_floats + tiles - 1) / tiles : 0;
   Prefetch prefetch{weights, 0};  // without a next group: a line this group reads anyway
   if (next_floats > 0) {
     prefetch = {weights + panels * a.in * kPanelWidth,
@@ -157,7 +158,7 @@ inline void group(const PanelGemmArgs& a, int64_t group, bool prefetch_next) {
   int64_t row = 0;
   for (; row + kTileRows <= a.rows; row += kTileRows) {
     rows_at<kTileRows>(a, row, panel, panels, prefetch);
-    if (next_floats > 0) prefetch.next += slice;
+    prefetch.next += slice;
   }
   last_rows(a, row, panel, panels, a.rows - row, prefetch,
             std::make_integer_sequence<int, kTileRows - 1>{});
