@@ -239,6 +239,12 @@ std::vector<int64_t> admit(seq2seq::Model& model,
   return together ? batch.add_sources(sources) : ids;
 }
 
+/// The pool of every continuous server: blocks of 16 positions, 4,096 of them
+/// for the requests' own keys and values and 4,096 for their memories'.
+mha::ContinuousBatchOptions batch_options() {
+  return mha::ContinuousBatchOptions().block_size(16).num_blocks(4096).num_memory_blocks(4096);
+}
+
 /// The continuous server (batch-invariant with GEMM blocks of
 /// `invariant_rows` rows, 0: not); returns the cache's bytes in use over the
 /// bytes of the positions it held, at the step where the bytes in use peaked.
@@ -247,10 +253,7 @@ double continuous(seq2seq::Model& model,
                   int64_t invariant_rows,
                   bool sources_together) {
   auto& t = model->transformer;
-  mha::ContinuousBatch batch(t, mha::ContinuousBatchOptions()
-                                    .block_size(16)
-                                    .num_blocks(4096)
-                                    .num_memory_blocks(4096)
+  mha::ContinuousBatch batch(t, batch_options()
                                     .batch_invariant(invariant_rows > 0)
                                     .invariant_rows(std::max<int64_t>(invariant_rows, 1)));
   const int64_t layers = model->config.num_layers;  // the decoder's
@@ -306,9 +309,7 @@ double continuous(seq2seq::Model& model,
 /// --profile: the top-level ATen ops of one add_sources call of every request,
 /// then of the packed step at `steps` tokens (each line the ops' ms and calls).
 void profile_together(seq2seq::Model& model, const std::vector<Request>& requests, int64_t steps) {
-  mha::ContinuousBatch batch(
-      model->transformer,
-      mha::ContinuousBatchOptions().block_size(16).num_blocks(4096).num_memory_blocks(4096));
+  mha::ContinuousBatch batch(model->transformer, batch_options());
   std::vector<size_t> all(requests.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::vector<int64_t> ids;

@@ -52,19 +52,15 @@ inline void from_float(const float* src, c10::BFloat16* dst, int64_t count) {
 /// kVecs vectors, known when compiled, so the loop unrolls (same sum).
 template <int kVecs>
 float dot_floats(const float* q, const float* k, int64_t dim) {
+  const int64_t vecs = kVecs > 0 ? kVecs : dim / Vec::size();
   Vec acc(0.0f);
-  int64_t d = 0;
-  if constexpr (kVecs > 0) {
-    for (int v = 0; v < kVecs; ++v, d += Vec::size()) {
-      acc = at::vec::fmadd(Vec::loadu(q + d), Vec::loadu(k + d), acc);
-    }
-    return at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc);
-  }
-  for (; d + Vec::size() <= dim; d += Vec::size()) {
-    acc = at::vec::fmadd(Vec::loadu(q + d), Vec::loadu(k + d), acc);
+  for (int64_t v = 0; v < vecs; ++v) {
+    acc = at::vec::fmadd(Vec::loadu(q + v * Vec::size()), Vec::loadu(k + v * Vec::size()), acc);
   }
   float sum = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc);
-  for (; d < dim; ++d) sum += q[d] * k[d];
+  if constexpr (kVecs == 0) {
+    for (int64_t d = vecs * Vec::size(); d < dim; ++d) sum += q[d] * k[d];
+  }
   return sum;
 }
 
@@ -82,18 +78,15 @@ float dot(const float* q, const T* k, float* k_float, int64_t dim) {
 /// acc += w * v over `dim` floats (`kVecs` as in dot_floats).
 template <int kVecs>
 void add_scaled_floats(float* acc, float w, const float* v, int64_t dim) {
+  const int64_t vecs = kVecs > 0 ? kVecs : dim / Vec::size();
   const Vec wv(w);
-  int64_t d = 0;
-  if constexpr (kVecs > 0) {
-    for (int i = 0; i < kVecs; ++i, d += Vec::size()) {
-      at::vec::fmadd(wv, Vec::loadu(v + d), Vec::loadu(acc + d)).store(acc + d);
-    }
-    return;
+  for (int64_t i = 0; i < vecs; ++i) {
+    float* a = acc + i * Vec::size();
+    at::vec::fmadd(wv, Vec::loadu(v + i * Vec::size()), Vec::loadu(a)).store(a);
   }
-  for (; d + Vec::size() <= dim; d += Vec::size()) {
-    at::vec::fmadd(wv, Vec::loadu(v + d), Vec::loadu(acc + d)).store(acc + d);
+  if constexpr (kVecs == 0) {
+    for (int64_t d = vecs * Vec::size(); d < dim; ++d) acc[d] += w * v[d];
   }
-  for (; d < dim; ++d) acc[d] += w * v[d];
 }
 
 /// acc += w * v over `dim` floats (v converted to float first when it is bfloat16).
