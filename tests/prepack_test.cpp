@@ -277,6 +277,7 @@ TEST_F(PrepackTest, UnpackGivesTheFloatModuleBackBitForBit) {
   const auto expected = plain->named_parameters();
   for (const auto& p : model->named_parameters()) {
     EXPECT_TRUE(bitwise_equal(p.value(), expected[p.key()])) << p.key();
+    EXPECT_EQ(p.value().requires_grad(), expected[p.key()].requires_grad()) << p.key();
   }
   EXPECT_TRUE(bitwise_equal(run(model, src, tgt), run(plain, src, tgt)));
   model->to(torch::kDouble);  // float parameters again: converts as any module

@@ -86,8 +86,10 @@ bool is_prepacked(const torch::nn::Module& module);
 /// Undoes `prepack`: every prepacked weight of `module` and of the modules
 /// under it (the stacks' prototype layers included) is a float32 parameter
 /// again, holding its values bit for bit, and the `<name>_packed` children
-/// are gone; the module then converts with `to()` as any other. Parameters
-/// keep `requires_grad` false (`prepack` turned it off). An LM head tied to
+/// are gone; the module then converts with `to()` as any other. Their
+/// owners' parameters require grad again, as a freshly built module's
+/// (`prepack` turned it off; LibTorch's matmul picks its kernel by it even
+/// without grad mode, so the float module's bits need it). An LM head tied to
 /// its embeddings keeps a copy of them until the model's next `to()`,
 /// `clone()` or `torch::load`, which ties it again. int8 weights
 /// (`quantize_dynamic`) are left as they are; a module without prepacked

@@ -12,6 +12,7 @@
 
 #include "linear/converted_module.h"
 #include "linear/packed_weight.h"
+#include "linear/weight_form.h"
 #include "quantization/conversion_plan.h"
 
 namespace mha {
@@ -64,9 +65,17 @@ void unpack(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   for (const auto& m : module.named_modules("", /*include_self=*/true)) {
     torch::nn::Module& owner = *m.value();
-    for (auto& [child, values] : packed_children(owner)) {
+    const auto unpacked = packed_children(owner);
+    for (auto& [child, values] : unpacked) {
       owner.named_parameters(/*recurse=*/false)[*detail::converted_param(child)].set_data(values);
       owner.unregister_module(child);
+    }
+    // prepack turned requires_grad off; at::matmul picks its kernel by it even
+    // without grad mode, so the float module's bits need it back on
+    if (!unpacked.empty()) {
+      for (auto& param : owner.parameters(/*recurse=*/false)) {
+        if (param.defined()) param.set_requires_grad(!detail::is_placeholder(param));
+      }
     }
     if (auto* encoder = dynamic_cast<TransformerEncoderImpl*>(&owner)) {
       encoder->options.encoder_layer(unpacked_prototype(encoder->options.encoder_layer()));
