@@ -1,7 +1,7 @@
-// encoder_call_profile DIR [--float|--panels] [N L]: where the time of one call of a
+// encoder_call_profile DIR [--float|--panels|--onednn] [N L]: where the time of one call of a
 // Hugging Face text encoder (mha::TextEncoderModel from mha::load_hf_model, as
-// loaded: prepacked; --float: prepack(false); --panels: prepacked in mha's
-// panels) goes, at (N, L) = (1, 16),
+// loaded: prepacked; --float: prepack(false); --panels / --onednn: prepacked
+// in mha's panels / oneDNN's layout, encoder_panels(true / false)) goes, at (N, L) = (1, 16),
 // (1, 128), (8, 128) (or the one cell N L) and 1 and 2 threads: the median call, its ATen ops, and
 // the top-level ops by time (docs/benchmarks.md, the BERT section).
 
@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,14 +46,19 @@ void profile_cell(mha::TextEncoderModel& model, int64_t n, int64_t length, int t
 }  // namespace
 
 int main(int argc, char** argv) {
-  TORCH_CHECK(argc >= 2, "usage: encoder_call_profile DIR [--float|--panels] [N L]");
+  TORCH_CHECK(argc >= 2, "usage: encoder_call_profile DIR [--float|--panels|--onednn] [N L]");
   const std::string layout = argc > 2 && argv[2][0] == '-' ? argv[2] : "";
   const int cell = layout.empty() ? 2 : 3;  // where N L start, if given
   std::vector<std::pair<int64_t, int64_t>> cells = {{1, 16}, {1, 128}, {8, 128}};
   if (argc >= cell + 2) cells = {{std::stoll(argv[cell]), std::stoll(argv[cell + 1])}};
-  auto model = mha::load_hf_model(argv[1], mha::HfModelLoadOptions().prepack(layout.empty()))
-                   .as<mha::TextEncoderModel>();
-  if (layout == "--panels") mha::prepack(*model, mha::PrepackOptions().panels(true));
+  TORCH_CHECK(layout.empty() || layout == "--float" || layout == "--panels" || layout == "--onednn",
+              "encoder_call_profile: unknown option ", layout);
+  const auto options =
+      mha::HfModelLoadOptions()
+          .prepack(layout != "--float")
+          .encoder_panels(layout.empty() ? std::nullopt
+                                         : std::optional<bool>(layout == "--panels"));
+  auto model = mha::load_hf_model(argv[1], options).as<mha::TextEncoderModel>();
   std::printf("encoder_call_profile %s, %s (OMP_WAIT_POLICY=%s)\n\n", argv[1],
               layout.empty() ? "as loaded (prepacked)" : layout.c_str() + 2,
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");

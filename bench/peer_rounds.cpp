@@ -34,8 +34,8 @@
 // linear (the output projection too); bf16: the model ->to(kBFloat16).
 // (generate, bert): float32, the model as load_hf_model gives it (prepacked);
 // float: loaded with HfModelLoadOptions().prepack(false), the float tensors
-// as read; onednn (generate): decoder_panels(false), the decoder and LM head
-// in oneDNN's layout too.
+// as read; onednn: decoder_panels(false) and encoder_panels(false), every
+// weight in oneDNN's layout.
 // --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
 // the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
 // outside any tensor) that building, loading and converting the model kept,
@@ -61,6 +61,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -170,13 +171,16 @@ Call decode(const File& file, const std::string& precision) {
 
 /// The Hugging Face model of the directory holding the case file `path`, as
 /// loaded (`precision` float32: prepacked), with float weights ("float") or
-/// with its decoder and LM head in oneDNN's layout too ("onednn").
+/// with every weight in oneDNN's layout ("onednn").
 template <typename Model>
 Model hf_model(const std::string& path, const std::string& precision) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
-  return mha::load_hf_model(directory, mha::HfModelLoadOptions()
-                                           .prepack(precision != "float")
-                                           .decoder_panels(precision != "onednn"))
+  return mha::load_hf_model(
+             directory,
+             mha::HfModelLoadOptions()
+                 .prepack(precision != "float")
+                 .decoder_panels(precision != "onednn")
+                 .encoder_panels(precision == "onednn" ? std::optional<bool>(false) : std::nullopt))
       .as<Model>();
 }
 
@@ -209,7 +213,7 @@ Call make_call(const Args& args, const File& file) {
   const std::string& name = args.case_name;
   TORCH_CHECK(name == "decode" || args.precision == "float32" ||
                   ((name == "generate" || name == "bert") && args.precision == "float") ||
-                  (name == "generate" && args.precision == "onednn"),
+                  ((name == "generate" || name == "bert") && args.precision == "onednn"),
               "peer_rounds: --precision ", args.precision, " is not for the ", name, " case");
   if (name == "attention") return attention(file);
   if (name == "encoder_layer") return encoder_layer(file);

@@ -190,7 +190,8 @@ TEST(Generate, DecoderPanelsGiveTheTokensOfOneDnnsLayout) {
   // tokens that the same model all in oneDNN's layout chooses, for marian and
   // gpt2 (Seq2SeqLM and CausalLM), one sequence and a padded batch.
   const auto loaded = [](const std::string& name, bool panels) {
-    return mha::load_hf_model(model_dir(name), mha::HfModelLoadOptions().decoder_panels(panels));
+    return mha::load_hf_model(
+        model_dir(name), mha::HfModelLoadOptions().decoder_panels(panels).encoder_panels(false));
   };
   for (const std::string name : {"marian", "gpt2"}) {
     const auto values = reference(name);
@@ -215,12 +216,17 @@ TEST(Generate, DecoderPanelsGiveTheTokensOfOneDnnsLayout) {
       EXPECT_TRUE(torch::equal(generated, expected)) << name << " N " << n;
     }
   }
-  // An encoder model: no effect (every weight in oneDNN's layout).
-  auto bert = loaded("bert", true).as<mha::TextEncoderModel>();
+  // An encoder model: no effect; its weights follow encoder_panels.
   const Tensor one_row = reference("bert").at("input_ids").narrow(0, 0, 1).narrow(1, 0, 1);
   const c10::InferenceMode inference;
-  const auto ops = mha::test::ops_called([&] { bert(one_row); });
-  EXPECT_FALSE(mha::test::called(ops, "mha::panel_gemm"));
+  for (const bool encoder_panels : {false, true}) {
+    auto bert = mha::load_hf_model(
+                    model_dir("bert"),
+                    mha::HfModelLoadOptions().decoder_panels(true).encoder_panels(encoder_panels))
+                    .as<mha::TextEncoderModel>();
+    const auto ops = mha::test::ops_called([&] { bert(one_row); });
+    EXPECT_EQ(mha::test::called(ops, "mha::panel_gemm"), encoder_panels);
+  }
 }
 
 TEST(Generate, RefusesBadConfigsNamingTheField) {

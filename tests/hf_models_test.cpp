@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "hf_reference.h"
@@ -60,17 +61,24 @@ struct TextEncoderModelParity : ::testing::TestWithParam<std::string> {};
 TEST_P(TextEncoderModelParity, LastHiddenStateAndPoolerFromTokenIds) {
   torch::NoGradGuard no_grad;
   auto ref = reference(GetParam());
-  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::TextEncoderModel>();
   const Tensor types = ref.count("token_type_ids") ? ref.at("token_type_ids") : Tensor();
   const Tensor mask = ref.at("attention_mask");
-  auto out = model(ref.at("input_ids"), mask, types);
-  expect_close_at_real(GetParam() + " embeddings", model->embed(ref.at("input_ids"), types),
-                       ref.at("embeddings"), mask);
-  expect_close_at_real(GetParam() + " last_hidden_state", out.last_hidden_state,
-                       ref.at("last_hidden_state"), mask);
-  EXPECT_EQ(out.pooler_output.defined(), ref.count("pooler_output") == 1);
-  if (ref.count("pooler_output")) {
-    EXPECT_TRUE(tensors_close(out.pooler_output, ref.at("pooler_output"), 0.0, kAtol));
+  // the default layout of this CPU, then each layout
+  for (const std::optional<bool> panels :
+       {std::optional<bool>(), std::optional<bool>(false), std::optional<bool>(true)}) {
+    const std::string name = GetParam() + (panels ? *panels ? " panels" : " oneDNN" : "");
+    auto model =
+        mha::load_hf_model(model_dir(GetParam()), mha::HfModelLoadOptions().encoder_panels(panels))
+            .as<mha::TextEncoderModel>();
+    auto out = model(ref.at("input_ids"), mask, types);
+    expect_close_at_real(name + " embeddings", model->embed(ref.at("input_ids"), types),
+                         ref.at("embeddings"), mask);
+    expect_close_at_real(name + " last_hidden_state", out.last_hidden_state,
+                         ref.at("last_hidden_state"), mask);
+    EXPECT_EQ(out.pooler_output.defined(), ref.count("pooler_output") == 1);
+    if (ref.count("pooler_output")) {
+      EXPECT_TRUE(tensors_close(out.pooler_output, ref.at("pooler_output"), 0.0, kAtol)) << name;
+    }
   }
 }
 

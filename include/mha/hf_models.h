@@ -16,6 +16,7 @@
 #include <mha/hf_language_models.h>
 #include <mha/hugging_face.h>
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -36,8 +37,8 @@ struct HfModelLoadOptions {
   TORCH_ARG(torch::Dtype, dtype) = torch::kFloat32;
   /// Fast by default: a float32 model's projections and LM head are held
   /// prepacked (`mha::prepack`, a load-time conversion as CTranslate2's and
-  /// IPEX's; a generating model's decoder and LM head in panels, see
-  /// `decoder_panels`, the rest in oneDNN's layout), so every call runs GEMMs
+  /// IPEX's; in mha's panels or oneDNN's layout, see `decoder_panels` and
+  /// `encoder_panels`), so every call runs GEMMs
   /// on weights laid out for them; results within float32 rounding of the float weights' (within
   /// 1e-5 of transformers in the tests). `to()` another dtype or device,
   /// `clone()`, `torch::save` / `torch::load`, `state_dict` and
@@ -51,10 +52,16 @@ struct HfModelLoadOptions {
   /// head are held in mha's panels (`PrepackOptions::panels`) instead of
   /// oneDNN's layout: their calls are decode steps of one to a few dozen
   /// rows, which mha's panel GEMM runs in 0.3-0.99x oneDNN's time (a causal
-  /// LM's prompt of hundreds of tokens in about 1.0x). The encoder stays in
-  /// oneDNN's layout. false: the whole model in oneDNN's. Other models: no
-  /// effect.
+  /// LM's prompt of hundreds of tokens in about 1.0x). false: in oneDNN's
+  /// layout. Other models: no effect.
   TORCH_ARG(bool, decoder_panels) = true;
+  /// With `prepack`, the other weights (an encoder model's, a `Seq2SeqLM`'s
+  /// encoder) in mha's panels (true) or oneDNN's layout (false). Unset: panels
+  /// where the CPU lacks AVX-512 (a BERT-base call in panels took 0.79-0.87x
+  /// its time in oneDNN's layout at 16 to 1,024 rows, 1 and 2 threads, on an
+  /// AVX2 AMD EPYC); oneDNN's layout with AVX-512 (there the panels took
+  /// 0.95-1.19x oneDNN's time per GEMM from 1,024 rows, on a Xeon).
+  TORCH_ARG(std::optional<bool>, encoder_panels) = std::nullopt;
 };
 
 /// A model read by `load_hf_model`: one of the four classes, in eval mode.
