@@ -25,8 +25,9 @@ struct PrepackOptions {
   /// stays in registers. At 1-16 input rows (decode steps, beams) it takes
   /// 0.3-0.9x oneDNN's time, at 64 rows 0.76-0.99x, at 256 0.97-1.03x; at
   /// thousands of rows on 2 threads up to 1.2x (docs/weights.md). Same
-  /// memory; needs no oneDNN. Every output element sums in input order, so a
-  /// row's result never depends on the other rows or the thread count.
+  /// memory; needs no oneDNN. Every output element sums in one fixed order
+  /// (blocks of 256 input features in input order), so a row's result never
+  /// depends on the other rows or the thread count.
   TORCH_ARG(bool, panels) = false;
 };
 

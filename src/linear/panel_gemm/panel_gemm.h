@@ -35,8 +35,9 @@ torch::Tensor from_panels(const torch::Tensor& panels, int64_t out);
 
 /// x (M, in) float32 CPU times the (out, in) weight of `panels`, transposed,
 /// plus `bias` (out) where defined, then `activation`: (M, out). Every output
-/// element sums its products in input order from zero, then adds its bias,
-/// whatever M, the row's place among them and the thread count: a row's
+/// element sums its products in one fixed order (blocks of 256 input features,
+/// each in input order from zero, the blocks' sums in order), then adds its
+/// bias, whatever M, the row's place among them and the thread count: a row's
 /// result depends on nothing but that row (batch invariant by construction).
 torch::Tensor panel_gemm(const torch::Tensor& x,
                          const torch::Tensor& panels,
