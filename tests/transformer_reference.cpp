@@ -4,7 +4,8 @@
 #include <torch/serialize.h>
 
 #include <fstream>
-#include <iterator>
+
+#include "file_bytes.h"
 
 namespace mha {
 namespace test {
@@ -17,11 +18,7 @@ constexpr int64_t kMagic = 20261201;
 constexpr int64_t kVersion = 1;
 
 c10::impl::GenericDict load_dict(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  TORCH_CHECK(file, "cannot open ", path);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
-                                std::istreambuf_iterator<char>());
-  return torch::pickle_load(bytes).toGenericDict();
+  return torch::pickle_load(mha::support::read_file_bytes(path)).toGenericDict();
 }
 
 OrderedTensors ordered(const c10::IValue& dict) {

@@ -10,9 +10,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
+
+#include "file_bytes.h"
 
 namespace mha {
 namespace test {
@@ -35,8 +36,8 @@ inline std::string scratch_dir(const std::string& name) {
 }
 
 inline std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  const std::vector<char> bytes = mha::support::read_file_bytes(path);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 inline std::string write_bytes(const std::string& path, const std::string& bytes) {

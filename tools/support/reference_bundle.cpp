@@ -6,9 +6,9 @@
 #include <torch/serialize.h>
 
 #include <fstream>
-#include <iterator>
 
 #include "dtype_names.h"
+#include "file_bytes.h"
 
 namespace mha {
 namespace support {
@@ -86,9 +86,7 @@ ReferenceCase read_reference_case(const std::string& path) {
   TORCH_CHECK(file, fmt::format("reference file {} cannot be opened; run `python "
                                 "scripts/export_reference.py --out <dir>` to write it",
                                 path));
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
-                                std::istreambuf_iterator<char>());
-  const c10::IValue root = torch::pickle_load(bytes);
+  const c10::IValue root = torch::pickle_load(read_file_bytes(path));
   TORCH_CHECK(root.isGenericDict(), fmt::format("{}: expected a dict at the top level", path));
   const DictReader top(root.toGenericDict(), path);
   TORCH_CHECK(top.has("magic") && top.integer("magic") == kReferenceMagic,
