@@ -29,13 +29,15 @@
 // bench_serving_ct2.py --write-requests saved (the same requests for both);
 // --int8: mha::quantize_dynamic instead of prepacked float32; --panels: the
 // decoder and output projection prepacked in panels (PrepackOptions::panels,
-// as load_hf_model holds a language model's), the encoder in oneDNN's layout;
+// as load_hf_model holds a language model's), the encoder in oneDNN's layout
+// (with --encoder-panels in panels too, as load_hf_model holds an encoder on a
+// CPU without AVX-512);
 // --invariant-rows=R: the batch-invariant run's GEMM row block (default 8);
 // --profile: then the top-level ATen ops of one add_sources call of every
 // request and of the step at half the output length (step_timing.h).
 // Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
 //        [--max-len=256] [--out-len=N] [--requests-file=F]
-//        [--rate=R | --load=2 | --at-once] [--threads=T] [--int8 | --panels]
+//        [--rate=R | --load=2 | --at-once] [--threads=T] [--int8 | --panels [--encoder-panels]]
 //        [--batch-invariant-too] [--invariant-rows=R] [--sources-together] [--continuous-only]
 //        [--profile]
 
@@ -77,7 +79,7 @@ struct Args {
   int64_t invariant_rows = 8;
   double rate = 0, load = 2;
   bool invariant_too = false, sources_together = false, continuous_only = false;
-  bool at_once = false, int8 = false, panels = false, profile = false;
+  bool at_once = false, int8 = false, panels = false, encoder_panels = false, profile = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -114,6 +116,8 @@ Args parse(int argc, char** argv) {
       a.int8 = true;
     else if (key == "--panels")
       a.panels = true;
+    else if (key == "--encoder-panels")
+      a.encoder_panels = true;
     else if (key == "--sources-together")
       a.sources_together = true;
     else if (key == "--profile")
@@ -361,6 +365,9 @@ int main(int argc, char** argv) {
       mha::prepack(*model->transformer->decoder.ptr(), mha::PrepackOptions().panels(true));
       mha::prepack(model->out, mha::PrepackOptions().panels(true));
     }
+    if (args.encoder_panels) {
+      mha::prepack(*model->transformer->encoder.ptr(), mha::PrepackOptions().panels(true));
+    }
     mha::prepack(model);
   }
   torch::NoGradGuard no_grad;
@@ -387,7 +394,8 @@ int main(int argc, char** argv) {
       static_cast<long>(args.requests), static_cast<long>(args.min_len),
       static_cast<long>(args.max_len), outputs.c_str(),
       args.int8     ? "int8"
-      : args.panels ? "float32, decoder in panels"
+      : args.panels ? (args.encoder_panels ? "float32, decoder and encoder in panels"
+                                           : "float32, decoder in panels")
                     : "prepacked float32",
       arrivals.c_str(), static_cast<long>(args.threads));
   auto run = requests;
