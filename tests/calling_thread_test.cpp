@@ -6,6 +6,7 @@
 #include "common/calling_thread.h"
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <mha/layer_norm.h>
 #include <mha/multihead_attention.h>
@@ -21,6 +22,15 @@ using mha::detail::enter_calling_thread;
 using mha::detail::kCallingThreadElements;
 using mha::detail::kCallingThreadMultiplyAdds;
 using mha::detail::leave_calling_thread;
+
+/// MKL's thread count for this thread (`mkl_get_max_threads`), or -1 where
+/// LibTorch carries no MKL.
+int mkl_threads() {
+  using GetMaxThreads = int (*)();
+  static const auto get =
+      reinterpret_cast<GetMaxThreads>(dlsym(RTLD_DEFAULT, "MKL_Get_Max_Threads"));
+  return get != nullptr ? get() : -1;
+}
 
 /// Sets OMP_WAIT_POLICY for the guard's check (the runtime read it at start) and restores it.
 class WaitPolicy {
@@ -47,15 +57,19 @@ class WaitPolicy {
 TEST(CallingThread, SmallOpsRunOnTheCallingThreadWhileWorkersSleep) {
   at::set_num_threads(2);
   const WaitPolicy passive("PASSIVE");
-  const int previous = enter_calling_thread(64 * 512);
-  EXPECT_EQ(previous, 2);
+  const int mkl_before = mkl_threads();
+  const auto previous = enter_calling_thread(64 * 512);
+  EXPECT_EQ(previous.openmp, 2);
   EXPECT_EQ(at::get_num_threads(), 1);
+  // MKL's GEMMs, too (SDPA's small GEMMs would each start a region of their own)
+  if (mkl_before != -1) EXPECT_EQ(mkl_threads(), 1);
   int other = 0;  // another thread keeps its count
   std::thread([&] { other = at::get_num_threads(); }).join();
   EXPECT_EQ(other, 2);
   leave_calling_thread(previous);
   EXPECT_EQ(at::get_num_threads(), 2);  // restored
-  EXPECT_EQ(enter_calling_thread(kCallingThreadElements + 1), 0);
+  EXPECT_EQ(mkl_threads(), mkl_before);
+  EXPECT_EQ(enter_calling_thread(kCallingThreadElements + 1).openmp, 0);
   EXPECT_EQ(at::get_num_threads(), 2);
   const int inside =
       mha::detail::on_calling_thread_if_small(16, [] { return at::get_num_threads(); });
@@ -67,12 +81,12 @@ TEST(CallingThread, SpinningWorkersAndOneThreadChangeNothing) {
   at::set_num_threads(2);
   {
     const WaitPolicy active("ACTIVE");
-    EXPECT_EQ(enter_calling_thread(16), 0);
+    EXPECT_EQ(enter_calling_thread(16).openmp, 0);
     EXPECT_EQ(at::get_num_threads(), 2);
   }
   at::set_num_threads(1);
   const WaitPolicy passive("passive");
-  EXPECT_EQ(enter_calling_thread(16), 0);
+  EXPECT_EQ(enter_calling_thread(16).openmp, 0);
   at::set_num_threads(2);
 }
 
@@ -98,10 +112,12 @@ TEST(CallingThread, ALayerNormGivesTheSameBitsOnOneThread) {
 TEST(CallingThread, GemmsAreSmallBelowTheirOwnCount) {
   at::set_num_threads(2);
   const WaitPolicy passive("PASSIVE");
-  const int previous = enter_calling_thread(kCallingThreadMultiplyAdds, kCallingThreadMultiplyAdds);
-  EXPECT_EQ(previous, 2);
+  const auto previous =
+      enter_calling_thread(kCallingThreadMultiplyAdds, kCallingThreadMultiplyAdds);
+  EXPECT_EQ(previous.openmp, 2);
   leave_calling_thread(previous);
-  EXPECT_EQ(enter_calling_thread(kCallingThreadMultiplyAdds + 1, kCallingThreadMultiplyAdds), 0);
+  EXPECT_EQ(enter_calling_thread(kCallingThreadMultiplyAdds + 1, kCallingThreadMultiplyAdds).openmp,
+            0);
   EXPECT_EQ(at::get_num_threads(), 2);
 }
 

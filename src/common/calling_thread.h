@@ -23,16 +23,23 @@ constexpr int64_t kCallingThreadElements = int64_t{1} << 17;
 /// the calling thread, 0.27 ms waking a second one, PASSIVE, 2-core Xeon).
 constexpr int64_t kCallingThreadMultiplyAdds = int64_t{1} << 20;
 
-/// Sets this thread's OpenMP thread count (nthreads-var) to 1 when the op
-/// is small (`work` <= `small_work`), the workers sleep
-/// (OMP_WAIT_POLICY is PASSIVE) and there are workers to wake; returns the
-/// count to restore, or 0 where it changed nothing. Other threads are not
-/// affected. `omp_set_num_threads` is looked up at run time in the OpenMP
-/// runtime LibTorch loaded (mha links none); where there is none, nothing changes.
-int enter_calling_thread(int64_t work, int64_t small_work = kCallingThreadElements);
+/// The thread counts `enter_calling_thread` replaced: OpenMP's (0: nothing
+/// replaced) and MKL's thread-local one (0: none was set).
+struct CallingThreadCounts {
+  int openmp = 0, mkl = 0;
+};
 
-/// Restores the count `enter_calling_thread` returned (nothing for 0).
-void leave_calling_thread(int previous);
+/// Sets this thread's OpenMP thread count (nthreads-var) and MKL's
+/// thread-local count to 1 when the op is small (`work` <= `small_work`), the
+/// workers sleep (OMP_WAIT_POLICY is PASSIVE) and there are workers to wake;
+/// returns the counts to restore. Other threads are not affected.
+/// `omp_set_num_threads` and `mkl_set_num_threads_local` are looked up at run
+/// time in the runtimes LibTorch loaded (mha links neither); without OpenMP
+/// nothing changes, without MKL only OpenMP's count.
+CallingThreadCounts enter_calling_thread(int64_t work, int64_t small_work = kCallingThreadElements);
+
+/// Restores the counts `enter_calling_thread` returned.
+void leave_calling_thread(const CallingThreadCounts& previous);
 
 /// `op()`, its ATen ops on this thread alone where `enter_calling_thread` says so.
 template <typename Op>
@@ -40,7 +47,7 @@ auto on_calling_thread_if_small(int64_t work,
                                 Op&& op,
                                 int64_t small_work = kCallingThreadElements) {
   struct Restore {
-    int previous;
+    CallingThreadCounts previous;
     ~Restore() { leave_calling_thread(previous); }
   } restore{enter_calling_thread(work, small_work)};
   return op();
