@@ -73,10 +73,11 @@ inline Vec activated(const Vec& out, FusedActivation activation) {
 }
 
 /// What a tile prefetches into L2 while it runs: from `next` on, one line every
-/// `step` floats per input feature (a slice of the next panel group).
+/// `step` floats per input feature (a slice of the next panel group); the tile
+/// after it prefetches from `slice` floats further on.
 struct Prefetch {
   const float* next;
-  int64_t step;
+  int64_t step, slice;
 };
 
 /// Rows [row, row + Rows) x panels [panel, panel + Panels) of the output:
@@ -127,11 +128,23 @@ void tile(const PanelGemmArgs& a, int64_t row, int64_t panel, const Prefetch& pr
 /// Rows [row, row + Rows) x panels [panel, panel + panels), panels <= 4.
 template <int Rows>
 void rows_at(
-    const PanelGemmArgs& a, int64_t row, int64_t panel, int64_t panels, const Prefetch& prefetch) {
+    const PanelGemmArgs& a, int64_t row, int64_t panel, int64_t panels, Prefetch& prefetch) {
   constexpr int kPanels = panels_for(Rows);
   int64_t p = panel;
-  for (; p + kPanels <= panel + panels; p += kPanels) tile<Rows, kPanels>(a, row, p, prefetch);
-  for (; p < panel + panels; ++p) tile<Rows, 1>(a, row, p, prefetch);
+  for (; p + kPanels <= panel + panels; p += kPanels) {
+    tile<Rows, kPanels>(a, row, p, prefetch);
+    prefetch.next += prefetch.slice;
+  }
+  for (; p < panel + panels; ++p) {
+    tile<Rows, 1>(a, row, p, prefetch);
+    prefetch.next += prefetch.slice;
+  }
+}
+
+/// Tiles of `rows` rows (at most a tile's) that `panels` panels take.
+constexpr int64_t tiles_for(int64_t rows, int64_t panels) {
+  const int64_t per_tile = panels_for(static_cast<int>(rows));
+  return panels / per_tile + panels % per_tile;
 }
 
 /// The last `rows` rows (fewer than a tile) from `row` x the panels.
@@ -141,20 +154,24 @@ void last_rows(const PanelGemmArgs& a,
                int64_t panel,
                int64_t panels,
                int64_t rows,
-               const Prefetch& prefetch,
+               Prefetch& prefetch,
                std::integer_sequence<int, Rows...> /*1 less than each count*/) {
   ((rows == Rows + 1 ? rows_at<Rows + 1>(a, row, panel, panels, prefetch) : void()), ...);
 }
 
-/// Row tiles from which a group prefetches the next one: 4, so that one line
-/// per input feature and tile covers it. With fewer rows the call is bound by
-/// the weights' reads, which the hardware prefetcher streams well enough
-/// (prefetching there measured no faster:
-/// bench/results/panel-gemm-2026-12-05-prefetch.md).
-constexpr int64_t kPrefetchingTiles = 4;
+/// Tiles from which a group prefetches the next one: as many as the panels of
+/// a group, so that one line per input feature and tile covers the next group
+/// (at most kPanelGroup x in lines). With AVX-512 a tile holds the group's 4
+/// panels, so this takes 4 row tiles (19 rows and more); with fewer rows the
+/// call is bound by the weights' reads there, which the hardware prefetcher
+/// streams well enough (bench/results/panel-gemm-2026-12-05-prefetch.md).
+/// With AVX2 a tile of 3-6 rows holds one panel, so from 3 rows on: 12 rows
+/// on an AVX2 EPYC, weights streamed from memory, 40 -> 66 GFLOP/s on 1
+/// thread (bench/results/panel-gemm-2026-12-05-epyc-prefetch.md).
+constexpr int64_t kPrefetchingTiles = kPanelGroup;
 
 /// Every row x panel group `group` (kPanelGroup panels, fewer at the end).
-/// With `prefetch_next` and at least kPrefetchingTiles row tiles, the tiles
+/// With `prefetch_next` and at least kPrefetchingTiles tiles, the tiles
 /// prefetch the next group's weights into L2, a slice each, so that they
 /// stream in from memory while this group computes from L2: the group's first
 /// tile otherwise waits on memory and the rest on the FMAs, one after the other.
@@ -162,22 +179,22 @@ inline void group(const PanelGemmArgs& a, int64_t group, bool prefetch_next) {
   const int64_t panel = group * kPanelGroup;
   const int64_t panels = std::min<int64_t>(kPanelGroup, a.panel_count - panel);
   const float* weights = a.panels + panel * a.in * kPanelWidth;  // (panels, in, 16)
-  const int64_t tiles = (a.rows + kTileRows - 1) / kTileRows;
+  const int64_t last = a.rows % kTileRows;  // rows of the last tile where it is not full
+  const int64_t tiles = (a.rows / kTileRows) * tiles_for(kTileRows, panels) +
+                        (last > 0 ? tiles_for(last, panels) : 0);
   const int64_t next_floats =
       prefetch_next && tiles >= kPrefetchingTiles
           ? std::min<int64_t>(kPanelGroup, a.panel_count - panel - panels) * a.in * kPanelWidth
           : 0;
-  // floats per row tile (tiles >= kPrefetchingTiles wherever next_floats > 0)
-  const int64_t slice = next_floats > 0 ? (next_floats + tiles - 1) / tiles : 0;
-  Prefetch prefetch{weights, 0};  // without a next group: a line this group reads anyway
+  Prefetch prefetch{weights, 0, 0};  // without a next group: a line this group reads anyway
   if (next_floats > 0) {
+    const int64_t slice = (next_floats + tiles - 1) / tiles;  // floats per tile
     prefetch = {weights + panels * a.in * kPanelWidth,
-                std::min<int64_t>(kPanelWidth, (slice + a.in - 1) / a.in)};
+                std::min<int64_t>(kPanelWidth, (slice + a.in - 1) / a.in), slice};
   }
   int64_t row = 0;
   for (; row + kTileRows <= a.rows; row += kTileRows) {
     rows_at<kTileRows>(a, row, panel, panels, prefetch);
-    prefetch.next += slice;
   }
   last_rows(a, row, panel, panels, a.rows - row, prefetch,
             std::make_integer_sequence<int, kTileRows - 1>{});
