@@ -62,7 +62,9 @@ TEST(CallingThread, SmallOpsRunOnTheCallingThreadWhileWorkersSleep) {
   EXPECT_EQ(previous.openmp, 2);
   EXPECT_EQ(at::get_num_threads(), 1);
   // MKL's GEMMs, too (SDPA's small GEMMs would each start a region of their own)
-  if (mkl_before != -1) EXPECT_EQ(mkl_threads(), 1);
+  if (mkl_before != -1) {
+    EXPECT_EQ(mkl_threads(), 1);
+  }
   int other = 0;  // another thread keeps its count
   std::thread([&] { other = at::get_num_threads(); }).join();
   EXPECT_EQ(other, 2);
