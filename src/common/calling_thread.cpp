@@ -10,25 +10,26 @@ namespace mha {
 namespace detail {
 namespace {
 
+/// The function `name` of type Fn in a runtime LibTorch loaded, or null.
+template <typename Fn>
+Fn runtime_function(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+}
+
 /// The OpenMP runtime's `omp_set_num_threads`, where LibTorch loaded one; else null.
 using SetNumThreads = void (*)(int);
 SetNumThreads omp_set_num_threads() {
-  static const auto set =
-      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  static const auto set = runtime_function<SetNumThreads>("omp_set_num_threads");
   return set;
 }
 
 /// MKL's `mkl_set_num_threads_local` (its C entry, by value; the lower-case
 /// symbol is the Fortran one, by reference), where LibTorch carries MKL; else
-/// null. at::set_num_threads sets MKL's count for its calling thread apart from
-/// OpenMP's, and MKL starts a parallel region of its own for a GEMM called
-/// outside one: an SDPA kept on one OpenMP thread would still wake a worker for
-/// each of its small GEMMs (BERT-base at (1, 16) on 2 threads, AVX2 EPYC:
-/// 0.74 ms per attention instead of 0.08).
+/// null. MKL keeps a count of its own for each thread (why: docs/semantics.md,
+/// the calling thread).
 using SetMklThreads = int (*)(int);
 SetMklThreads mkl_set_num_threads_local() {
-  static const auto set =
-      reinterpret_cast<SetMklThreads>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+  static const auto set = runtime_function<SetMklThreads>("MKL_Set_Num_Threads_Local");
   return set;
 }
 
