@@ -145,7 +145,7 @@ TEST_F(Concurrency, EightThreadsMatchOneThreadAtServingSizes) {
   constexpr int64_t kE = 512, kHeads = 8;
   MultiheadAttention m(MultiheadAttentionOptions(kE, kHeads).batch_first(true));
   m->eval();
-  mha::prepack(m);  // oneDNN's GEMMs on packed weights
+  mha::prepack(m);  // GEMMs on packed weights
   torch::manual_seed(0);
   MultiheadAttention q(MultiheadAttentionOptions(kE, kHeads).batch_first(true));
   q->eval();

@@ -1,5 +1,6 @@
 // The panel GEMM (src/linear/panel_gemm/) and prepacked weights in panels
-// (PrepackOptions().panels(true), load_hf_model's decode side): every
+// (PrepackOptions().panels(true), prepack's default without AVX-512,
+// load_hf_model's decode side): every
 // capability this CPU runs against the same product in float64, within the
 // rounding bound of its float32 sum (blocks of 256 in order), at served sizes (E = 512,
 // FFN 2048, a 32,000 vocabulary) and ragged ones; bitwise invariance to the
@@ -18,8 +19,11 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/cpu_capability.h"
+#include "linear/packed_linear.h"
 #include "support.h"
 #include "tolerances.h"
 
@@ -199,6 +203,33 @@ TEST(PanelPrepack, DecoderLayerCallsAgreeWithTheFloatModuleAndUseThePanelGemm) {
       EXPECT_TRUE(torch::allclose(out, expected, tol.rtol, tol.atol))
           << "N " << n << " T " << t << ": " << (out - expected).abs().max().item<double>();
     }
+  }
+}
+
+TEST(PanelPrepack, TheDefaultLayoutIsPanelsWhereTheCpuLacksAvx512) {
+  // PrepackOptions::panels unset: panels without AVX-512 (or without oneDNN's
+  // ops), oneDNN's layout with it. The design card's call: a sequence-first
+  // MultiheadAttention(512, 8), self-attention, at 1, 16 and 8 x 128 tokens.
+  torch::manual_seed(6);
+  MultiheadAttention attn(MultiheadAttentionOptions(512, 8));
+  attn->eval();
+  auto reference =
+      MultiheadAttention(std::dynamic_pointer_cast<MultiheadAttentionImpl>(attn->clone()));
+  prepack(attn);
+  const bool panels = !detail::PackedLinearOps::onednn().available() ||
+                      detail::best_cpu_capability() != CpuCapability::kAvx512;
+  for (const auto& [len, batch] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {16, 1}, {128, 8}}) {
+    const Tensor x = torch::randn({len, batch, 512});  // (L, N, E)
+    const c10::InferenceMode inference;
+    Tensor out;
+    const auto ops = ops_called([&] { out = std::get<0>(attn->forward(x, x, x, {}, false)); });
+    EXPECT_EQ(called(ops, "mha::panel_gemm"), panels) << len << " x " << batch;
+    EXPECT_EQ(called(ops, "mkldnn::_linear_pointwise"), !panels) << len << " x " << batch;
+    const Tensor expected = std::get<0>(reference->forward(x, x, x, {}, false));  // (L, N, E)
+    const auto tol = support::parity_tolerance(torch::kFloat);
+    EXPECT_TRUE(torch::allclose(out, expected, tol.rtol, tol.atol))
+        << len << " x " << batch << ": " << (out - expected).abs().max().item<double>();
   }
 }
 

@@ -30,6 +30,8 @@ using torch::Tensor;
 
 constexpr const char* kPackOp = "mkldnn::_reorder_linear_weight";
 constexpr const char* kPackedGemmOp = "mkldnn::_linear_pointwise";
+/// oneDNN's layout, whatever this CPU's default (PrepackOptions::panels).
+const mha::PrepackOptions kOneDnn = mha::PrepackOptions().panels(false);
 
 /// An encoder layer of the size people serve (d_model 512, 8 heads, FFN 2048).
 mha::TransformerEncoderLayer serving_layer() {
@@ -76,7 +78,7 @@ class PrepackTest : public ::testing::Test {
 TEST_F(PrepackTest, HoldsEachWeightOnceAndGivesItBackBitForBit) {
   auto layer = serving_layer();
   const auto before = mha::state_dict(*layer);
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   EXPECT_TRUE(mha::is_prepacked(*layer));
   EXPECT_FALSE(mha::is_quantized(*layer));
   for (const Tensor* weight :
@@ -99,7 +101,7 @@ TEST_F(PrepackTest, HoldsEachWeightOnceAndGivesItBackBitForBit) {
 TEST_F(PrepackTest, AgreesWithTheFloatModuleAndIsPythonsBitsWithPythonsKernels) {
   auto layer = serving_layer();
   auto reference = copy_of(layer);
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   for (const Tensor& x : {src, torch::randn({4, 16, 512}), torch::randn({1, 1, 512})}) {
     std::vector<std::string> ops;
     Tensor out;
@@ -126,7 +128,7 @@ TEST_F(PrepackTest, SequenceFirstCallsAgreeWithTheFloatModuleAndArePythonsBitsWi
   attn->eval();
   auto reference = mha::MultiheadAttention(
       std::dynamic_pointer_cast<mha::MultiheadAttentionImpl>(attn->clone()));
-  mha::prepack(attn);
+  mha::prepack(attn, kOneDnn);
   const auto run = [](mha::MultiheadAttention& m, const Tensor& x, const Tensor& kpm,
                       const Tensor& mask) {
     const c10::InferenceMode inference;
@@ -165,7 +167,7 @@ TEST_F(PrepackTest, AnEditThroughDataOfAFloatWeightIsSeen) {
 
 TEST_F(PrepackTest, EditsOfAPrepackedWeightAreImpossibleOrSeen) {
   auto layer = serving_layer();
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   const Tensor out = run(layer, src);
   layer->linear2->weight.data().zero_();  // an empty tensor: nothing to edit
   EXPECT_TRUE(bitwise_equal(run(layer, src), out));
@@ -186,7 +188,7 @@ TEST_F(PrepackTest, InferenceModeWeightsArePrepackedToo) {
     const c10::InferenceMode inference;
     auto layer = serving_layer();  // built under InferenceMode: inference tensors
     auto reference = copy_of(layer);
-    mha::prepack(layer);
+    mha::prepack(layer, kOneDnn);
     const auto ops = ops_called([&] { out = layer(src); });
     EXPECT_TRUE(called(ops, kPackedGemmOp));
     expected = reference(src);
@@ -196,11 +198,11 @@ TEST_F(PrepackTest, InferenceModeWeightsArePrepackedToo) {
 
 TEST_F(PrepackTest, TorchSaveAndLoadKeepThePackedWeightsAndRefuseMismatches) {
   auto layer = serving_layer();
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   std::stringstream bytes;
   torch::save(layer, bytes);
   auto other = serving_layer();  // other weights
-  mha::prepack(other);
+  mha::prepack(other, kOneDnn);
   torch::load(other, bytes);
   EXPECT_TRUE(bitwise_equal(run(other, src), run(layer, src)));
 
@@ -220,7 +222,7 @@ TEST_F(PrepackTest, TorchSaveAndLoadKeepThePackedWeightsAndRefuseMismatches) {
 
 TEST_F(PrepackTest, LoadStateDictRepacks) {
   auto layer = serving_layer();
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   auto source = serving_layer();  // other weights
   const auto path = std::filesystem::temp_directory_path() / "mha_prepack_reload.safetensors";
   mha::save_state_dict(*source, path.string());
@@ -233,7 +235,7 @@ TEST_F(PrepackTest, LoadStateDictRepacks) {
 
 TEST_F(PrepackTest, CloneIsPrepackedAndEqual) {
   auto layer = serving_layer();
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   auto copy = copy_of(layer);
   EXPECT_TRUE(mha::is_prepacked(*copy));
   EXPECT_TRUE(bitwise_equal(run(copy, src), run(layer, src)));
@@ -241,7 +243,7 @@ TEST_F(PrepackTest, CloneIsPrepackedAndEqual) {
 
 TEST_F(PrepackTest, ToAnotherDtypeThrowsAndTheWeightIsFreedWithTheModule) {
   auto layer = serving_layer();
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   MHA_ASSERT_THROWS_WITH(layer->to(torch::kDouble), "holds prepacked (mha::prepack) weights");
   MHA_ASSERT_THROWS_WITH(layer->to(torch::kDouble), "call mha::unpack(module) first");
   std::weak_ptr<torch::nn::Module> packed = layer->linear1->named_children()["weight_packed"];
@@ -267,7 +269,7 @@ TEST_F(PrepackTest, UnpackGivesTheFloatModuleBackBitForBit) {
   auto model = serving_transformer();
   auto plain = mha::Transformer(std::dynamic_pointer_cast<mha::TransformerImpl>(model->clone()));
   const Tensor tgt = torch::randn({1, 8, 512});
-  mha::prepack(model);
+  mha::prepack(model, kOneDnn);
   mha::unpack(model);
   EXPECT_FALSE(mha::is_prepacked(*model));
   auto encoder = model->encoder.get<mha::TransformerEncoder>();
@@ -291,7 +293,7 @@ TEST_F(PrepackTest, QuantizeDynamicOfAPrepackedModuleQuantizesItsFloatValues) {
   auto model = serving_transformer();
   auto plain = mha::Transformer(std::dynamic_pointer_cast<mha::TransformerImpl>(model->clone()));
   const Tensor tgt = torch::randn({1, 8, 512});
-  mha::prepack(model);
+  mha::prepack(model, kOneDnn);
   mha::quantize_dynamic(model);
   mha::quantize_dynamic(plain);
   EXPECT_FALSE(mha::is_prepacked(*model));
@@ -302,7 +304,7 @@ TEST_F(PrepackTest, QuantizeDynamicOfAPrepackedModuleQuantizesItsFloatValues) {
 TEST_F(PrepackTest, RefusesWhatItCannotConvertChangingNothing) {
   mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(512, 8));
   attn->to(torch::kDouble);
-  MHA_ASSERT_THROWS_WITH(mha::prepack(attn), "expected a 2-D float32 CPU weight");
+  MHA_ASSERT_THROWS_WITH(mha::prepack(attn, kOneDnn), "expected a 2-D float32 CPU weight");
   EXPECT_EQ(attn->in_proj_weight.numel(), 3 * 512 * 512);
   EXPECT_FALSE(mha::is_prepacked(*attn));
 }
@@ -315,7 +317,7 @@ Tensor expect_fused_feed_forward(mha::TransformerEncoderLayer& layer,
                                  const char* unfused_op,
                                  const Tensor& src,
                                  const std::function<bool(const Tensor&, const Tensor&)>& agree) {
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   const auto form = mha::detail::linear_form(*layer->linear1);
   EXPECT_TRUE(form);
   if (!form) return Tensor();
@@ -362,7 +364,7 @@ TEST_F(PrepackTest, DecoderLayerCallsAgreeWithTheFloatModule) {
       mha::TransformerLayerOptions(512, 8).dim_feedforward(2048).batch_first(true));
   layer->eval();
   auto reference = copy_of(layer);
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   const Tensor tgt = torch::randn({2, 8, 512}), memory = torch::randn({2, 24, 512});
   const c10::InferenceMode inference;
   expect_close(layer(tgt, memory), reference(tgt, memory));
@@ -370,7 +372,7 @@ TEST_F(PrepackTest, DecoderLayerCallsAgreeWithTheFloatModule) {
 
 TEST_F(PrepackTest, ConcurrentCallsAgreeBitwise) {
   auto layer = serving_layer();
-  mha::prepack(layer);
+  mha::prepack(layer, kOneDnn);
   const Tensor expected = run(layer, src);
   std::vector<Tensor> outs(8);
   std::vector<std::thread> threads;
@@ -422,7 +424,7 @@ TEST_F(PrepackTest, BatchInvariantServingIsBitwisePerRequest) {
           2)
           .enable_nested_tensor(false));
   stack->eval();
-  mha::prepack(stack);
+  mha::prepack(stack, kOneDnn);
   std::vector<std::vector<Tensor>> inputs;  // per request: a prompt (L, E), then single rows
   for (int64_t r = 0; r < 3; ++r) {
     inputs.push_back({torch::randn({3 + 5 * r, 512})});

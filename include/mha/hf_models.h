@@ -56,11 +56,11 @@ struct HfModelLoadOptions {
   /// layout. Other models: no effect.
   TORCH_ARG(bool, decoder_panels) = true;
   /// With `prepack`, the other weights (an encoder model's, a `Seq2SeqLM`'s
-  /// encoder) in mha's panels (true) or oneDNN's layout (false). Unset: panels
-  /// where the CPU lacks AVX-512 (a BERT-base call in panels took 0.75-0.87x
-  /// its time in oneDNN's layout on 1 thread, 0.71-0.97x on 2, at 16 to 1,024
-  /// rows on an AVX2 AMD EPYC); oneDNN's layout with AVX-512 (there the panels
-  /// took 0.95-1.19x oneDNN's time per GEMM from 1,024 rows, on a Xeon).
+  /// encoder) in mha's panels (true) or oneDNN's layout (false). Unset:
+  /// `prepack`'s default (`PrepackOptions::panels`), panels where the CPU
+  /// lacks AVX-512 (a BERT-base call in panels took 0.75-0.87x its time in
+  /// oneDNN's layout on 1 thread, 0.71-0.97x on 2, at 16 to 1,024 rows on an
+  /// AVX2 AMD EPYC).
   TORCH_ARG(std::optional<bool>, encoder_panels) = std::nullopt;
 };
 

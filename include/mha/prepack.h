@@ -10,6 +10,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <optional>
+
 namespace mha {
 
 /// Options of `prepack`: what it converts.
@@ -28,7 +30,13 @@ struct PrepackOptions {
   /// memory; needs no oneDNN. Every output element sums in one fixed order
   /// (blocks of 256 input features in input order), so a row's result never
   /// depends on the other rows or the thread count.
-  TORCH_ARG(bool, panels) = false;
+  /// Unset: panels where the CPU lacks AVX-512 (there a sequence-first
+  /// `MultiheadAttention(512, 8)` call took 0.48-0.93x its time in oneDNN's
+  /// layout at 1 to 1,024 tokens, and a BERT-base call 0.75-0.87x, on an
+  /// AVX2 AMD EPYC) or where LibTorch lacks oneDNN's ops; oneDNN's layout on
+  /// an AVX-512 CPU (there the panels took 0.95-1.19x oneDNN's time per GEMM
+  /// from 1,024 rows, on a Xeon).
+  TORCH_ARG(std::optional<bool>, panels) = std::nullopt;
 };
 
 /// Converts, in place and for inference, the float32 CPU projections of
@@ -36,8 +44,9 @@ struct PrepackOptions {
 /// Transformer layers and stacks, `torch::nn::Linear`) to weights prepacked
 /// by oneDNN (`mkldnn::_reorder_linear_weight`), which every later call
 /// multiplies with oneDNN's GEMM (`mkldnn::_linear_pointwise`): the form
-/// PyTorch's frozen CPU inference uses; with `PrepackOptions().panels(true)`
-/// to mha's panels, multiplied by mha's own GEMM. Each weight is then held once, by the
+/// PyTorch's frozen CPU inference uses; or to mha's panels, multiplied by
+/// mha's own GEMM (`PrepackOptions::panels`: by default where the CPU lacks
+/// AVX-512). Each weight is then held once, by the
 /// module that owns it: a converted parameter keeps its name but holds no
 /// elements (a float32 tensor of shape (0)) and its packed form is the child
 /// module `<name>_packed`, freed with the module.
@@ -58,8 +67,8 @@ struct PrepackOptions {
 /// without autograd: its parameters stop requiring grad.
 ///
 /// Throws `c10::Error`, changing nothing, for weights that are not float32
-/// on the CPU, a tensor-parallel module, or a LibTorch without oneDNN's ops
-/// (unless `panels`).
+/// on the CPU, a tensor-parallel module, or `panels(false)` on a LibTorch
+/// without oneDNN's ops.
 /// Weights already converted (prepacked or int8) are left as they are.
 ///
 /// Example:
@@ -68,7 +77,7 @@ struct PrepackOptions {
 /// layer->eval();
 /// mha::prepack(*layer);
 /// torch::InferenceMode guard;
-/// auto out = layer(torch::randn({2, 16, 512}));  // oneDNN's GEMMs on packed weights
+/// auto out = layer(torch::randn({2, 16, 512}));  // GEMMs on packed weights
 /// ```
 void prepack(torch::nn::Module& module, const PrepackOptions& options = {});
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/calling_thread.h"
+#include "common/cpu_capability.h"
 #include "linear/panel_gemm/panel_gemm.h"
 #include "mha/kernel_switches.h"
 
@@ -16,6 +17,12 @@ namespace mha {
 namespace detail {
 
 using torch::Tensor;
+
+PackedLayout default_packed_layout() {
+  const bool panels =
+      !PackedLinearOps::onednn().available() || best_cpu_capability() != CpuCapability::kAvx512;
+  return panels ? PackedLayout::kPanels : PackedLayout::kOneDnn;
+}
 
 PackedWeightImpl::PackedWeightImpl(const Tensor& weight,
                                    std::vector<int64_t> block_rows,

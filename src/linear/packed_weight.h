@@ -33,6 +33,10 @@ enum class PackedLayout {
   kPanels,  ///< mha's panels and GEMM (panel_gemm.h): the fastest at a few rows
 };
 
+/// `mha::prepack`'s layout where `PrepackOptions::panels` is unset: panels on
+/// a CPU without AVX-512 or a LibTorch without oneDNN's ops, else oneDNN's.
+PackedLayout default_packed_layout();
+
 /// The prepacked form of one float32 weight parameter (out, in), packed in
 /// row blocks as `Int8WeightImpl` is (a decoder's cross-attention
 /// `in_proj_weight`: q, then [k; v], projected apart).

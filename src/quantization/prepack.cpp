@@ -41,20 +41,25 @@ Layer unpacked_prototype(const Layer& prototype) {
   return Layer(copy);
 }
 
-}  // namespace
-
-void prepack(torch::nn::Module& module, const PrepackOptions& options) {
-  TORCH_CHECK(options.panels() || detail::PackedLinearOps::onednn().available(),
+/// The layout `options` ask for: `panels`, or where unset, the default.
+detail::PackedLayout packed_layout(const PrepackOptions& options) {
+  if (!options.panels()) return detail::default_packed_layout();
+  TORCH_CHECK(*options.panels() || detail::PackedLinearOps::onednn().available(),
               "prepack: prepacked weights need oneDNN's mkldnn::_reorder_linear_weight and "
               "mkldnn::_linear_pointwise, which this LibTorch does not have; "
               "PrepackOptions().panels(true) needs neither");
+  return *options.panels() ? detail::PackedLayout::kPanels : detail::PackedLayout::kOneDnn;
+}
+
+}  // namespace
+
+void prepack(torch::nn::Module& module, const PrepackOptions& options) {
+  const detail::PackedLayout layout = packed_layout(options);
   detail::ConversionPlan plan =
       detail::plan_conversion(module, {"prepack", options.attention(), options.linears()});
   torch::NoGradGuard no_grad;
   for (detail::Conversion& c : plan.conversions) {
-    c.form = std::make_shared<detail::PackedWeightImpl>(
-        c.values, c.block_rows,
-        options.panels() ? detail::PackedLayout::kPanels : detail::PackedLayout::kOneDnn);
+    c.form = std::make_shared<detail::PackedWeightImpl>(c.values, c.block_rows, layout);
   }
   detail::commit(plan, "_packed");
 }

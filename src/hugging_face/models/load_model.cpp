@@ -10,7 +10,6 @@
 
 #include <algorithm>
 
-#include "common/cpu_capability.h"
 #include "hugging_face/architectures.h"
 #include "linear/packed_linear.h"
 
@@ -220,13 +219,6 @@ std::vector<torch::nn::Module*> decode_side(const HfModel& model) {
   return {};
 }
 
-/// `options.encoder_panels()`, or where unset, whether this CPU lacks AVX-512
-/// (HfModelLoadOptions::encoder_panels).
-bool encoder_panels(const HfModelLoadOptions& options) {
-  return options.encoder_panels().value_or(detail::best_cpu_capability() !=
-                                           detail::CpuCapability::kAvx512);
-}
-
 }  // namespace
 
 std::vector<std::string> hf_model_types() {
@@ -280,7 +272,7 @@ HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& 
       for (torch::nn::Module* m : decode_side(out)) prepack(*m, PrepackOptions().panels(true));
     }
     // the rest (converted weights are left as they are)
-    prepack(out.base(), PrepackOptions().panels(encoder_panels(options)));
+    prepack(out.base(), PrepackOptions().panels(options.encoder_panels()));
   }
   return out;
 }
