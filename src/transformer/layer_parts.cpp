@@ -73,7 +73,13 @@ torch::Tensor activated_linear(const TransformerActivation& activation,
       return form->forward_activated(rows, linear.bias, fused);
     });
   }
-  return apply_activation(activation, detail::linear_int8_or_packed(linear, x));
+  torch::Tensor hidden = detail::linear_int8_or_packed(linear, x);  // (..., out)
+  if (relu_or_gelu != 0 && !(at::GradMode::is_enabled() && hidden.requires_grad())) {
+    // the GEMM's fresh output, activated in place (the same kernel, the same
+    // bits): no second buffer of (..., out) to map and fault in per call
+    return relu_or_gelu == 1 ? at::relu_(hidden) : at::gelu_(hidden);
+  }
+  return apply_activation(activation, hidden);
 }
 
 }  // namespace
