@@ -22,7 +22,7 @@ struct PrepackOptions {
   /// Every other `torch::nn::Linear`: the Transformer layers' feed-forward
   /// `linear1`/`linear2`, and a model's own (an output projection).
   TORCH_ARG(bool, linears) = true;
-  /// mha's own layout and GEMM instead of oneDNN's: each weight in panels of
+  /// true: mha's own layout and GEMM (false: oneDNN's): each weight in panels of
   /// 16 output features, streamed once per call while a tile of input rows
   /// stays in registers. At 1-16 input rows (decode steps, beams) it takes
   /// 0.3-0.9x oneDNN's time, at 64 rows 0.76-0.99x, at 256 0.97-1.03x; at
