@@ -27,6 +27,7 @@
 // translate_batch of scripts/bench_serving_ct2.py with --out-len N); --at-once:
 // all arrive at 0 (an offline batch); --requests-file=FILE: the sources that
 // bench_serving_ct2.py --write-requests saved (the same requests for both);
+// default: mha::prepack's layout for this CPU (PrepackOptions::panels);
 // --int8: mha::quantize_dynamic instead of prepacked float32; --panels: the
 // decoder and output projection prepacked in panels (PrepackOptions::panels,
 // as load_hf_model holds a language model's), the encoder in oneDNN's layout
@@ -364,11 +365,10 @@ int main(int argc, char** argv) {
     if (args.panels) {
       mha::prepack(*model->transformer->decoder.ptr(), mha::PrepackOptions().panels(true));
       mha::prepack(model->out, mha::PrepackOptions().panels(true));
+      mha::prepack(model, mha::PrepackOptions().panels(args.encoder_panels));  // the encoder
+    } else {
+      mha::prepack(model);  // the CPU's default layout (PrepackOptions::panels)
     }
-    if (args.encoder_panels) {
-      mha::prepack(*model->transformer->encoder.ptr(), mha::PrepackOptions().panels(true));
-    }
-    mha::prepack(model);
   }
   torch::NoGradGuard no_grad;
   std::vector<Request> requests = make_requests(args, model->config.vocab);
@@ -396,7 +396,7 @@ int main(int argc, char** argv) {
       args.int8     ? "int8"
       : args.panels ? (args.encoder_panels ? "float32, decoder and encoder in panels"
                                            : "float32, decoder in panels")
-                    : "prepacked float32",
+                    : "prepacked float32 (prepack's default layout)",
       arrivals.c_str(), static_cast<long>(args.threads));
   auto run = requests;
   if (!args.continuous_only) {
