@@ -151,6 +151,40 @@ TEST(TransformerFastPath, EncoderLayerRunsItsStepsWhereTheyAreFaster) {
   EXPECT_TRUE(called(ops_called([&] { narrow(long_src); }), op));
 }
 
+// Outside autograd the feed-forward's GELU runs in place on linear1's fresh
+// output (no second buffer); under autograd out of place, for backward. The
+// same kernel: the same bits on the same input. (The two calls' outputs agree
+// within float32 rounding only: LibTorch's matmul picks its kernel by
+// requires_grad.) A decoder layer of the size people serve.
+TEST(TransformerFeedForward, ActivationRunsInPlaceOutsideAutogradWithTheSameBits) {
+  mha::TransformerDecoderLayer layer(mha::TransformerDecoderLayerOptions(512, 8)
+                                         .dim_feedforward(2048)
+                                         .activation(torch::kGELU)
+                                         .batch_first(true));
+  layer->eval();
+  const Tensor tgt = torch::randn({2, 16, 512}), memory = torch::randn({2, 20, 512});  // (N, L, E)
+  Tensor with_grad;
+  const auto grad_ops = ops_called([&] { with_grad = layer(tgt, memory); });
+  EXPECT_TRUE(called(grad_ops, "aten::gelu"));
+  EXPECT_FALSE(called(grad_ops, "aten::gelu_"));
+  with_grad.sum().backward();
+  EXPECT_TRUE(layer->linear1->weight.grad().defined());
+  Tensor inference;
+  const auto ops = ops_called([&] {
+    const c10::InferenceMode guard;
+    inference = layer(tgt, memory);
+  });
+  EXPECT_TRUE(called(ops, "aten::gelu_"));
+  EXPECT_FALSE(called(ops, "aten::gelu"));
+  const auto tol = mha::support::parity_tolerance(torch::kFloat);
+  EXPECT_TRUE(torch::allclose(inference, with_grad.detach(), tol.rtol, tol.atol));
+  const c10::InferenceMode guard;
+  const Tensor hidden = layer->linear1(tgt);  // (N, L, 2048)
+  Tensor in_place = hidden.clone();
+  at::gelu_(in_place);
+  EXPECT_TRUE(mha::test::bitwise_equal(in_place, at::gelu(hidden)));
+}
+
 TEST(TransformerFastPath, EncoderConvertsToNestedTensorsWherePythonDoes) {
   torch::NoGradGuard no_grad;
   mha::TransformerEncoder encoder(
