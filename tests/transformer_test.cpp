@@ -16,6 +16,7 @@
 #include "silent_warnings.h"
 #include "support.h"
 #include "tolerances.h"
+#include "transformer/layer_parts.h"
 
 namespace {
 
@@ -183,6 +184,43 @@ TEST(TransformerFeedForward, ActivationRunsInPlaceOutsideAutogradWithTheSameBits
   Tensor in_place = hidden.clone();
   at::gelu_(in_place);
   EXPECT_TRUE(mha::test::bitwise_equal(in_place, at::gelu(hidden)));
+}
+
+TEST(TransformerResidual, AddsRunInPlaceOutsideAutogradWithTheSameBits) {
+  // A post-norm decoder layer at E = 512: its three residual adds are
+  // aten::add under autograd (backward works) and aten::add_ into the
+  // block's output in InferenceMode; the sums are the same bits (float
+  // addition commutes), and the layer's input is left as it was.
+  mha::TransformerDecoderLayer layer(
+      mha::TransformerDecoderLayerOptions(512, 8).dim_feedforward(2048).batch_first(true));
+  layer->eval();
+  const Tensor tgt = torch::randn({2, 16, 512}), memory = torch::randn({2, 20, 512});  // (N, L, E)
+  const Tensor before = tgt.clone();
+  // the residual: the op right after a block's closing dropout
+  const auto residuals = [](const std::vector<std::string>& ops, const std::string& op) {
+    int64_t n = 0;
+    for (size_t i = 1; i < ops.size(); ++i) n += ops[i - 1] == "aten::dropout" && ops[i] == op;
+    return n;
+  };
+  Tensor with_grad;
+  const auto grad_ops = ops_called([&] { with_grad = layer(tgt, memory); });
+  with_grad.sum().backward();
+  EXPECT_TRUE(layer->linear2->weight.grad().defined());
+  Tensor inference;
+  const auto ops = ops_called([&] {
+    const c10::InferenceMode guard;
+    inference = layer(tgt, memory);
+  });
+  EXPECT_EQ(residuals(grad_ops, "aten::add"), 3);
+  EXPECT_EQ(residuals(grad_ops, "aten::add_"), 0);
+  EXPECT_EQ(residuals(ops, "aten::add_"), 3);
+  EXPECT_EQ(residuals(ops, "aten::add"), 0);
+  const auto tol = mha::support::parity_tolerance(torch::kFloat);
+  EXPECT_TRUE(torch::allclose(inference, with_grad.detach(), tol.rtol, tol.atol));
+  EXPECT_TRUE(mha::test::bitwise_equal(tgt, before));
+  const c10::InferenceMode guard;
+  const Tensor block = layer->linear2(layer->linear1(tgt));  // a block's output, (N, L, E)
+  EXPECT_TRUE(mha::test::bitwise_equal(mha::detail::residual_add(tgt, block.clone()), tgt + block));
 }
 
 TEST(TransformerFastPath, EncoderConvertsToNestedTensorsWherePythonDoes) {

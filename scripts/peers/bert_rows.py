@@ -32,6 +32,7 @@ PEAK_SIZE = 2048        # the GEMM peak's matrix size
 PRECISIONS = ("float32", "float")
 PAIRS = (("float32", "transformers"), ("float32", "ONNX Runtime"), ("float32", "ORT optimized"),
          ("float", "ORT optimized"))  # the rows of a cell: mha's precision, peer
+TARGETS = {("float32", "transformers"): 0.8, ("float32", "ORT optimized"): 0.9}  # mha / peer
 
 
 def _case_file(directory, ids, mask):
@@ -168,5 +169,6 @@ def _timed_rows(name, iters, args, case_file, threads, engines, bounds, fused, w
             check += f"; {fused}"
         mha = "as loaded" if precision == "float32" else "float weights"
         result.append(Row(f"{name}, mha {mha}", str(threads), peer, times[precision], times[peer],
-                          check, gflop, peak, load=load))
+                          check, gflop, peak, load=load, target=TARGETS.get((precision, peer)),
+                          floor_ms=max(floors.values())))
     return result

@@ -108,5 +108,5 @@ def rows(case, work, args):
         for name in ("ONNX Runtime", "AOTInductor"):
             check = f"{mha_diff:.1e}; {diffs[name]:.1e}" if name in diffs else f"{mha_diff:.1e}; -"
             result.append(Row(case.name, str(threads), name, mha, peers.get(name, []), check,
-                              gflop, peak, missing.get(name, ""), load))
+                              gflop, peak, missing.get(name, ""), load, target=case.target))
     return result

@@ -20,6 +20,8 @@ class Row:
     peak: Optional[float] = None    # median measured GEMM peak, GFLOP/s
     note: str = ""                  # why the peer has no times
     load: str = ""                  # 1-minute load average as the rounds started and ended
+    target: Optional[float] = None  # the cell's target for mha / peer, before the floor rule
+    floor_ms: Optional[float] = None  # the floor that binds; default: GFLOP over the GEMM peak
 
     def ratio(self):
         """The median of the per-round ratios mha / peer."""
@@ -29,10 +31,25 @@ class Row:
         """The FLOP rate of a call of `ms` ms as a share of the GEMM peak."""
         return self.gflop / (ms * 1e-3) / self.peak
 
+    def peer_floor_share(self):
+        """The peer's median time's share of the floor that binds, or None without one."""
+        floor = self.floor_ms
+        if floor is None and self.gflop and self.peak:
+            floor = self.gflop / self.peak * 1e3
+        return floor / statistics.median(self.peer_ms) if floor and self.peer_ms else None
+
+    def cell_target(self):
+        """The target, raised to 1.0 where the peer runs at 90% or more of the floor that
+        binds (a peer at the floor leaves no room for 0.9 of it); None without a target."""
+        if self.target is None:
+            return None
+        share = self.peer_floor_share()
+        return max(self.target, 1.0) if share is not None and share >= 0.9 else self.target
+
 
 HEADER = ("| case | threads | peer | mha ms | peer ms | mha / peer | max abs diff from Python "
-          "(mha; peer) | share of GEMM peak (mha; peer) | load |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+          "(mha; peer) | share of GEMM peak (mha; peer) | target | load |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
 
 
 def _ms(values):
@@ -53,8 +70,12 @@ def line(row):
     if row.peak and row.peer_ms:
         mha, peer = (row.share(statistics.median(v)) for v in (row.mha_ms, row.peer_ms))
         peak = f"{mha:.0%}; {peer:.0%} (peak {row.peak:.0f} GFLOP/s)"
+    target = row.cell_target()
+    verdict = "-"
+    if target is not None and row.peer_ms:
+        verdict = f"<= {target:.1f}: {'met' if row.ratio() <= target else 'missed'}"
     return (f"| {row.case} | {row.threads} | {row.peer} | {timed} | {row.check} | {peak} "
-            f"| {row.load} |")
+            f"| {verdict} | {row.load} |")
 
 
 def cpu_model():

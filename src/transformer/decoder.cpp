@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
+#include "common/reused_buffers.h"
 #include "common/validated_scope.h"
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
@@ -47,7 +48,8 @@ Tensor TransformerDecoderImpl::forward(const Tensor& tgt,
   const bool batch_first = options.decoder_layer()->options.batch_first();
   const int64_t seq_len = tgt.dim() == 2 ? tgt.size(0) : tgt.size(batch_first ? 1 : 0);
   const bool causal = detect_is_causal_mask(tgt_mask, tgt_is_causal, seq_len);
-  Tensor output = tgt;  // (T, N, E) or (N, T, E)
+  const detail::ReusedBuffers reused;  // each layer's large outputs in the last one's blocks
+  Tensor output = tgt;                 // (T, N, E) or (N, T, E)
   for (const auto& layer : *layers) {
     output = layer->as<TransformerDecoderLayerImpl>()->forward(
         output, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
@@ -85,6 +87,7 @@ Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
   }
   const detail::ValidatedScope validated(detail::modules_of(layers));
   torch::NoGradGuard no_grad;
+  const detail::ReusedBuffers reused;
   Tensor output = tgt;  // (L, N, E) or (N, L, E): the new positions
   for (size_t i = 0; i < layers->size(); ++i) {
     output = layers[i]->as<TransformerDecoderLayerImpl>()->forward_cached(

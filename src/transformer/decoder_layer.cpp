@@ -49,13 +49,15 @@ Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt,
   // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as tgt throughout
   Tensor x = tgt;
   if (options.norm_first()) {
-    x = x + sa_block(norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal);
-    x = x + mha_block(norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal);
-    x = x + ff_block(norm3(x));
+    x = detail::residual_add(x, sa_block(norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal));
+    x = detail::residual_add(
+        x, mha_block(norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal));
+    x = detail::residual_add(x, ff_block(norm3(x)));
   } else {
-    x = norm1(x + sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal));
-    x = norm2(x + mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal));
-    x = norm3(x + ff_block(x));
+    x = norm1(detail::residual_add(x, sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal)));
+    x = norm2(detail::residual_add(
+        x, mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal)));
+    x = norm3(detail::residual_add(x, ff_block(x)));
   }
   return x;
 }
@@ -100,13 +102,15 @@ Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,
   // x: the new positions, shaped as tgt throughout
   Tensor x = tgt;
   if (options.norm_first()) {
-    x = x + sa_block_cached(norm1(x), cache.self_attn, tgt_key_padding_mask);
-    x = x + mha_block_cached(norm2(x), new_memory, cache.multihead_attn, memory_key_padding_mask);
-    x = x + ff_block(norm3(x));
+    x = detail::residual_add(x, sa_block_cached(norm1(x), cache.self_attn, tgt_key_padding_mask));
+    x = detail::residual_add(
+        x, mha_block_cached(norm2(x), new_memory, cache.multihead_attn, memory_key_padding_mask));
+    x = detail::residual_add(x, ff_block(norm3(x)));
   } else {
-    x = norm1(x + sa_block_cached(x, cache.self_attn, tgt_key_padding_mask));
-    x = norm2(x + mha_block_cached(x, new_memory, cache.multihead_attn, memory_key_padding_mask));
-    x = norm3(x + ff_block(x));
+    x = norm1(detail::residual_add(x, sa_block_cached(x, cache.self_attn, tgt_key_padding_mask)));
+    x = norm2(detail::residual_add(
+        x, mha_block_cached(x, new_memory, cache.multihead_attn, memory_key_padding_mask)));
+    x = norm3(detail::residual_add(x, ff_block(x)));
   }
   return x;
 }
@@ -137,13 +141,13 @@ Tensor TransformerDecoderLayerImpl::forward_paged(const Tensor& tgt,
   };
   Tensor x = tgt;  // (T, E) throughout
   if (options.norm_first()) {
-    x = x + self_block(norm1(x));
-    x = x + cross_block(norm2(x));
-    x = x + ff_block(norm3(x));
+    x = detail::residual_add(x, self_block(norm1(x)));
+    x = detail::residual_add(x, cross_block(norm2(x)));
+    x = detail::residual_add(x, ff_block(norm3(x)));
   } else {
-    x = norm1(x + self_block(x));
-    x = norm2(x + cross_block(x));
-    x = norm3(x + ff_block(x));
+    x = norm1(detail::residual_add(x, self_block(x)));
+    x = norm2(detail::residual_add(x, cross_block(x)));
+    x = norm3(detail::residual_add(x, ff_block(x)));
   }
   return x;
 }

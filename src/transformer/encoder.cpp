@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attention/masks.h"
+#include "common/reused_buffers.h"
 #include "common/validated_scope.h"
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
@@ -130,6 +131,7 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src,
                                                         {"src_key_padding_mask", "mask"});
   const Tensor attn_mask = detail::canonical_attn_mask(mask, dtype, "mask");
 
+  const detail::ReusedBuffers reused;  // each layer's large outputs in the last one's blocks
   Tensor output = src;
   Tensor kpm_for_layers = kpm;
   const bool convert_to_nested = why_not_nested(src, attn_mask, kpm).empty();
@@ -157,6 +159,7 @@ Tensor TransformerEncoderImpl::forward_packed(const Tensor& src, const Tensor& c
   TORCH_CHECK(layers->size() > 0, "TransformerEncoder has no layers (num_layers=0)");
   // Each layer checks its call; none changes state, so a throw leaves nothing half done.
   torch::NoGradGuard no_grad;
+  const detail::ReusedBuffers reused;
   Tensor output = src;  // (T, E)
   for (const auto& layer : *layers) {
     output = layer->as<TransformerEncoderLayerImpl>()->forward_packed(output, cu_seqlens);
@@ -180,6 +183,7 @@ Tensor forward_cached_layers(TransformerEncoderImpl& stack,
                     fmt::format("expected one cache per layer ({}), but got {}",
                                 stack.layers->size(), cache.size()));
   // Layer 0 checks the call before it writes its cache; the others see the same shapes.
+  const detail::ReusedBuffers reused;
   Tensor output = src;
   for (size_t i = 0; i < stack.layers->size(); ++i) {
     output = stack.layers[i]->as<TransformerEncoderLayerImpl>()->forward_cached(output, cache[i],

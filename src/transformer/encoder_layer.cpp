@@ -48,11 +48,11 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src,
   // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as src throughout
   Tensor x = src;
   if (options.norm_first()) {
-    x = x + sa_block(norm1(x), mask, kpm, is_causal);
-    x = x + ff_block(norm2(x));
+    x = detail::residual_add(x, sa_block(norm1(x), mask, kpm, is_causal));
+    x = detail::residual_add(x, ff_block(norm2(x)));
   } else {
-    x = norm1(x + sa_block(x, mask, kpm, is_causal));
-    x = norm2(x + ff_block(x));
+    x = norm1(detail::residual_add(x, sa_block(x, mask, kpm, is_causal)));
+    x = norm2(detail::residual_add(x, ff_block(x)));
   }
   return x;
 }
@@ -101,11 +101,11 @@ Tensor TransformerEncoderLayerImpl::forward_with(
   // Python's forward without the fast path, eval (no dropout): x shaped as src throughout
   Tensor x = src;
   if (options.norm_first()) {
-    x = x + self_block(norm1(x));
-    x = x + ff_block(norm2(x));
+    x = detail::residual_add(x, self_block(norm1(x)));
+    x = detail::residual_add(x, ff_block(norm2(x)));
   } else {
-    x = norm1(x + self_block(x));
-    x = norm2(x + ff_block(x));
+    x = norm1(detail::residual_add(x, self_block(x)));
+    x = norm2(detail::residual_add(x, ff_block(x)));
   }
   return x;
 }

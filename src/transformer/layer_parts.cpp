@@ -1,5 +1,6 @@
 #include "transformer/layer_parts.h"
 
+#include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
 
 #include "linear/int8_linear.h"
@@ -92,6 +93,18 @@ torch::Tensor feed_forward(const TransformerActivation& activation,
   // (..., E) -> (..., dim_feedforward) -> (..., E)
   const torch::Tensor hidden = dropout.forward(activated_linear(activation, linear1, x));
   return detail::linear_int8_or_packed(linear2, hidden);
+}
+
+torch::Tensor residual_add(const torch::Tensor& x, torch::Tensor block_out) {
+  const bool tracked =
+      at::GradMode::is_enabled() && (x.requires_grad() || block_out.requires_grad());
+  const bool writable = !block_out.is_inference() || c10::InferenceMode::is_enabled();
+  if (tracked || !writable || block_out.is_nested() || x.is_nested() ||
+      block_out.sizes() != x.sizes() || block_out.scalar_type() != x.scalar_type() ||
+      !block_out.is_non_overlapping_and_dense()) {
+    return x + block_out;
+  }
+  return block_out.add_(x);  // (..., E)
 }
 
 torch::Tensor self_attention_block(MultiheadAttentionImpl& self_attn,

@@ -62,6 +62,12 @@ torch::Tensor self_attention_block(MultiheadAttentionImpl& self_attn,
                                    const torch::Tensor& key_padding_mask,
                                    bool is_causal);
 
+/// Python's residual `x + block_out` (both shaped as the layer's input).
+/// Outside autograd, where `block_out` is a block's fresh output of x's
+/// shape and dtype, the sum is written into it in place: no buffer per
+/// residual to map and fault in, and the same bits (float addition commutes).
+torch::Tensor residual_add(const torch::Tensor& x, torch::Tensor block_out);
+
 /// Writes `name(d_model=.., nhead=.., dim_feedforward=.., dropout=.., activation=..,
 /// layer_norm_eps=.., batch_first=.., norm_first=.., bias=..)`.
 void print_layer_options(std::ostream& stream,

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cache/paged_stack_step.h"
+#include "common/reused_buffers.h"
 #include "common/validated_scope.h"
 #include "module/paged_call_checks.h"
 
@@ -78,6 +79,7 @@ Tensor detail::encoder_paged_step(TransformerEncoderImpl& stack,
   step.open();  // each table grown once; the layers write their pools at its rows
   const ValidatedScope checked(checked_modules<TransformerEncoderLayerImpl>(
       layers, &TransformerEncoderLayerImpl::self_attn));
+  const ReusedBuffers reused;
   Tensor output = src;  // (T, E)
   for (size_t i = 0; i < layers->size(); ++i) {
     output = layer(i).forward_paged(output, cache[i], seq_ids, cu_seqlens);
@@ -120,6 +122,7 @@ Tensor detail::decoder_paged_step(TransformerDecoderImpl& decoder,
   const ValidatedScope checked(
       checked_modules<TransformerDecoderLayerImpl>(layers, &TransformerDecoderLayerImpl::self_attn,
                                                    &TransformerDecoderLayerImpl::multihead_attn));
+  const ReusedBuffers reused;
   Tensor x = tgt;  // (T, E)
   for (size_t i = 0; i < layers->size(); ++i) {
     x = layer(i).forward_paged(x, memory, self_cache[i], cross_cache[i], seq_ids, cu_seqlens,

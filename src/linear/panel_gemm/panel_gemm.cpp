@@ -13,6 +13,7 @@
 
 #include "common/calling_thread.h"
 #include "common/parallel_items.h"
+#include "common/reused_buffers.h"
 
 namespace mha {
 namespace detail {
@@ -118,7 +119,7 @@ Tensor panel_gemm(const Tensor& x,
   const Tensor padded_bias = !bias.defined() || width == out
                                  ? bias.contiguous()
                                  : at::constant_pad_nd(bias, {0, width - out});
-  Tensor y = at::empty({rows.size(0), width}, x.options());  // (M, P * 16)
+  Tensor y = empty_reused({rows.size(0), width}, x.options());  // (M, P * 16)
   const PanelGemmArgs args{rows.data_ptr<float>(),
                            panels.data_ptr<float>(),
                            padded_bias.defined() ? padded_bias.data_ptr<float>() : nullptr,
