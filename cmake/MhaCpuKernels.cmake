@@ -1,4 +1,5 @@
-# mha's own CPU kernels (the paged decode attention, src/attention/paged_decode/;
+# mha's own CPU kernels (the paged decode attention, src/attention/paged_decode/; the
+# prefill attention, src/attention/prefill/;
 # the panel GEMM, src/linear/panel_gemm/): each an entry, and a body compiled
 # once per CPU capability with that capability's flags and ATen's CPU_CAPABILITY
 # macros (as ATen builds its own kernels), so at::vec::Vectorized is 8 floats
@@ -9,6 +10,7 @@
 
 target_sources(mha PRIVATE
   src/attention/paged_decode/paged_decode.cpp
+  src/attention/prefill/prefill_attention.cpp
   src/linear/panel_gemm/panel_gemm.cpp
 )
 
@@ -26,7 +28,8 @@ endfunction()
 
 # Adds every kernel's object of `capability` (its file suffix `suffix`) with `flags`.
 function(mha_capability_objects capability suffix)
-  foreach(kernel attention/paged_decode/paged_decode linear/panel_gemm/panel_gemm)
+  foreach(kernel attention/paged_decode/paged_decode attention/prefill/prefill_attention
+      linear/panel_gemm/panel_gemm)
     mha_capability_object(${capability} src/${kernel}_${suffix}.cpp ${ARGN})
   endforeach()
 endfunction()

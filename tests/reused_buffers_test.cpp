@@ -37,7 +37,7 @@ TEST(ReusedBuffers, AScopeHandsAFreedBlockOfTheSameSizeOutAgain) {
   EXPECT_TRUE(b.is_contiguous());
 
   const Tensor other = empty_reused({1024, 769}, kFloat);  // another size: a new block
-  Tensor small = empty_reused({16, 16}, kFloat);         // under kReusedBufferBytes: at::empty
+  Tensor small = empty_reused({16, 16}, kFloat);           // under kReusedBufferBytes: at::empty
   small.reset();
   const Tensor small_again = empty_reused({16, 16}, kFloat);
   EXPECT_EQ(ReusedBuffers::reuses(), 1);
@@ -90,10 +90,12 @@ TEST(ReusedBuffers, AnEncoderStackInPanelsReusesItsBlocksWithTheSameBits) {
   // BERT-base's layer shape (768 wide, 12 heads, FFN 3072, GELU), 2 layers,
   // 8 x 128 tokens: every projection's output is over kReusedBufferBytes.
   torch::manual_seed(7);
-  TransformerEncoder stack(TransformerEncoderOptions(
-      TransformerEncoderLayer(
-          TransformerEncoderLayerOptions(768, 12).dim_feedforward(3072).activation(torch::kGELU).batch_first(true)),
-      2));
+  TransformerEncoder stack(
+      TransformerEncoderOptions(TransformerEncoderLayer(TransformerEncoderLayerOptions(768, 12)
+                                                            .dim_feedforward(3072)
+                                                            .activation(torch::kGELU)
+                                                            .batch_first(true)),
+                                2));
   stack->eval();
   prepack(stack, PrepackOptions().panels(true));
   const Tensor x = torch::randn({8, 128, 768});  // (N, L, E)

@@ -72,7 +72,8 @@ class TextEncoderModelImpl : public torch::nn::Cloneable<TextEncoderModelImpl> {
 
   /// transformers' `model(input_ids, attention_mask, token_type_ids)`:
   /// `input_ids` (N, L) int64, `attention_mask` (N, L) 1 for tokens and 0 for
-  /// padding (undefined: no padding), `token_type_ids` (N, L) (undefined:
+  /// padding (undefined, or without a 0: no padding, unmasked attention as in
+  /// transformers' SDPA path), `token_type_ids` (N, L) (undefined:
   /// zeros). Positions 0..L-1, except roberta's, counted from
   /// `pad_token_id + 1` over the tokens that are not padding. Throws
   /// `c10::Error` for an id outside the vocabulary or L beyond the position table.

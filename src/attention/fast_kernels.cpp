@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "attention/masks.h"
+#include "attention/prefill/prefill_attention.h"
 #include "attention/projector.h"
 #include "attention/small_sdpa.h"
 #include "linear/int8_linear.h"
@@ -104,10 +105,20 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
     additive = additive_mask(masked, query.options());
   }
 
-  Tensor out = sdpa(q, k, v, additive, causal);
-  // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so
-  // this is a view; other backends may copy.
-  out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});
+  Tensor out;  // (N, L, E)
+  if (!masked.defined() && !causal && has_prepacked_projections(m) &&
+      prefill_attention_takes(q, k, v)) {
+    // a prepacked module (within float32 rounding of Python anyway): mha's kernel
+    out = at::empty({bsz, seq_len, num_heads, embed_dim / num_heads}, query.options());
+    Tensor heads = out.transpose(1, 2);  // (N, H, L, hd)
+    prefill_attention(q, k, v, heads);
+    out = out.view({bsz, seq_len, embed_dim});
+  } else {
+    out = sdpa(q, k, v, additive, causal);
+    // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so
+    // this is a view; other backends may copy.
+    out = out.transpose(1, 2).reshape({bsz, seq_len, embed_dim});
+  }
   out = Projector::output(m, out);  // (N, L, E)
 
   if (masked.defined()) {

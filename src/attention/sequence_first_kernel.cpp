@@ -4,7 +4,9 @@
 
 #include <optional>
 
+#include "attention/call_plan.h"
 #include "attention/masks.h"
+#include "attention/prefill/prefill_attention.h"
 #include "attention/projector.h"
 #include "attention/small_sdpa.h"
 #include "mha/multihead_attention.h"
@@ -32,16 +34,27 @@ Tensor sequence_first_attention(const MultiheadAttentionImpl& m, const Attention
   // Python's masks: with the causal hint and no key padding mask, SDPA's causal
   // mode (attn_mask dropped); else attn_mask and key padding merged, additive.
   const bool causal = call.is_causal && !call.key_padding_mask.defined();
-  std::optional<Tensor> additive;  // an undefined Tensor would be rejected
-  if (!causal && call.masked()) {
-    const Tensor masked = merged_bool_mask(call.attn_mask, call.key_padding_mask, bsz, num_heads,
-                                           tgt_len);    // (N|1, H|1, L|1, L)
-    additive = additive_mask(masked, query.options());  // the same shape, 0 or -inf
+  Tensor out;  // (L * N, E)
+  if (!causal && !call.masked() && has_prepacked_projections(m) &&
+      prefill_attention_takes(q, k, v)) {
+    // a prepacked module (within float32 rounding of Python anyway): mha's
+    // kernel, written straight into the output projection's rows
+    out = at::empty({tgt_len, bsz, num_heads, head_dim}, query.options());  // (L, N, H, hd)
+    Tensor heads = out.permute({1, 2, 0, 3});                               // (N, H, L, hd)
+    prefill_attention(q, k, v, heads);
+    out = out.view({tgt_len * bsz, embed_dim});  // (L * N, E)
+  } else {
+    std::optional<Tensor> additive;  // an undefined Tensor would be rejected
+    if (!causal && call.masked()) {
+      const Tensor masked = merged_bool_mask(call.attn_mask, call.key_padding_mask, bsz, num_heads,
+                                             tgt_len);    // (N|1, H|1, L|1, L)
+      additive = additive_mask(masked, query.options());  // the same shape, 0 or -inf
+    }
+    out = sdpa(q, k, v, additive, causal);                                          // (N, H, L, hd)
+    out = out.permute({2, 0, 1, 3}).contiguous().view({tgt_len * bsz, embed_dim});  // (L * N, E)
   }
-  Tensor out = sdpa(q, k, v, additive, causal);
-  out = out.permute({2, 0, 1, 3}).contiguous().view({tgt_len * bsz, embed_dim});  // (L * N, E)
-  out = Projector::output(m, out);                                                // (L * N, E)
-  return out.view({tgt_len, bsz, embed_dim});                                     // (L, N, E)
+  out = Projector::output(m, out);             // (L * N, E)
+  return out.view({tgt_len, bsz, embed_dim});  // (L, N, E)
 }
 
 }  // namespace detail

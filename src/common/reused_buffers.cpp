@@ -106,7 +106,8 @@ int64_t ReusedBuffers::reuses() {
 }
 
 at::Tensor empty_reused(at::IntArrayRef sizes, const at::TensorOptions& options) {
-  const size_t bytes = static_cast<size_t>(c10::multiply_integers(sizes)) * options.dtype().itemsize();
+  const size_t bytes =
+      static_cast<size_t>(c10::multiply_integers(sizes)) * options.dtype().itemsize();
   if (!live_pool || bytes < kReusedBufferBytes || options.device().type() != c10::kCPU) {
     return at::empty(sizes, options);
   }

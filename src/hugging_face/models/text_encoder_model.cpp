@@ -79,8 +79,11 @@ EncoderModelOutput TextEncoderModelImpl::forward(const Tensor& input_ids,
                                                  const Tensor& token_type_ids) {
   const Tensor x = embed(input_ids, token_type_ids);  // (N, L, E)
   detail::check_attention_mask(attention_mask, input_ids.size(0), input_ids.size(1));
-  return detail::encoder_model_output(
-      encoder(x, Tensor(), detail::key_padding_mask(attention_mask)), pooler);
+  // A mask with no padding is dropped, as transformers' SDPA path drops it
+  // (masking_utils.py, `_ignore_bidirectional_mask_sdpa`): unmasked kernels.
+  const Tensor padding =
+      detail::has_padding(attention_mask) ? detail::key_padding_mask(attention_mask) : Tensor();
+  return detail::encoder_model_output(encoder(x, Tensor(), padding), pooler);
 }
 
 MHA_DEFINE_LOAD_AND_CLONE(TextEncoderModelImpl)

@@ -1,0 +1,81 @@
+#pragma once
+
+// Private: mha's attention of many query rows without a mask, for modules
+// whose projections `mha::prepack` or `mha::quantize_dynamic` converted
+// (their results are within float32 rounding of Python's anyway; float modules
+// keep ATen's SDPA and Python's bits). ATen's CPU flash attention multiplies
+// each block with a BLAS call (MKL's sgemm on the Linux wheel); here the
+// scores and the weighted sum run in register tiles as the panel GEMM's (6
+// query rows by 16 or 32 keys or features), the softmax between them in one
+// pass over each row's scores held in L1/L2, and the output is written in the
+// layout the output projection reads, (L, N, H, hd) or (N, L, H, hd), with no
+// copy. Compiled once per CPU capability (prefill_attention_<capability>.cpp,
+// from prefill_attention_kernel.h); the best one this CPU runs is chosen at
+// run time.
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+#include "common/cpu_capability.h"
+
+namespace mha {
+namespace detail {
+
+/// Scores per (sequence, head) from which the kernel pays: below, laying out
+/// the keys and values (six ATen ops) costs more than it saves (a
+/// MultiheadAttention(512, 8) call at 16 tokens took 1.03x SDPA's time on 1
+/// thread, 1.15x on 2; at 128 tokens 0.95-0.97x; AVX2 EPYC).
+inline constexpr int64_t kPrefillMinScores = 64 * 64;
+
+/// Whether the module kernels call `prefill_attention` for q (N, H, L, hd), k
+/// and v (N, H, S, hd): float32 CPU tensors, each with a contiguous last
+/// dimension, hd a multiple of 32, at least one key, and L x S at least
+/// kPrefillMinScores.
+bool prefill_attention_takes(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+/// softmax(q k^T / sqrt(hd)) v: q (N, H, L, hd), k and v (N, H, S, hd) with
+/// any strides but a contiguous last dimension, written into `out` (N, H, L,
+/// hd), a view with any strides but a contiguous last dimension (e.g. of an
+/// (L, N, H, hd) tensor). Within float32 rounding of
+/// `at::scaled_dot_product_attention` (exp as ATen's flash attention computes
+/// it, `exp_u20`); each row's sum in one fixed order, whatever the thread count.
+void prefill_attention(const torch::Tensor& q,
+                       const torch::Tensor& k,
+                       const torch::Tensor& v,
+                       torch::Tensor& out);
+/// The same with the kernel compiled for `capability` (tests compare them);
+/// throws unless this CPU runs it.
+void prefill_attention(const torch::Tensor& q,
+                       const torch::Tensor& k,
+                       const torch::Tensor& v,
+                       torch::Tensor& out,
+                       CpuCapability capability);
+
+/// Key panels: 16 keys side by side for each feature (a head's keys (S, hd) ->
+/// (ceil(S / 32) * 2, hd, 16), zeros past S); value panels: 16 features of
+/// each value side by side (a head's values (S, hd) -> (hd / 16, S, 16)).
+inline constexpr int64_t kKeyPanelWidth = 16;
+/// Keys per panel pair: S is padded to whole pairs (one AVX-512 tile's keys).
+inline constexpr int64_t kKeyPanelPair = 32;
+
+/// One call's operands as the kernels read them; strides in floats.
+struct PrefillArgs {
+  const float* q;           ///< (N, H, L, hd)
+  const float* key_panels;  ///< (N, H, S_pad / 16, hd, 16), contiguous
+  const float* value_panels;  ///< (N, H, hd / 16, S, 16), contiguous
+  float* out;                 ///< (N, H, L, hd)
+  int64_t heads, q_len, kv_len, head_dim;
+  int64_t q_stride[3], out_stride[3];  ///< N, H, L strides
+  float scale;
+};
+
+/// The kernels, one per capability object: query row tiles [begin, end) of
+/// the flattened (N, H, ceil(L / 6)) tiles.
+MHA_DECLARE_CAPABILITY_ENTRIES(prefill_attention, const PrefillArgs& args, int64_t begin, int64_t end);
+
+/// Query rows per tile.
+inline constexpr int64_t kPrefillTileRows = 6;
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,6 @@
+// The prefill attention compiled for the avx2 capability
+// (cmake/MhaCpuKernels.cmake gives this file its flags and macros).
+
+#include "attention/prefill/prefill_attention_kernel.h"
+
+MHA_DEFINE_PREFILL_ATTENTION_KERNEL(prefill_attention_avx2)

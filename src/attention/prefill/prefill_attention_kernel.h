@@ -1,0 +1,173 @@
+#pragma once
+
+// Private: the body of the prefill attention, included once by each
+// capability's object (prefill_attention_<capability>.cpp), compiled with that
+// capability's flags and CPU_CAPABILITY macros, so ATen's Vectorized<float> is
+// that width there. Per tile of up to 6 query rows of one (sequence, head):
+// the scores against every key (register tiles over the key panels), the
+// softmax of each row in place, then the weighted sum of the values
+// (register tiles over the value rows), divided by the row's sum.
+
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+#include <c10/macros/Macros.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attention/prefill/prefill_attention.h"
+
+namespace mha {
+namespace detail {
+namespace prefill_kernel {
+inline namespace CPU_CAPABILITY {
+
+using Vec = at::vec::Vectorized<float>;
+
+/// Vectors per key panel (2 with AVX2 and the scalar body, 1 with AVX-512).
+constexpr int kVecsPerPanel = static_cast<int>(kKeyPanelWidth) / Vec::size();
+/// Key panels per score tile: 12 accumulators either way (6 rows x 2 vectors).
+constexpr int kPanelsPerTile = 2 / kVecsPerPanel;
+/// Accumulator vectors per row in both tiles.
+constexpr int kRowVecs = 2;
+/// Features per value tile (16 with AVX2, 32 with AVX-512).
+constexpr int64_t kValueCols = kRowVecs * Vec::size();
+
+/// The capability this object's body was compiled for: "DEFAULT", "AVX2", "AVX512".
+inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
+
+/// s (Rows, s_pad) = scale * q (Rows, hd; rows `q_row` apart) x the head's keys
+/// (their panels; scores past kv_len are 0 and never read).
+template <int Rows>
+void scores(const PrefillArgs& a, const float* q, int64_t q_row, const float* panels, float* s,
+            int64_t s_pad) {
+  const int64_t hd = a.head_dim;
+  const int64_t keys_per_tile = kPanelsPerTile * kKeyPanelWidth;
+  for (int64_t t = 0; t < s_pad / keys_per_tile; ++t) {
+    const float* w = panels + t * kPanelsPerTile * hd * kKeyPanelWidth;  // (panels, hd, 16)
+    Vec acc[Rows][kRowVecs];
+    for (auto& r : acc) std::fill(r, r + kRowVecs, Vec(0.0f));
+    for (int64_t d = 0; d < hd; ++d) {
+      Vec wd[kRowVecs];  // feature d of the tile's keys
+      for (int p = 0; p < kPanelsPerTile; ++p) {
+        for (int v = 0; v < kVecsPerPanel; ++v) {
+          wd[p * kVecsPerPanel + v] =
+              Vec::loadu(w + (p * hd + d) * kKeyPanelWidth + v * Vec::size());
+        }
+      }
+      for (int r = 0; r < Rows; ++r) {
+        const Vec x(q[r * q_row + d]);
+        for (int j = 0; j < kRowVecs; ++j) acc[r][j] = at::vec::fmadd(x, wd[j], acc[r][j]);
+      }
+    }
+    const Vec scale(a.scale);
+    for (int r = 0; r < Rows; ++r) {
+      for (int j = 0; j < kRowVecs; ++j) {
+        (acc[r][j] * scale).store(s + r * s_pad + t * keys_per_tile + j * Vec::size());
+      }
+    }
+  }
+}
+
+/// s[0, n) -> exp(s - max s) in place (`exp_u20`, as ATen's flash attention);
+/// returns 1 / their sum.
+inline float softmax_row(float* s, int64_t n) {
+  constexpr int64_t kV = Vec::size();
+  float top = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  if (n >= kV) {
+    Vec vmax = Vec::loadu(s);
+    for (j = kV; j + kV <= n; j += kV) vmax = at::vec::maximum(vmax, Vec::loadu(s + j));
+    top = at::vec::vec_reduce_all<float>(
+        [](Vec& x, Vec& y) { return at::vec::maximum(x, y); }, vmax);
+  }
+  for (; j < n; ++j) top = std::max(top, s[j]);
+  Vec vsum(0.0f);
+  const Vec vtop(top);
+  for (j = 0; j + kV <= n; j += kV) {
+    const Vec e = (Vec::loadu(s + j) - vtop).exp_u20();
+    e.store(s + j);
+    vsum = vsum + e;
+  }
+  float sum = at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return x + y; }, vsum);
+  for (; j < n; ++j) {
+    s[j] = std::exp(s[j] - top);
+    sum += s[j];
+  }
+  return 1.0f / sum;
+}
+
+/// out (Rows, hd; rows `out_row` apart) = p (Rows, s_pad) x the head's values
+/// (their panels, (hd / 16, kv_len, 16)), each row times its `inv` (1 / its sum).
+template <int Rows>
+void weighted_values(const PrefillArgs& a, const float* p, int64_t s_pad, const float* inv,
+                     const float* panels, float* out, int64_t out_row) {
+  for (int64_t c = 0; c < a.head_dim; c += kValueCols) {
+    const float* vk[kRowVecs];  // where each vector's features [f, f + Vec::size()) start
+    for (int k = 0; k < kRowVecs; ++k) {
+      const int64_t f = c + k * Vec::size();
+      vk[k] = panels + f / kKeyPanelWidth * a.kv_len * kKeyPanelWidth + f % kKeyPanelWidth;
+    }
+    Vec acc[Rows][kRowVecs];
+    for (auto& r : acc) std::fill(r, r + kRowVecs, Vec(0.0f));
+    for (int64_t j = 0; j < a.kv_len; ++j) {
+      Vec vj[kRowVecs];  // value j's features [c, c + kValueCols)
+      for (int k = 0; k < kRowVecs; ++k) vj[k] = Vec::loadu(vk[k] + j * kKeyPanelWidth);
+      for (int r = 0; r < Rows; ++r) {
+        const Vec weight(p[r * s_pad + j]);
+        for (int k = 0; k < kRowVecs; ++k) acc[r][k] = at::vec::fmadd(weight, vj[k], acc[r][k]);
+      }
+    }
+    for (int r = 0; r < Rows; ++r) {
+      for (int k = 0; k < kRowVecs; ++k) {
+        (acc[r][k] * Vec(inv[r])).store(out + r * out_row + c + k * Vec::size());
+      }
+    }
+  }
+}
+
+/// Query rows [row, row + Rows) of (sequence n, head h); `s` holds Rows x s_pad floats.
+template <int Rows>
+void tile(const PrefillArgs& a, int64_t n, int64_t h, int64_t row, float* s, int64_t s_pad) {
+  const float* q = a.q + n * a.q_stride[0] + h * a.q_stride[1] + row * a.q_stride[2];
+  const float* panels = a.key_panels + (n * a.heads + h) * s_pad * a.head_dim;
+  scores<Rows>(a, q, a.q_stride[2], panels, s, s_pad);
+  float inv[Rows];
+  for (int r = 0; r < Rows; ++r) inv[r] = softmax_row(s + r * s_pad, a.kv_len);
+  const float* values = a.value_panels + (n * a.heads + h) * a.kv_len * a.head_dim;
+  float* out = a.out + n * a.out_stride[0] + h * a.out_stride[1] + row * a.out_stride[2];
+  weighted_values<Rows>(a, s, s_pad, inv, values, out, a.out_stride[2]);
+}
+
+/// Row tiles [begin, end) of the flattened (N, H, ceil(L / 6)) tiles.
+inline void run(const PrefillArgs& a, int64_t begin, int64_t end) {
+  const int64_t row_tiles = (a.q_len + kPrefillTileRows - 1) / kPrefillTileRows;
+  const int64_t s_pad = (a.kv_len + kKeyPanelPair - 1) / kKeyPanelPair * kKeyPanelPair;
+  std::vector<float> s(kPrefillTileRows * s_pad);  // a tile's scores, then weights
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t pair = item / row_tiles, row = item % row_tiles * kPrefillTileRows;
+    const int64_t n = pair / a.heads, h = pair % a.heads;
+    switch (std::min<int64_t>(kPrefillTileRows, a.q_len - row)) {
+      case 6: tile<6>(a, n, h, row, s.data(), s_pad); break;
+      case 5: tile<5>(a, n, h, row, s.data(), s_pad); break;
+      case 4: tile<4>(a, n, h, row, s.data(), s_pad); break;
+      case 3: tile<3>(a, n, h, row, s.data(), s_pad); break;
+      case 2: tile<2>(a, n, h, row, s.data(), s_pad); break;
+      default: tile<1>(a, n, h, row, s.data(), s_pad); break;
+    }
+  }
+}
+
+}  // namespace CPU_CAPABILITY
+}  // namespace prefill_kernel
+}  // namespace detail
+}  // namespace mha
+
+/// Defines the entry `name` and `name`_compiled_for of one capability object.
+#define MHA_DEFINE_PREFILL_ATTENTION_KERNEL(name)                                 \
+  void mha::detail::name(const PrefillArgs& args, int64_t begin, int64_t end) {   \
+    prefill_kernel::run(args, begin, end);                                        \
+  }                                                                               \
+  const char* mha::detail::name##_compiled_for() { return prefill_kernel::compiled_for(); }
