@@ -7,6 +7,8 @@
 // MultiheadAttention(512, 8) takes it (float modules and masked calls keep
 // SDPA) within float32 rounding of the float module; bad operands.
 
+#include "attention/prefill/prefill_attention.h"
+
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <mha/mha.h>
@@ -16,7 +18,6 @@
 #include <tuple>
 #include <vector>
 
-#include "attention/prefill/prefill_attention.h"
 #include "support.h"
 #include "tolerances.h"
 
@@ -42,15 +43,16 @@ std::tuple<Tensor, Tensor, Tensor> strided_qkv(
 
 /// softmax(q k^T / sqrt(hd)) v in float64: (N, H, L, hd).
 Tensor reference(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const Tensor scores = torch::matmul(q.to(torch::kDouble), k.to(torch::kDouble).transpose(-1, -2)) /
-                        std::sqrt(static_cast<double>(q.size(-1)));
+  const Tensor scores =
+      torch::matmul(q.to(torch::kDouble), k.to(torch::kDouble).transpose(-1, -2)) /
+      std::sqrt(static_cast<double>(q.size(-1)));
   return torch::matmul(torch::softmax(scores, -1), v.to(torch::kDouble));
 }
 
 /// The kernel's output in an (L, N, H, hd) buffer, seen as (N, H, L, hd).
 Tensor run(const Tensor& q, const Tensor& k, const Tensor& v, CpuCapability c) {
   const Tensor rows = torch::empty({q.size(2), q.size(0), q.size(1), q.size(3)});  // (L, N, H, hd)
-  Tensor out = rows.permute({1, 2, 0, 3});                                       // (N, H, L, hd)
+  Tensor out = rows.permute({1, 2, 0, 3});                                         // (N, H, L, hd)
   detail::prefill_attention(q, k, v, out, c);
   return out;
 }
@@ -60,13 +62,12 @@ TEST(PrefillAttentionKernel, EveryCapabilityMatchesAttentionInFloat64) {
   // (N, H, L, S, hd): the design card's (1, 16), (8, 128), (1, 1024) at E = 512; BERT's
   // heads; ragged rows and keys; cross-attention lengths; one token.
   const std::vector<std::vector<int64_t>> shapes = {
-      {1, 8, 16, 16, 64},  {8, 8, 128, 128, 64}, {1, 8, 1024, 1024, 64}, {2, 12, 128, 128, 64},
-      {3, 4, 37, 37, 32},  {2, 2, 7, 50, 96},    {1, 2, 1, 1, 64},       {1, 3, 5, 33, 128}};
+      {1, 8, 16, 16, 64}, {8, 8, 128, 128, 64}, {1, 8, 1024, 1024, 64}, {2, 12, 128, 128, 64},
+      {3, 4, 37, 37, 32}, {2, 2, 7, 50, 96},    {1, 2, 1, 1, 64},       {1, 3, 5, 33, 128}};
   for (const CpuCapability c : detail::available_cpu_capabilities()) {
     for (const auto& s : shapes) {
       const auto [q, k, v] = strided_qkv(s[0], s[1], s[2], s[3], s[4]);
-      EXPECT_EQ(detail::prefill_attention_takes(q, k, v),
-                s[2] * s[3] >= detail::kPrefillMinScores);
+      EXPECT_EQ(detail::prefill_attention_takes(q, k, v), s[2] * s[3] >= detail::kPrefillMinScores);
       EXPECT_TRUE(tensors_close(run(q, k, v, c).to(torch::kDouble), reference(q, k, v), 1e-5, 1e-6))
           << detail::capability_name(c) << " " << at::IntArrayRef(s);
     }
@@ -132,10 +133,10 @@ TEST(PrefillAttentionKernel, APrepackedSequenceFirstModuleTakesItWithinFloatRoun
     EXPECT_TRUE(tensors_close(out, expected, tol.rtol, tol.atol)) << len << " x " << batch;
   }
   const Tensor x = torch::randn({16, 2, 512});
-  const Tensor padding = torch::zeros({2, 16}, torch::kBool).index_fill_(1, torch::tensor({15}), true);
+  const Tensor padding =
+      torch::zeros({2, 16}, torch::kBool).index_fill_(1, torch::tensor({15}), true);
   const c10::InferenceMode inference;
-  const auto masked_ops =
-      ops_called([&] { attn->forward(x, x, x, padding, false); });
+  const auto masked_ops = ops_called([&] { attn->forward(x, x, x, padding, false); });
   EXPECT_FALSE(called(masked_ops, "mha::prefill_attention")) << "a masked call keeps SDPA";
 }
 

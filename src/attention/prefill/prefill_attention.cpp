@@ -25,8 +25,7 @@ namespace {
 constexpr int64_t kRunsPerThread = 8;
 
 bool float_cpu_rows(const Tensor& t) {
-  return t.dim() == 4 && t.scalar_type() == at::kFloat && t.device().is_cpu() &&
-         t.stride(-1) == 1;
+  return t.dim() == 4 && t.scalar_type() == at::kFloat && t.device().is_cpu() && t.stride(-1) == 1;
 }
 
 /// k (N, H, S, hd) -> (N, H, S_pad / 16, hd, 16): 16 keys side by side per

@@ -32,7 +32,9 @@ inline constexpr int64_t kPrefillMinScores = 64 * 64;
 /// and v (N, H, S, hd): float32 CPU tensors, each with a contiguous last
 /// dimension, hd a multiple of 32, at least one key, and L x S at least
 /// kPrefillMinScores.
-bool prefill_attention_takes(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+bool prefill_attention_takes(const torch::Tensor& q,
+                             const torch::Tensor& k,
+                             const torch::Tensor& v);
 
 /// softmax(q k^T / sqrt(hd)) v: q (N, H, L, hd), k and v (N, H, S, hd) with
 /// any strides but a contiguous last dimension, written into `out` (N, H, L,
@@ -61,8 +63,8 @@ inline constexpr int64_t kKeyPanelPair = 32;
 
 /// One call's operands as the kernels read them; strides in floats.
 struct PrefillArgs {
-  const float* q;           ///< (N, H, L, hd)
-  const float* key_panels;  ///< (N, H, S_pad / 16, hd, 16), contiguous
+  const float* q;             ///< (N, H, L, hd)
+  const float* key_panels;    ///< (N, H, S_pad / 16, hd, 16), contiguous
   const float* value_panels;  ///< (N, H, hd / 16, S, 16), contiguous
   float* out;                 ///< (N, H, L, hd)
   int64_t heads, q_len, kv_len, head_dim;
@@ -72,7 +74,10 @@ struct PrefillArgs {
 
 /// The kernels, one per capability object: query row tiles [begin, end) of
 /// the flattened (N, H, ceil(L / 6)) tiles.
-MHA_DECLARE_CAPABILITY_ENTRIES(prefill_attention, const PrefillArgs& args, int64_t begin, int64_t end);
+MHA_DECLARE_CAPABILITY_ENTRIES(prefill_attention,
+                               const PrefillArgs& args,
+                               int64_t begin,
+                               int64_t end);
 
 /// Query rows per tile.
 inline constexpr int64_t kPrefillTileRows = 6;

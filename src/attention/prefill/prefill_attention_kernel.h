@@ -41,7 +41,11 @@ inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
 /// s (Rows, s_pad) = scale * q (Rows, hd; rows `q_row` apart) x the head's keys
 /// (their panels; scores past kv_len are 0 and never read).
 template <int Rows>
-void scores(const PrefillArgs& a, const float* q, int64_t q_row, const float* panels, float* s,
+void scores(const PrefillArgs& a,
+            const float* q,
+            int64_t q_row,
+            const float* panels,
+            float* s,
             int64_t s_pad) {
   const int64_t hd = a.head_dim;
   const int64_t keys_per_tile = kPanelsPerTile * kKeyPanelWidth;
@@ -80,8 +84,8 @@ inline float softmax_row(float* s, int64_t n) {
   if (n >= kV) {
     Vec vmax = Vec::loadu(s);
     for (j = kV; j + kV <= n; j += kV) vmax = at::vec::maximum(vmax, Vec::loadu(s + j));
-    top = at::vec::vec_reduce_all<float>(
-        [](Vec& x, Vec& y) { return at::vec::maximum(x, y); }, vmax);
+    top =
+        at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return at::vec::maximum(x, y); }, vmax);
   }
   for (; j < n; ++j) top = std::max(top, s[j]);
   Vec vsum(0.0f);
@@ -102,8 +106,13 @@ inline float softmax_row(float* s, int64_t n) {
 /// out (Rows, hd; rows `out_row` apart) = p (Rows, s_pad) x the head's values
 /// (their panels, (hd / 16, kv_len, 16)), each row times its `inv` (1 / its sum).
 template <int Rows>
-void weighted_values(const PrefillArgs& a, const float* p, int64_t s_pad, const float* inv,
-                     const float* panels, float* out, int64_t out_row) {
+void weighted_values(const PrefillArgs& a,
+                     const float* p,
+                     int64_t s_pad,
+                     const float* inv,
+                     const float* panels,
+                     float* out,
+                     int64_t out_row) {
   for (int64_t c = 0; c < a.head_dim; c += kValueCols) {
     const float* vk[kRowVecs];  // where each vector's features [f, f + Vec::size()) start
     for (int k = 0; k < kRowVecs; ++k) {
@@ -150,12 +159,24 @@ inline void run(const PrefillArgs& a, int64_t begin, int64_t end) {
     const int64_t pair = item / row_tiles, row = item % row_tiles * kPrefillTileRows;
     const int64_t n = pair / a.heads, h = pair % a.heads;
     switch (std::min<int64_t>(kPrefillTileRows, a.q_len - row)) {
-      case 6: tile<6>(a, n, h, row, s.data(), s_pad); break;
-      case 5: tile<5>(a, n, h, row, s.data(), s_pad); break;
-      case 4: tile<4>(a, n, h, row, s.data(), s_pad); break;
-      case 3: tile<3>(a, n, h, row, s.data(), s_pad); break;
-      case 2: tile<2>(a, n, h, row, s.data(), s_pad); break;
-      default: tile<1>(a, n, h, row, s.data(), s_pad); break;
+      case 6:
+        tile<6>(a, n, h, row, s.data(), s_pad);
+        break;
+      case 5:
+        tile<5>(a, n, h, row, s.data(), s_pad);
+        break;
+      case 4:
+        tile<4>(a, n, h, row, s.data(), s_pad);
+        break;
+      case 3:
+        tile<3>(a, n, h, row, s.data(), s_pad);
+        break;
+      case 2:
+        tile<2>(a, n, h, row, s.data(), s_pad);
+        break;
+      default:
+        tile<1>(a, n, h, row, s.data(), s_pad);
+        break;
     }
   }
 }
@@ -166,8 +187,8 @@ inline void run(const PrefillArgs& a, int64_t begin, int64_t end) {
 }  // namespace mha
 
 /// Defines the entry `name` and `name`_compiled_for of one capability object.
-#define MHA_DEFINE_PREFILL_ATTENTION_KERNEL(name)                                 \
-  void mha::detail::name(const PrefillArgs& args, int64_t begin, int64_t end) {   \
-    prefill_kernel::run(args, begin, end);                                        \
-  }                                                                               \
+#define MHA_DEFINE_PREFILL_ATTENTION_KERNEL(name)                               \
+  void mha::detail::name(const PrefillArgs& args, int64_t begin, int64_t end) { \
+    prefill_kernel::run(args, begin, end);                                      \
+  }                                                                             \
   const char* mha::detail::name##_compiled_for() { return prefill_kernel::compiled_for(); }
