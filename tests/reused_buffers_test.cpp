@@ -88,7 +88,8 @@ TEST(ReusedBuffers, NestedScopesShareTheOutermostPool) {
 
 TEST(ReusedBuffers, AnEncoderStackInPanelsReusesItsBlocksWithTheSameBits) {
   // BERT-base's layer shape (768 wide, 12 heads, FFN 3072, GELU), 2 layers,
-  // 8 x 128 tokens: every projection's output is over kReusedBufferBytes.
+  // 2 x 96 tokens: the (192, 2304) projection and the (192, 3072) feed-forward
+  // outputs are over kReusedBufferBytes (the (192, 768) ones are not).
   torch::manual_seed(7);
   TransformerEncoder stack(
       TransformerEncoderOptions(TransformerEncoderLayer(TransformerEncoderLayerOptions(768, 12)
@@ -98,7 +99,7 @@ TEST(ReusedBuffers, AnEncoderStackInPanelsReusesItsBlocksWithTheSameBits) {
                                 2));
   stack->eval();
   prepack(stack, PrepackOptions().panels(true));
-  const Tensor x = torch::randn({8, 128, 768});  // (N, L, E)
+  const Tensor x = torch::randn({2, 96, 768});  // (N, L, E)
   const c10::InferenceMode inference;
   Tensor by_layer = x;
   for (const auto& layer : *stack->layers) {
@@ -107,7 +108,7 @@ TEST(ReusedBuffers, AnEncoderStackInPanelsReusesItsBlocksWithTheSameBits) {
   EXPECT_EQ(ReusedBuffers::reuses(), 0);
   const ReusedBuffers outer;  // the stack's scope nests in it: its count stays readable
   const Tensor out = stack(x);
-  EXPECT_GE(ReusedBuffers::reuses(), 3) << "the second layer's projection, feed-forward and output";
+  EXPECT_GE(ReusedBuffers::reuses(), 2) << "the second layer's projection and feed-forward";
   EXPECT_TRUE(bitwise_equal(out, by_layer));
 }
 
