@@ -41,8 +41,9 @@ if(MHA_SANITIZER_FLAGS)
   # reports' stack traces), and -O1 for the fuzzers (executions per second
   # matter there; the level the sanitizers' documentation recommends) but -O0
   # for the test suite, whose heavy work runs in LibTorch, which is not
-  # instrumented: compiling is most of CI's sanitizer phase, and -O0 compiles
-  # fastest (docs/hardening.md, "CI").
+  # instrumented, or in mha's CPU kernels, which take -O1 (cmake/MhaCpuKernels.cmake):
+  # compiling is most of CI's sanitizer phase, and -O0 compiles fastest
+  # (docs/hardening.md, "CI").
   if(MHA_BUILD_FUZZERS)
     set(MHA_SANITIZER_OPTIMIZATION -O1)
   else()

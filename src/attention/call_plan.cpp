@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "attention/paged_decode/paged_decode.h"
+#include "attention/prefill/prefill_attention.h"
 #include "linear/int8_linear.h"
 #include "linear/packed_weight.h"
 #include "linear/weight_form.h"
@@ -131,6 +132,13 @@ bool has_prepacked_projections(const MultiheadAttentionImpl& module) {
   return is_placeholder(module.in_proj_weight) &&
          std::dynamic_pointer_cast<const PackedWeightImpl>(weight_form(module, "in_proj_weight")) !=
              nullptr;
+}
+
+bool takes_prefill_attention(const MultiheadAttentionImpl& module,
+                             const Tensor& q,
+                             const Tensor& k,
+                             const Tensor& v) {
+  return has_prepacked_projections(module) && prefill_attention_takes(q, k, v);
 }
 
 bool causal_hint_drops_attn_mask(const AttentionCall& call) {

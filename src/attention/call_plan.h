@@ -108,6 +108,15 @@ AttentionKernel choose_paged_kernel(const torch::Tensor& q, int64_t new_len);
 /// Whether `module`'s `in_proj_weight` is prepacked (`mha::prepack`).
 bool has_prepacked_projections(const MultiheadAttentionImpl& module);
 
+/// Whether a module kernel's unmasked, non-causal attention of q (N, H, L, hd)
+/// over k and v (N, H, S, hd) runs mha's prefill kernel: a prepacked module
+/// (within float32 rounding of Python anyway; float modules keep SDPA and
+/// Python's bits) and operands that `prefill_attention_takes`.
+bool takes_prefill_attention(const MultiheadAttentionImpl& module,
+                             const torch::Tensor& q,
+                             const torch::Tensor& k,
+                             const torch::Tensor& v);
+
 /// What one call will do, decided before any work.
 struct CallPlan {
   /// Python's `why_not_fast_path`: empty when Python's module calls its native op.

@@ -106,13 +106,8 @@ Tensor fused_sdpa(const MultiheadAttentionImpl& m,
   }
 
   Tensor out;  // (N, L, E)
-  if (!masked.defined() && !causal && has_prepacked_projections(m) &&
-      prefill_attention_takes(q, k, v)) {
-    // a prepacked module (within float32 rounding of Python anyway): mha's kernel
-    out = at::empty({bsz, seq_len, num_heads, embed_dim / num_heads}, query.options());
-    Tensor heads = out.transpose(1, 2);  // (N, H, L, hd)
-    prefill_attention(q, k, v, heads);
-    out = out.view({bsz, seq_len, embed_dim});
+  if (!masked.defined() && !causal && takes_prefill_attention(m, q, k, v)) {
+    out = prefill_attention_rows(q, k, v, /*sequence_first=*/false);  // (N, L, E)
   } else {
     out = sdpa(q, k, v, additive, causal);
     // (N, H, L, hd) -> (N, L, E): the CPU flash kernel writes (N, L, H, hd), so

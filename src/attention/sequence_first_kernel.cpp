@@ -35,14 +35,10 @@ Tensor sequence_first_attention(const MultiheadAttentionImpl& m, const Attention
   // mode (attn_mask dropped); else attn_mask and key padding merged, additive.
   const bool causal = call.is_causal && !call.key_padding_mask.defined();
   Tensor out;  // (L * N, E)
-  if (!causal && !call.masked() && has_prepacked_projections(m) &&
-      prefill_attention_takes(q, k, v)) {
-    // a prepacked module (within float32 rounding of Python anyway): mha's
-    // kernel, written straight into the output projection's rows
-    out = at::empty({tgt_len, bsz, num_heads, head_dim}, query.options());  // (L, N, H, hd)
-    Tensor heads = out.permute({1, 2, 0, 3});                               // (N, H, L, hd)
-    prefill_attention(q, k, v, heads);
-    out = out.view({tgt_len * bsz, embed_dim});  // (L * N, E)
+  if (!causal && !call.masked() && takes_prefill_attention(m, q, k, v)) {
+    // written straight into the output projection's rows
+    out = prefill_attention_rows(q, k, v, /*sequence_first=*/true)
+              .view({tgt_len * bsz, embed_dim});  // (L * N, E)
   } else {
     std::optional<Tensor> additive;  // an undefined Tensor would be rejected
     if (!causal && call.masked()) {

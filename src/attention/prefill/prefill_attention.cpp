@@ -29,14 +29,27 @@ bool float_cpu_rows(const Tensor& t) {
 }
 
 /// k (N, H, S, hd) -> (N, H, S_pad / 16, hd, 16): 16 keys side by side per
-/// feature, S padded with zero keys to whole panel pairs.
+/// feature, S padded with zero keys to whole panel pairs; one copy of k.
 Tensor key_panels(const Tensor& k) {
-  const int64_t s = k.size(2);
+  const int64_t n = k.size(0), h = k.size(1), s = k.size(2), hd = k.size(3);
   const int64_t padded = (s + kKeyPanelPair - 1) / kKeyPanelPair * kKeyPanelPair;
-  const Tensor keys = at::constant_pad_nd(k, {0, 0, 0, padded - s});  // (N, H, S_pad, hd)
-  return keys.view({k.size(0), k.size(1), padded / kKeyPanelWidth, kKeyPanelWidth, k.size(3)})
-      .transpose(-1, -2)
-      .contiguous();  // (N, H, S_pad / 16, hd, 16)
+  const int64_t whole = s / kKeyPanelWidth;  // panels of 16 keys
+  Tensor panels = at::empty({n, h, padded / kKeyPanelWidth, hd, kKeyPanelWidth}, k.options());
+  panels.narrow(2, 0, whole)
+      .transpose(-1, -2)  // (N, H, whole, 16, hd)
+      .copy_(k.narrow(2, 0, whole * kKeyPanelWidth).view({n, h, whole, kKeyPanelWidth, hd}));
+  if (whole * kKeyPanelWidth < padded) {
+    Tensor rest = panels.narrow(2, whole, padded / kKeyPanelWidth - whole);  // zero keys
+    rest.zero_();
+    const int64_t tail = s - whole * kKeyPanelWidth;
+    if (tail > 0) {
+      rest.select(2, 0)
+          .narrow(-1, 0, tail)
+          .transpose(-1, -2)
+          .copy_(k.narrow(2, whole * kKeyPanelWidth, tail));  // (N, H, tail, hd)
+    }
+  }
+  return panels;  // (N, H, S_pad / 16, hd, 16)
 }
 
 /// v (N, H, S, hd) -> (N, H, hd / 16, S, 16): each value's features in
@@ -95,6 +108,19 @@ void prefill_attention(
 
 void prefill_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
   prefill_attention(q, k, v, out, best_cpu_capability());
+}
+
+Tensor prefill_attention_rows(const Tensor& q,
+                              const Tensor& k,
+                              const Tensor& v,
+                              bool sequence_first) {
+  const int64_t batch = q.size(0), heads = q.size(1), len = q.size(2), hd = q.size(3);
+  // sequence-first (L, N, H, hd), else (N, L, H, hd)
+  Tensor rows = sequence_first ? at::empty({len, batch, heads, hd}, q.options())
+                               : at::empty({batch, len, heads, hd}, q.options());
+  Tensor out = sequence_first ? rows.permute({1, 2, 0, 3}) : rows.transpose(1, 2);  // (N, H, L, hd)
+  prefill_attention(q, k, v, out);
+  return rows.flatten(2);  // (L, N, E) or (N, L, E)
 }
 
 }  // namespace detail

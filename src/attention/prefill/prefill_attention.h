@@ -23,7 +23,7 @@ namespace mha {
 namespace detail {
 
 /// Scores per (sequence, head) from which the kernel pays: below, laying out
-/// the keys and values (six ATen ops) costs more than it saves (a
+/// the keys and values (a few ATen ops) costs more than it saves (a
 /// MultiheadAttention(512, 8) call at 16 tokens took 1.03x SDPA's time on 1
 /// thread, 1.15x on 2; at 128 tokens 0.95-0.97x; AVX2 EPYC).
 inline constexpr int64_t kPrefillMinScores = 64 * 64;
@@ -53,6 +53,13 @@ void prefill_attention(const torch::Tensor& q,
                        const torch::Tensor& v,
                        torch::Tensor& out,
                        CpuCapability capability);
+
+/// `prefill_attention` written as the rows an output projection reads: (L, N,
+/// H * hd) when `sequence_first`, else (N, L, H * hd), contiguous.
+torch::Tensor prefill_attention_rows(const torch::Tensor& q,
+                                     const torch::Tensor& k,
+                                     const torch::Tensor& v,
+                                     bool sequence_first);
 
 /// Key panels: 16 keys side by side for each feature (a head's keys (S, hd) ->
 /// (ceil(S / 32) * 2, hd, 16), zeros past S); value panels: 16 features of
