@@ -9,7 +9,9 @@
 // shared), one ContinuousBatch shared by all threads, and an int8 module.
 // A third test draws from the global generator on one thread while another
 // clones modules 200 times: the draws equal those of the same seed without
-// the clones (clone() draws nothing, on any thread).
+// the clones (clone() draws nothing, on any thread). A fourth has 8 threads
+// call mha's own parallel loop back to back (its pool threads stay awake and
+// take the next call's chunks): each call runs each of its items once.
 // Built with MHA_SANITIZE=tsan (scripts/test.sh --tsan) this test is the
 // ThreadSanitizer check of mha.
 
@@ -23,6 +25,7 @@
 #include <thread>
 
 #include "common/generator_state.h"
+#include "common/parallel_items.h"
 #include "support.h"
 
 namespace {
@@ -273,6 +276,40 @@ TEST_F(Concurrency, ClonesBesideADrawingThreadLeaveItsDrawsAlone) {
   EXPECT_TRUE(mha::test::bitwise_equal(beside, alone))
       << (beside != alone).sum().item<int64_t>() << " of " << alone.numel()
       << " values differ from the same seed's draws without the clones";
+}
+
+TEST_F(Concurrency, EachCallOfTheParallelLoopRunsEachItemOnce) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);  // at least one pool thread, on any machine
+  constexpr int64_t kItems = 37, kCalls = 300;
+  std::atomic<int64_t> wrong_calls{0};
+  auto caller = [&] {
+    for (int64_t call = 0; call < kCalls; ++call) {
+      std::vector<std::atomic<int>> runs(kItems);
+      mha::detail::parallel_items(
+          kItems,
+          [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) ++runs[i];
+          },
+          /*chunks_per_thread=*/4);
+      for (const auto& r : runs) {
+        if (r.load() != 1) {
+          ++wrong_calls;
+          break;
+        }
+      }
+    }
+  };
+  caller();  // one caller: each call offered to the thread the last one woke
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kThreads; ++t) callers.emplace_back(caller);
+  for (auto& t : callers) t.join();
+  at::set_num_threads(threads);
+  EXPECT_EQ(wrong_calls.load(), 0);
+  // an item's exception reaches its caller, and the next call works
+  EXPECT_THROW(mha::detail::parallel_items(
+                   kItems, [](int64_t, int64_t) { TORCH_CHECK(false, "an item failed"); }, 4),
+               c10::Error);
 }
 
 }  // namespace
