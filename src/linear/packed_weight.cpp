@@ -10,6 +10,7 @@
 
 #include "common/calling_thread.h"
 #include "common/cpu_capability.h"
+#include "linear/apply_fused_activation.h"
 #include "linear/panel_gemm/panel_gemm.h"
 #include "mha/kernel_switches.h"
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "linear/fused_activation.h"
+#include "linear/apply_fused_activation.h"
 
 namespace mha {
 namespace detail {

@@ -17,7 +17,7 @@
 #include <limits>
 #include <vector>
 
-#include "attention/prefill/prefill_attention.h"
+#include "attention/prefill/prefill_args.h"
 
 namespace mha {
 namespace detail {

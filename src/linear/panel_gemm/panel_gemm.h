@@ -18,14 +18,10 @@
 
 #include "common/cpu_capability.h"
 #include "linear/fused_activation.h"
+#include "linear/panel_gemm/panel_gemm_args.h"
 
 namespace mha {
 namespace detail {
-
-/// Output features per panel.
-inline constexpr int64_t kPanelWidth = 16;
-/// Panels per unit of work: a thread's share is whole groups.
-inline constexpr int64_t kPanelGroup = 4;
 
 /// weight (out, in) float32 -> panels (ceil(out / 16), in, 16): panel p
 /// holds output features [16p, 16p + 16) (zeros past `out`).
@@ -52,21 +48,6 @@ torch::Tensor panel_gemm(const torch::Tensor& x,
                          const torch::Tensor& bias,
                          FusedActivation activation,
                          CpuCapability capability);
-
-/// One call's operands as the kernels read them.
-struct PanelGemmArgs {
-  const float* x;       ///< (rows, in), contiguous
-  const float* panels;  ///< (panel_count, in, 16), contiguous
-  const float* bias;    ///< (panel_count * 16) or nullptr
-  float* y;             ///< (rows, panel_count * 16), contiguous
-  int64_t rows, in, panel_count;
-  FusedActivation activation;  ///< applied to each output after its bias
-};
-
-/// The kernels, one per capability object: panel groups [begin, end).
-MHA_DECLARE_CAPABILITY_ENTRIES(panel_gemm, const PanelGemmArgs& args, int64_t begin, int64_t end);
-/// What the kernel that `capability` runs was compiled for.
-const char* panel_gemm_compiled_for(CpuCapability capability);
 
 }  // namespace detail
 }  // namespace mha

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <utility>
 
-#include "linear/panel_gemm/panel_gemm.h"
+#include "linear/panel_gemm/panel_gemm_args.h"
 
 namespace mha {
 namespace detail {
