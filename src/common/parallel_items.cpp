@@ -50,7 +50,7 @@ struct Chunks {
 /// How long a pool thread that ran chunks stays awake for the next call's, as
 /// ONNX Runtime's pool spins: waking a sleeping thread costs about as much as
 /// a 16-row GEMM's share (a MultiheadAttention(512, 8) call at 16 tokens on 2
-/// threads took 0.90-0.93x the time with it; AVX2 EPYC). It yields while it
+/// threads took 0.89-0.93x the time with it; AVX2 EPYC). It yields while it
 /// waits, so a busy machine's other threads run.
 constexpr std::chrono::microseconds kAwakeFor{100};
 
