@@ -77,7 +77,7 @@ TEST(PanelGemm, EveryCapabilityIsWithinTheSumBoundOfFloat64) {
     for (const auto& [out, in] : weights) {
       const Tensor w = torch::randn({out, in}), bias = torch::randn({out});
       const Tensor panels = detail::to_panels(w);
-      for (const int64_t m : {0, 1, 2, 3, 5, 12, 13, 16, 31, 64, 200}) {
+      for (const int64_t m : {0, 1, 2, 3, 5, 9, 10, 12, 13, 16, 31, 64, 200}) {
         SCOPED_TRACE(std::string(detail::capability_name(c)) + " " + std::to_string(out) + "x" +
                      std::to_string(in) + " M " + std::to_string(m));
         const Tensor x = torch::randn({m, in});
@@ -120,13 +120,14 @@ TEST(PanelGemm, FusedActivationsAreTheActivationOfTheSum) {
       << (gelu - at::gelu(plain)).abs().max().item<double>();
 }
 
-/// 37 rows: one block of rows, split over panel groups; 1,100 rows of 512
-/// features: two blocks of 550 (each block's inputs within 2 MB).
+/// 16 rows: tiles of 6, 5 and 5 rows; 37 rows: one block of rows, split over
+/// panel groups; 1,100 rows of 512 features: two blocks of 550 (each block's
+/// inputs within 2 MB).
 TEST(PanelGemm, ARowIsTheSameInAnyBatchAndOnAnyThreadCount) {
   torch::manual_seed(3);
   const Tensor w = torch::randn({1536, 512}), bias = torch::randn({1536});
   const Tensor panels = detail::to_panels(w);
-  for (const int64_t m : {37, 1100}) {
+  for (const int64_t m : {16, 37, 1100}) {
     const Tensor x = torch::randn({m, 512});
     const int threads = at::get_num_threads();
     at::set_num_threads(1);

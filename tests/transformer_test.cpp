@@ -125,12 +125,12 @@ TEST(TransformerFastPath, EncoderLayerCallsPythonsFusedOpWherePythonDoes) {
 
 // Where Python's op would build (N, H, L, L) scores, or cannot take the
 // weights (prepacked by mha::prepack), the layer runs its own steps: mha's
-// fused attention kernel, and the GEMMs on the packed weights (within float32
-// rounding); with Python's kernels, Python's op.
+// fused attention kernel (prepacked: the prefill attention at every length),
+// and the GEMMs on the packed weights (within float32 rounding); with Python's
+// kernels, Python's op.
 TEST(TransformerFastPath, EncoderLayerRunsItsStepsWhereTheyAreFaster) {
   torch::NoGradGuard no_grad;
   const std::string op = "aten::_transformer_encoder_layer_fwd";
-  const std::string sdpa = "aten::scaled_dot_product_attention";
   mha::TransformerEncoderLayer layer(
       mha::TransformerEncoderLayerOptions(512, 8).dim_feedforward(2048).batch_first(true));
   layer->eval();
@@ -140,7 +140,7 @@ TEST(TransformerFastPath, EncoderLayerRunsItsStepsWhereTheyAreFaster) {
   for (const Tensor& src : {rows16, torch::randn({1, 5, 512})}) {
     const auto ops = ops_called([&] { layer(src); });
     EXPECT_FALSE(called(ops, op));
-    EXPECT_TRUE(called(ops, sdpa));
+    EXPECT_TRUE(called(ops, "mha::prefill_attention"));
     EXPECT_GT(packed_gemms(ops), 0);
   }
   mha::TransformerEncoderLayer narrow(small(true));

@@ -12,20 +12,19 @@ namespace mha {
 namespace detail {
 
 /// Key panels: 16 keys side by side for each feature (a head's keys (S, hd) ->
-/// (ceil(S / 32) * 2, hd, 16), zeros past S); value panels: 16 features of
-/// each value side by side (a head's values (S, hd) -> (hd / 16, S, 16)).
+/// (S_pad / 16, hd, 16), zero keys past S up to a whole score tile's); value panels: 16 features of
+/// each value side by side (a head's values (S, hd) -> (hd / 16, S, 16)). The
+/// kernels lay out each head's panels themselves, in a buffer of their own.
 inline constexpr int64_t kKeyPanelWidth = 16;
-/// Keys per panel pair: S is padded to whole pairs (one AVX-512 tile's keys).
-inline constexpr int64_t kKeyPanelPair = 32;
 
 /// One call's operands as the kernels read them; strides in floats.
 struct PrefillArgs {
-  const float* q;             ///< (N, H, L, hd)
-  const float* key_panels;    ///< (N, H, S_pad / 16, hd, 16), contiguous
-  const float* value_panels;  ///< (N, H, hd / 16, S, 16), contiguous
-  float* out;                 ///< (N, H, L, hd)
+  const float* q;  ///< (N, H, L, hd)
+  const float* k;  ///< (N, H, S, hd)
+  const float* v;  ///< (N, H, S, hd)
+  float* out;      ///< (N, H, L, hd)
   int64_t heads, q_len, kv_len, head_dim;
-  int64_t q_stride[3], out_stride[3];  ///< N, H, L strides
+  int64_t q_stride[3], k_stride[3], v_stride[3], out_stride[3];  ///< N, H, L (or S) strides
   float scale;
 };
 

@@ -1,6 +1,6 @@
-// The prefill attention's entry: the operands checked, the keys laid out in
-// panels, the capability chosen from this CPU's features, the row tiles split
-// over threads.
+// The prefill attention's entry: the operands checked, the capability chosen
+// from this CPU's features, the row tiles split over threads (the kernels lay
+// out each head's keys and values themselves).
 
 #include "attention/prefill/prefill_attention.h"
 
@@ -28,71 +28,35 @@ bool float_cpu_rows(const Tensor& t) {
   return t.dim() == 4 && t.scalar_type() == at::kFloat && t.device().is_cpu() && t.stride(-1) == 1;
 }
 
-/// k (N, H, S, hd) -> (N, H, S_pad / 16, hd, 16): 16 keys side by side per
-/// feature, S padded with zero keys to whole panel pairs; one copy of k.
-Tensor key_panels(const Tensor& k) {
-  const int64_t n = k.size(0), h = k.size(1), s = k.size(2), hd = k.size(3);
-  const int64_t padded = (s + kKeyPanelPair - 1) / kKeyPanelPair * kKeyPanelPair;
-  const int64_t whole = s / kKeyPanelWidth;  // panels of 16 keys
-  Tensor panels = at::empty({n, h, padded / kKeyPanelWidth, hd, kKeyPanelWidth}, k.options());
-  panels.narrow(2, 0, whole)
-      .transpose(-1, -2)  // (N, H, whole, 16, hd)
-      .copy_(k.narrow(2, 0, whole * kKeyPanelWidth).view({n, h, whole, kKeyPanelWidth, hd}));
-  if (whole * kKeyPanelWidth < padded) {
-    Tensor rest = panels.narrow(2, whole, padded / kKeyPanelWidth - whole);  // zero keys
-    rest.zero_();
-    const int64_t tail = s - whole * kKeyPanelWidth;
-    if (tail > 0) {
-      rest.select(2, 0)
-          .narrow(-1, 0, tail)
-          .transpose(-1, -2)
-          .copy_(k.narrow(2, whole * kKeyPanelWidth, tail));  // (N, H, tail, hd)
-    }
-  }
-  return panels;  // (N, H, S_pad / 16, hd, 16)
-}
-
-/// v (N, H, S, hd) -> (N, H, hd / 16, S, 16): each value's features in
-/// panels of 16, a panel's values one after another.
-Tensor value_panels(const Tensor& v) {
-  return v.view({v.size(0), v.size(1), v.size(2), v.size(3) / kKeyPanelWidth, kKeyPanelWidth})
-      .permute({0, 1, 3, 2, 4})
-      .contiguous();  // (N, H, hd / 16, S, 16)
-}
-
 }  // namespace
 
-/// Whether the kernel reads q, k and v (any size).
-bool operands_fit(const Tensor& q, const Tensor& k, const Tensor& v) {
+bool prefill_attention_takes(const Tensor& q, const Tensor& k, const Tensor& v) {
   return float_cpu_rows(q) && float_cpu_rows(k) && float_cpu_rows(v) && q.size(-1) % 32 == 0 &&
          k.size(2) > 0 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
          q.size(1) == k.size(1) && q.size(3) == k.size(3);
-}
-
-bool prefill_attention_takes(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return operands_fit(q, k, v) && q.size(2) * k.size(2) >= kPrefillMinScores;
 }
 
 void prefill_attention(
     const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, CpuCapability capability) {
   TORCH_CHECK_VALUE(cpu_runs(capability), "prefill attention: this build or CPU has no ",
                     capability_name(capability), " kernel");
-  TORCH_CHECK(operands_fit(q, k, v) && float_cpu_rows(out) && out.sizes() == q.sizes(),
+  TORCH_CHECK(prefill_attention_takes(q, k, v) && float_cpu_rows(out) && out.sizes() == q.sizes(),
               "prefill attention: expected float32 CPU q (N, H, L, hd), k and v (N, H, S, hd) "
               "and out shaped as q, last dimensions contiguous, hd a multiple of 32, but got q ",
               q.sizes(), ", k ", k.sizes(), ", v ", v.sizes(), ", out ", out.sizes());
   RECORD_FUNCTION("mha::prefill_attention", std::vector<c10::IValue>());
-  const Tensor panels = key_panels(k), values = value_panels(v);
   const int64_t heads = q.size(1), q_len = q.size(2), kv_len = k.size(2), hd = q.size(3);
   const PrefillArgs args{q.data_ptr<float>(),
-                         panels.data_ptr<float>(),
-                         values.data_ptr<float>(),
+                         k.data_ptr<float>(),
+                         v.data_ptr<float>(),
                          out.data_ptr<float>(),
                          heads,
                          q_len,
                          kv_len,
                          hd,
                          {q.stride(0), q.stride(1), q.stride(2)},
+                         {k.stride(0), k.stride(1), k.stride(2)},
+                         {v.stride(0), v.stride(1), v.stride(2)},
                          {out.stride(0), out.stride(1), out.stride(2)},
                          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
   const auto kernel = MHA_CAPABILITY_ENTRY(capability, prefill_attention, );

@@ -1,14 +1,15 @@
 #pragma once
 
-// Private: mha's attention of many query rows without a mask, for modules
+// Private: mha's self-attention without a mask, at any length, for modules
 // whose projections `mha::prepack` or `mha::quantize_dynamic` converted
 // (their results are within float32 rounding of Python's anyway; float modules
 // keep ATen's SDPA and Python's bits). ATen's CPU flash attention multiplies
 // each block with a BLAS call (MKL's sgemm on the Linux wheel); here the
-// scores and the weighted sum run in register tiles as the panel GEMM's (6
-// query rows by 16 or 32 keys or features), the softmax between them in one
-// pass over each row's scores held in L1/L2, and the output is written in the
-// layout the output projection reads, (L, N, H, hd) or (N, L, H, hd), with no
+// kernel lays out a head's keys and values in panels (no ATen op: it pays from
+// one token on), the scores and the weighted sum run in register tiles as the
+// panel GEMM's (6 query rows by 16 or 32 keys or features), the softmax
+// between them in one pass over each row's scores held in L1/L2, and the
+// output is written in the layout the output projection reads, (L, N, H, hd) or (N, L, H, hd), with no
 // copy. Compiled once per CPU capability (prefill_attention_<capability>.cpp,
 // from prefill_attention_kernel.h); the best one this CPU runs is chosen at
 // run time.
@@ -23,16 +24,12 @@
 namespace mha {
 namespace detail {
 
-/// Scores per (sequence, head) from which the kernel pays: below, laying out
-/// the keys and values (a few ATen ops) costs more than it saves (a
-/// MultiheadAttention(512, 8) call at 16 tokens took 1.03x SDPA's time on 1
-/// thread, 1.15x on 2; at 128 tokens 0.95-0.97x; AVX2 EPYC).
-inline constexpr int64_t kPrefillMinScores = 64 * 64;
-
 /// Whether the module kernels call `prefill_attention` for q (N, H, L, hd), k
 /// and v (N, H, S, hd): float32 CPU tensors, each with a contiguous last
-/// dimension, hd a multiple of 32, at least one key, and L x S at least
-/// kPrefillMinScores.
+/// dimension, hd a multiple of 32, and at least one key. It pays at every
+/// length: the kernels lay out each head's keys and values themselves, with no
+/// ATen op (a prepacked MultiheadAttention(512, 8) call took 0.9x the time of
+/// SDPA's at 1 token, 0.94x at 16, 0.95-0.97x at 128; AVX2 EPYC).
 bool prefill_attention_takes(const torch::Tensor& q,
                              const torch::Tensor& k,
                              const torch::Tensor& v);

@@ -3,7 +3,8 @@
 // Private: the body of the prefill attention, included once by each
 // capability's object (prefill_attention_<capability>.cpp), compiled with that
 // capability's flags and CPU_CAPABILITY macros, so ATen's Vectorized<float> is
-// that width there. Per tile of up to 6 query rows of one (sequence, head):
+// that width there. Per (sequence, head): its keys and values laid out in
+// panels in the calling thread's buffer; then per tile of up to 6 query rows:
 // the scores against every key (register tiles over the key panels), the
 // softmax of each row in place, then the weighted sum of the values
 // (register tiles over the value rows), divided by the row's sum.
@@ -30,6 +31,8 @@ using Vec = at::vec::Vectorized<float>;
 constexpr int kVecsPerPanel = static_cast<int>(kKeyPanelWidth) / Vec::size();
 /// Key panels per score tile: 12 accumulators either way (6 rows x 2 vectors).
 constexpr int kPanelsPerTile = 2 / kVecsPerPanel;
+/// Keys per score tile: a head's keys are padded with zero keys to whole tiles.
+constexpr int64_t kKeysPerTile = kPanelsPerTile * kKeyPanelWidth;
 /// Accumulator vectors per row in both tiles.
 constexpr int kRowVecs = 2;
 /// Features per value tile (16 with AVX2, 32 with AVX-512).
@@ -48,8 +51,7 @@ void scores(const PrefillArgs& a,
             float* s,
             int64_t s_pad) {
   const int64_t hd = a.head_dim;
-  const int64_t keys_per_tile = kPanelsPerTile * kKeyPanelWidth;
-  for (int64_t t = 0; t < s_pad / keys_per_tile; ++t) {
+  for (int64_t t = 0; t < s_pad / kKeysPerTile; ++t) {
     const float* w = panels + t * kPanelsPerTile * hd * kKeyPanelWidth;  // (panels, hd, 16)
     Vec acc[Rows][kRowVecs];
     for (auto& r : acc) std::fill(r, r + kRowVecs, Vec(0.0f));
@@ -69,7 +71,7 @@ void scores(const PrefillArgs& a,
     const Vec scale(a.scale);
     for (int r = 0; r < Rows; ++r) {
       for (int j = 0; j < kRowVecs; ++j) {
-        (acc[r][j] * scale).store(s + r * s_pad + t * keys_per_tile + j * Vec::size());
+        (acc[r][j] * scale).store(s + r * s_pad + t * kKeysPerTile + j * Vec::size());
       }
     }
   }
@@ -137,45 +139,85 @@ void weighted_values(const PrefillArgs& a,
   }
 }
 
-/// Query rows [row, row + Rows) of (sequence n, head h); `s` holds Rows x s_pad floats.
-template <int Rows>
-void tile(const PrefillArgs& a, int64_t n, int64_t h, int64_t row, float* s, int64_t s_pad) {
-  const float* q = a.q + n * a.q_stride[0] + h * a.q_stride[1] + row * a.q_stride[2];
-  const float* panels = a.key_panels + (n * a.heads + h) * s_pad * a.head_dim;
-  scores<Rows>(a, q, a.q_stride[2], panels, s, s_pad);
-  float inv[Rows];
-  for (int r = 0; r < Rows; ++r) inv[r] = softmax_row(s + r * s_pad, a.kv_len);
-  const float* values = a.value_panels + (n * a.heads + h) * a.kv_len * a.head_dim;
-  float* out = a.out + n * a.out_stride[0] + h * a.out_stride[1] + row * a.out_stride[2];
-  weighted_values<Rows>(a, s, s_pad, inv, values, out, a.out_stride[2]);
+/// One head's keys and values as the tiles read them, laid out by `lay_out`.
+struct HeadPanels {
+  std::vector<float> keys;    // (s_pad / 16, hd, 16), zeros past kv_len
+  std::vector<float> values;  // (hd / 16, kv_len, 16)
+};
+
+/// (sequence n, head h)'s keys and values -> `panels`.
+inline void lay_out(const PrefillArgs& a, int64_t n, int64_t h, int64_t s_pad, HeadPanels& panels) {
+  const int64_t hd = a.head_dim, len = a.kv_len;
+  const float* k = a.k + n * a.k_stride[0] + h * a.k_stride[1];  // (S, hd), rows k_stride[2] apart
+  const float* v = a.v + n * a.v_stride[0] + h * a.v_stride[1];  // (S, hd), rows v_stride[2] apart
+  float* keys = panels.keys.data();
+  std::fill(keys + len / kKeyPanelWidth * hd * kKeyPanelWidth, keys + s_pad * hd, 0.0f);  // pad
+  for (int64_t j = 0; j < len; ++j) {
+    const float* key = k + j * a.k_stride[2];
+    float* column = keys + j / kKeyPanelWidth * hd * kKeyPanelWidth + j % kKeyPanelWidth;
+    for (int64_t d = 0; d < hd; ++d) column[d * kKeyPanelWidth] = key[d];
+  }
+  float* values = panels.values.data();
+  for (int64_t c = 0; c < hd / kKeyPanelWidth; ++c) {
+    for (int64_t j = 0; j < len; ++j) {
+      const float* from = v + j * a.v_stride[2] + c * kKeyPanelWidth;
+      std::copy(from, from + kKeyPanelWidth, values + (c * len + j) * kKeyPanelWidth);
+    }
+  }
 }
 
-/// Row tiles [begin, end) of the flattened (N, H, ceil(L / 6)) tiles.
+/// Query rows [row, row + Rows) of (sequence n, head h), whose keys and values
+/// `panels` holds; `s` holds Rows x s_pad floats.
+template <int Rows>
+void tile(const PrefillArgs& a,
+          int64_t n,
+          int64_t h,
+          int64_t row,
+          const HeadPanels& panels,
+          float* s,
+          int64_t s_pad) {
+  const float* q = a.q + n * a.q_stride[0] + h * a.q_stride[1] + row * a.q_stride[2];
+  scores<Rows>(a, q, a.q_stride[2], panels.keys.data(), s, s_pad);
+  float inv[Rows];
+  for (int r = 0; r < Rows; ++r) inv[r] = softmax_row(s + r * s_pad, a.kv_len);
+  float* out = a.out + n * a.out_stride[0] + h * a.out_stride[1] + row * a.out_stride[2];
+  weighted_values<Rows>(a, s, s_pad, inv, panels.values.data(), out, a.out_stride[2]);
+}
+
+/// Row tiles [begin, end) of the flattened (N, H, ceil(L / 6)) tiles; each
+/// head's panels laid out once per call (its tiles are consecutive).
 inline void run(const PrefillArgs& a, int64_t begin, int64_t end) {
   const int64_t row_tiles = (a.q_len + kPrefillTileRows - 1) / kPrefillTileRows;
-  const int64_t s_pad = (a.kv_len + kKeyPanelPair - 1) / kKeyPanelPair * kKeyPanelPair;
+  const int64_t s_pad = (a.kv_len + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
   std::vector<float> s(kPrefillTileRows * s_pad);  // a tile's scores, then weights
+  HeadPanels panels{std::vector<float>(s_pad * a.head_dim),
+                    std::vector<float>(a.kv_len * a.head_dim)};
+  int64_t laid_out = -1;  // the (n, h) pair whose panels `panels` holds
   for (int64_t item = begin; item < end; ++item) {
     const int64_t pair = item / row_tiles, row = item % row_tiles * kPrefillTileRows;
     const int64_t n = pair / a.heads, h = pair % a.heads;
+    if (pair != laid_out) {
+      lay_out(a, n, h, s_pad, panels);
+      laid_out = pair;
+    }
     switch (std::min<int64_t>(kPrefillTileRows, a.q_len - row)) {
       case 6:
-        tile<6>(a, n, h, row, s.data(), s_pad);
+        tile<6>(a, n, h, row, panels, s.data(), s_pad);
         break;
       case 5:
-        tile<5>(a, n, h, row, s.data(), s_pad);
+        tile<5>(a, n, h, row, panels, s.data(), s_pad);
         break;
       case 4:
-        tile<4>(a, n, h, row, s.data(), s_pad);
+        tile<4>(a, n, h, row, panels, s.data(), s_pad);
         break;
       case 3:
-        tile<3>(a, n, h, row, s.data(), s_pad);
+        tile<3>(a, n, h, row, panels, s.data(), s_pad);
         break;
       case 2:
-        tile<2>(a, n, h, row, s.data(), s_pad);
+        tile<2>(a, n, h, row, panels, s.data(), s_pad);
         break;
       default:
-        tile<1>(a, n, h, row, s.data(), s_pad);
+        tile<1>(a, n, h, row, panels, s.data(), s_pad);
         break;
     }
   }
