@@ -9,10 +9,10 @@
 // one token on), the scores and the weighted sum run in register tiles as the
 // panel GEMM's (6 query rows by 16 or 32 keys or features), the softmax
 // between them in one pass over each row's scores held in L1/L2, and the
-// output is written in the layout the output projection reads, (L, N, H, hd) or (N, L, H, hd), with no
-// copy. Compiled once per CPU capability (prefill_attention_<capability>.cpp,
-// from prefill_attention_kernel.h); the best one this CPU runs is chosen at
-// run time.
+// output is written in the layout the output projection reads, (L, N, H, hd)
+// or (N, L, H, hd), with no copy. Compiled once per CPU capability
+// (prefill_attention_<capability>.cpp, from prefill_attention_kernel.h); the
+// best one this CPU runs is chosen at run time.
 
 #include <torch/types.h>
 
