@@ -80,6 +80,31 @@ void check_blocks(const PagedDecodeArgs& a) {
   }
 }
 
+/// A pool's strides: a block, a row in it, a head.
+PoolStrides pool_strides(const Tensor& pool) {
+  return {pool.stride(0), pool.stride(1), pool.stride(2)};
+}
+
+/// The checked `a`'s operands as the kernels read them, writing into `out`.
+PagedDecodeOperands operands_of(const PagedDecodeArgs& a, Tensor& out) {
+  const Tensor& q = a.query;  // (N, H, hd)
+  return {q.data_ptr(),
+          a.keys.data_ptr(),
+          a.values.data_ptr(),
+          out.data_ptr(),
+          a.block_table.data_ptr<int32_t>(),
+          a.lengths.data_ptr<int32_t>(),
+          q.scalar_type() == at::kBFloat16,
+          a.table_per_position,
+          q.size(1),
+          q.size(2),
+          a.keys.size(1),
+          a.block_table.stride(0),
+          {q.stride(0), q.stride(1)},
+          pool_strides(a.keys),
+          pool_strides(a.values)};
+}
+
 /// The items of a call of `batch` sequences of `heads` heads on `threads`
 /// threads: all heads per item when there are enough sequences (each pool row
 /// read whole), else groups of heads, halved until every thread has two.
@@ -129,13 +154,13 @@ Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capabil
   Tensor out = at::empty(args.query.sizes(), args.query.options());  // (N, H, hd)
   const int64_t batch = args.query.size(0), heads = args.query.size(1);
   const DecodeItems items = decode_items(batch, heads, at::get_num_threads());
+  const PagedDecodeOperands operands = operands_of(args, out);
   const auto kernel = MHA_CAPABILITY_ENTRY(capability, paged_decode, );
   const int64_t count = batch * items.per_sequence;
   if (cached_reads(args) < kSerialReads) {
-    kernel(args, items, 0, count, out);
+    kernel(operands, items, 0, count);
   } else {
-    parallel_items(count,
-                   [&](int64_t begin, int64_t end) { kernel(args, items, begin, end, out); });
+    parallel_items(count, [&](int64_t begin, int64_t end) { kernel(operands, items, begin, end); });
   }
   return out;
 }

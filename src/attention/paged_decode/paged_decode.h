@@ -4,8 +4,9 @@
 // One call attends one query row of every sequence of a step over that
 // sequence's cached keys and values, read in place through a block table (no
 // gather), parallel over (sequence, head): a paged pool's blocks, or a
-// KVCache's buffers (each sequence one block, `dense_blocks`). Compiled once per CPU capability
-// (scalar, AVX2, AVX-512: paged_decode_<capability>.cpp, from paged_decode_kernel.h); the best one
+// KVCache's buffers (each sequence one block, `dense_blocks`). Compiled once
+// per CPU capability (scalar, AVX2, AVX-512: paged_decode_<capability>.cpp,
+// from paged_decode_kernel.h, on paged_decode_args.h's operands); the best one
 // this CPU runs is chosen at run time.
 
 #include <torch/types.h>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention/paged_decode/paged_decode_args.h"
 #include "common/cpu_capability.h"
 
 namespace mha {
@@ -53,20 +55,6 @@ torch::Tensor paged_decode_attention(const PagedDecodeArgs& args);
 /// throws unless this CPU runs it.
 torch::Tensor paged_decode_attention(const PagedDecodeArgs& args, CpuCapability capability);
 
-/// How a call's (sequence, head) pairs are split into items, each one
-/// sequence and `heads` of its heads (`per_sequence` items per sequence).
-struct DecodeItems {
-  int64_t heads = 1, per_sequence = 1;
-};
-
-/// The kernels, one per capability object: items [begin, end) of `items`
-/// into `out` (N, H, hd), preallocated.
-MHA_DECLARE_CAPABILITY_ENTRIES(paged_decode,
-                               const PagedDecodeArgs& args,
-                               const DecodeItems& items,
-                               int64_t begin,
-                               int64_t end,
-                               torch::Tensor& out);
 /// What the kernel that `capability` runs was compiled for (a test that the
 /// objects kept their own bodies).
 const char* paged_decode_compiled_for(CpuCapability capability);

@@ -20,7 +20,7 @@
 #include <limits>
 #include <vector>
 
-#include "attention/paged_decode/paged_decode.h"
+#include "attention/paged_decode/paged_decode_args.h"
 
 namespace mha {
 namespace detail {
@@ -139,13 +139,6 @@ struct Scratch {
         max_length(std::max<int64_t>(max_length, 1)) {}
 };
 
-/// A pool's layout: the element offsets of a block, a row in it and a head.
-struct PoolStrides {
-  int64_t block, row, head;
-  explicit PoolStrides(const torch::Tensor& pool)
-      : block(pool.stride(0)), row(pool.stride(1)), head(pool.stride(2)) {}
-};
-
 /// The heads [h0, h0 + g) of a pool row: each head's `dim` elements.
 struct HeadSpan {
   int64_t h0, g, dim, head_stride;
@@ -220,7 +213,7 @@ void for_each_row(const T* pool,
 
 /// `for_each_row` or `for_each_positioned_row`, as the call's table is.
 template <typename T, typename Visit>
-void read_rows(const PagedDecodeArgs& a,
+void read_rows(const PagedDecodeOperands& a,
                const T* pool,
                const PoolStrides& strides,
                const int32_t* table,
@@ -230,7 +223,7 @@ void read_rows(const PagedDecodeArgs& a,
   if (a.table_per_position) {
     for_each_positioned_row(pool, strides, table, length, heads, visit);
   } else {
-    for_each_row(pool, strides, table, a.keys.size(1), length, heads, visit);
+    for_each_row(pool, strides, table, a.block_size, length, heads, visit);
   }
 }
 
@@ -238,19 +231,21 @@ void read_rows(const PagedDecodeArgs& a,
 /// into `out`. Each head's scores, softmax and weighted sum run in position
 /// order, whatever the group, so a head's result depends on its own keys only.
 template <int kVecs, typename T>
-void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Scratch& s, T* out) {
-  const int64_t dim = a.query.size(2), length = a.lengths.data_ptr<int32_t>()[n];
-  const int32_t* table = a.block_table.data_ptr<int32_t>() + n * a.block_table.stride(0);
-  const PoolStrides k_strides(a.keys), v_strides(a.values);
+void attend_group(
+    const PagedDecodeOperands& a, int64_t n, int64_t h0, int64_t g, Scratch& s, T* out) {
+  const int64_t dim = a.dim, length = a.lengths[n];
+  const int32_t* table = a.block_table + n * a.table_stride;
+  const PoolStrides &k_strides = a.key_strides, &v_strides = a.value_strides;
+  const T* query = static_cast<const T*>(a.query);  // (N, H, hd)
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   for (int64_t i = 0; i < g; ++i) {  // the group's queries, scaled: (g, hd)
     float* q = s.q.data() + i * dim;
-    to_float(a.query.data_ptr<T>() + n * a.query.stride(0) + (h0 + i) * a.query.stride(1), q, dim);
+    to_float(query + n * a.query_stride[0] + (h0 + i) * a.query_stride[1], q, dim);
     for (int64_t d = 0; d < dim; ++d) q[d] *= scale;
   }
   float* scores = s.scores.data();  // (g, length), head i's at i * max_length
-  read_rows(a, a.keys.data_ptr<T>(), k_strides, table, length, HeadSpan{h0, g, dim, k_strides.head},
-            [&](int64_t j, const T* row) {
+  read_rows(a, static_cast<const T*>(a.keys), k_strides, table, length,
+            HeadSpan{h0, g, dim, k_strides.head}, [&](int64_t j, const T* row) {
               for (int64_t i = 0; i < g; ++i) {
                 scores[i * s.max_length + j] = dot<kVecs>(
                     s.q.data() + i * dim, row + (h0 + i) * k_strides.head, s.row.data(), dim);
@@ -265,7 +260,7 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
     s.inv_sum[i] = 1.0f / exp_and_sum(head_scores, length, max_of(head_scores, length));
   }
   std::fill(s.acc.begin(), s.acc.begin() + g * dim, 0.0f);
-  read_rows(a, a.values.data_ptr<T>(), v_strides, table, length,
+  read_rows(a, static_cast<const T*>(a.values), v_strides, table, length,
             HeadSpan{h0, g, dim, v_strides.head},
             [&](int64_t j, const T* row) {  // (hd,) += p_j * v_j per head
               for (int64_t i = 0; i < g; ++i) {
@@ -284,8 +279,8 @@ void attend_group(const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Sc
 /// compiled where it is 1, 2, 4 or 8 of them (unrolled loops), else counted at run time.
 template <typename T>
 void attend_group_of_dim(
-    const PagedDecodeArgs& a, int64_t n, int64_t h0, int64_t g, Scratch& s, T* out) {
-  const int64_t dim = a.query.size(2);
+    const PagedDecodeOperands& a, int64_t n, int64_t h0, int64_t g, Scratch& s, T* out) {
+  const int64_t dim = a.dim;
   switch (dim % Vec::size() == 0 ? dim / Vec::size() : 0) {
     case 1:
       return attend_group<1>(a, n, h0, g, s, out);
@@ -302,19 +297,17 @@ void attend_group_of_dim(
 
 /// Items [begin, end) of `items` (a sequence and a group of its heads each).
 template <typename T>
-void attend_items(const PagedDecodeArgs& a,
+void attend_items(const PagedDecodeOperands& a,
                   const DecodeItems& items,
                   int64_t begin,
-                  int64_t end,
-                  torch::Tensor& out) {
-  const int64_t heads = a.query.size(1), dim = a.query.size(2);
+                  int64_t end) {
+  const int64_t heads = a.heads, dim = a.dim;
   int64_t max_length = 1;
   for (int64_t i = begin; i < end; ++i) {
-    max_length =
-        std::max<int64_t>(max_length, a.lengths.data_ptr<int32_t>()[i / items.per_sequence]);
+    max_length = std::max<int64_t>(max_length, a.lengths[i / items.per_sequence]);
   }
   Scratch scratch(items.heads, max_length, dim);
-  T* out_data = out.data_ptr<T>();
+  T* out_data = static_cast<T*>(a.out);  // (N, H, hd)
   for (int64_t i = begin; i < end; ++i) {
     const int64_t n = i / items.per_sequence, h0 = (i % items.per_sequence) * items.heads;
     const int64_t g = std::min(items.heads, heads - h0);
@@ -323,15 +316,14 @@ void attend_items(const PagedDecodeArgs& a,
 }
 
 /// The kernel of the including object's capability: float32 or bfloat16.
-inline void run(const PagedDecodeArgs& a,
+inline void run(const PagedDecodeOperands& a,
                 const DecodeItems& items,
                 int64_t begin,
-                int64_t end,
-                torch::Tensor& out) {
-  if (a.query.scalar_type() == at::kBFloat16) {
-    attend_items<c10::BFloat16>(a, items, begin, end, out);
+                int64_t end) {
+  if (a.bfloat16) {
+    attend_items<c10::BFloat16>(a, items, begin, end);
   } else {
-    attend_items<float>(a, items, begin, end, out);
+    attend_items<float>(a, items, begin, end);
   }
 }
 
@@ -340,11 +332,11 @@ inline void run(const PagedDecodeArgs& a,
 }  // namespace detail
 }  // namespace mha
 
-/// Defines the kernel entry `name` (paged_decode.h) in the including object,
-/// and `name##_compiled_for`.
-#define MHA_DEFINE_PAGED_DECODE_KERNEL(name)                                                   \
-  void mha::detail::name(const PagedDecodeArgs& args, const DecodeItems& items, int64_t begin, \
-                         int64_t end, torch::Tensor& out) {                                    \
-    paged_decode_kernel::run(args, items, begin, end, out);                                    \
-  }                                                                                            \
+/// Defines the kernel entry `name` (paged_decode_args.h) in the including
+/// object, and `name##_compiled_for`.
+#define MHA_DEFINE_PAGED_DECODE_KERNEL(name)                                            \
+  void mha::detail::name(const PagedDecodeOperands& operands, const DecodeItems& items, \
+                         int64_t begin, int64_t end) {                                  \
+    paged_decode_kernel::run(operands, items, begin, end);                              \
+  }                                                                                     \
   const char* mha::detail::name##_compiled_for() { return paged_decode_kernel::compiled_for(); }
