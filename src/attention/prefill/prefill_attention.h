@@ -28,8 +28,8 @@ namespace detail {
 /// and v (N, H, S, hd): float32 CPU tensors, each with a contiguous last
 /// dimension, hd a multiple of 32, and at least one key. It pays at every
 /// length: the kernels lay out each head's keys and values themselves, with no
-/// ATen op (a prepacked MultiheadAttention(512, 8) call took 0.9x the time of
-/// SDPA's at 1 token, 0.94x at 16, 0.95-0.97x at 128; AVX2 EPYC).
+/// ATen op (a prepacked MultiheadAttention(512, 8) call took 0.90-0.92x the
+/// time of SDPA's at 1 token, 0.93-0.98x at 16, 0.95-0.97x at 128; AVX2 EPYC).
 bool prefill_attention_takes(const torch::Tensor& q,
                              const torch::Tensor& k,
                              const torch::Tensor& v);
