@@ -9,6 +9,7 @@
 // user's activation function or norm, checks its inputs as usual.
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
 
 #include <algorithm>
 #include <vector>
