@@ -30,12 +30,14 @@
 //                  hidden) float32
 //
 // --precision (decode): float32 (default: every case's weights prepacked by
-// mha::prepack, a server's choice); int8: mha::quantize_dynamic of every
+// mha::prepack, a server's choice; onednn or panels: in that layout); int8: mha::quantize_dynamic of every
 // linear (the output projection too); bf16: the model ->to(kBFloat16).
 // (generate, bert): float32, the model as load_hf_model gives it (prepacked);
 // float: loaded with HfModelLoadOptions().prepack(false), the float tensors
 // as read; onednn: decoder_panels(false) and encoder_panels(false), every
-// weight in oneDNN's layout.
+// weight in oneDNN's layout; panels: encoder_panels(true), every weight in
+// panels. (attention, encoder_layer): float32, prepacked in mha::prepack's
+// layout for this CPU; onednn or panels: in that layout.
 // --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
 // the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
 // outside any tensor) that building, loading and converting the model kept,
@@ -111,10 +113,19 @@ Args parse(int argc, char** argv) {
               "usage: peer_rounds --case=NAME --weights=FILE --threads=T --iters=K "
               "[--warmup=W] [--out=FILE] [--precision=P] [--memory]");
   TORCH_CHECK(args.precision == "float32" || args.precision == "int8" || args.precision == "bf16" ||
-                  args.precision == "float" || args.precision == "onednn",
-              "peer_rounds: --precision is float32, int8, bf16, float or onednn, not ",
+                  args.precision == "float" || args.precision == "onednn" ||
+                  args.precision == "panels",
+              "peer_rounds: --precision is float32, int8, bf16, float, onednn or panels, not ",
               args.precision);
   return args;
+}
+
+/// The weight layout `precision` asks for: panels (true), oneDNN's (false),
+/// or unset (mha::prepack's layout for this CPU).
+std::optional<bool> panels_of(const std::string& precision) {
+  if (precision == "panels") return true;
+  if (precision == "onednn") return false;
+  return std::nullopt;
 }
 
 /// The file's 0-d "config.<key>".
@@ -124,28 +135,29 @@ int64_t config_value(const File& file, const std::string& key) {
 
 /// mha::MultiheadAttention on the file's input, q = k = v, without weights,
 /// sequence-first as the peers export it (nn.MultiheadAttention's default):
-/// (L, N, E) in and out, mha's kernels on strided views, prepacked.
-Call attention(const File& file) {
+/// (L, N, E) in and out, mha's kernels on strided views, prepacked (`panels_of`).
+Call attention(const File& file, const std::string& precision) {
   mha::MultiheadAttention attn(mha::MultiheadAttentionOptions(config_value(file, "embed_dim"),
                                                               config_value(file, "num_heads")));
   mha::load_state_dict(attn, file, mha::LoadOptions().prefix("model."));
   attn->eval();
-  mha::prepack(attn);
+  mha::prepack(attn, mha::PrepackOptions().panels(panels_of(precision)));
   const Tensor x = file.at("input");  // (L, N, E)
   return [attn, x]() mutable {
     return std::get<0>(attn->forward(x, x, x, {}, /*need_weights=*/false));  // (L, N, E)
   };
 }
 
-/// mha::TransformerEncoderLayer (ReLU, post-norm) on the file's input.
-Call encoder_layer(const File& file) {
+/// mha::TransformerEncoderLayer (ReLU, post-norm) on the file's input,
+/// prepacked (`panels_of`).
+Call encoder_layer(const File& file, const std::string& precision) {
   mha::TransformerEncoderLayer layer(mha::TransformerEncoderLayerOptions(
                                          config_value(file, "d_model"), config_value(file, "nhead"))
                                          .dim_feedforward(config_value(file, "dim_feedforward"))
                                          .batch_first(config_value(file, "batch_first") != 0));
   mha::load_state_dict(layer, file, mha::LoadOptions().prefix("model."));
   layer->eval();
-  mha::prepack(layer);
+  mha::prepack(layer, mha::PrepackOptions().panels(panels_of(precision)));
   const Tensor x = file.at("input");  // (N, L, E) or (L, N, E)
   return [layer, x]() mutable { return layer(x); };
 }
@@ -153,7 +165,8 @@ Call encoder_layer(const File& file) {
 /// The seq2seq example's model of `file` in `precision`.
 seq2seq::Model decode_model(const File& file, const std::string& precision) {
   seq2seq::Model model = seq2seq::load_model(file);
-  if (precision == "float32") mha::prepack(model);
+  if (precision == "float32" || precision == "onednn" || precision == "panels")
+    mha::prepack(model, mha::PrepackOptions().panels(panels_of(precision)));
   if (precision == "int8") mha::quantize_dynamic(model);
   if (precision == "bf16") model->to(torch::kBFloat16);
   return model;
@@ -171,7 +184,7 @@ Call decode(const File& file, const std::string& precision) {
 
 /// The Hugging Face model of the directory holding the case file `path`, as
 /// loaded (`precision` float32: prepacked), with float weights ("float") or
-/// with every weight in oneDNN's layout ("onednn").
+/// with every weight in oneDNN's layout ("onednn") or in panels ("panels").
 template <typename Model>
 Model hf_model(const std::string& path, const std::string& precision) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
@@ -180,7 +193,7 @@ Model hf_model(const std::string& path, const std::string& precision) {
              mha::HfModelLoadOptions()
                  .prepack(precision != "float")
                  .decoder_panels(precision != "onednn")
-                 .encoder_panels(precision == "onednn" ? std::optional<bool>(false) : std::nullopt))
+                 .encoder_panels(panels_of(precision)))
       .as<Model>();
 }
 
@@ -211,12 +224,12 @@ Call bert(const std::string& path, const File& file, const std::string& precisio
 /// The call of case `name` ("attention", "encoder_layer", "decode", "generate" or "bert").
 Call make_call(const Args& args, const File& file) {
   const std::string& name = args.case_name;
-  TORCH_CHECK(name == "decode" || args.precision == "float32" ||
-                  ((name == "generate" || name == "bert") && args.precision == "float") ||
-                  ((name == "generate" || name == "bert") && args.precision == "onednn"),
+  TORCH_CHECK(name == "decode" || args.precision == "float32" || args.precision == "onednn" ||
+                  args.precision == "panels" ||
+                  ((name == "generate" || name == "bert") && args.precision == "float"),
               "peer_rounds: --precision ", args.precision, " is not for the ", name, " case");
-  if (name == "attention") return attention(file);
-  if (name == "encoder_layer") return encoder_layer(file);
+  if (name == "attention") return attention(file, args.precision);
+  if (name == "encoder_layer") return encoder_layer(file, args.precision);
   if (name == "generate") return generate(args.weights, file, args.precision);
   if (name == "bert") return bert(args.weights, file, args.precision);
   TORCH_CHECK(name == "decode", "peer_rounds: unknown case ", name);

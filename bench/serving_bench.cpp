@@ -24,21 +24,21 @@
 // positions it held then. The model's weights are prepacked (mha::prepack), a
 // server's choice.
 // --out-len=N: every request generates N tokens (as CTranslate2's
-// translate_batch of scripts/bench_serving_ct2.py with --out-len N); --at-once:
-// all arrive at 0 (an offline batch); --requests-file=FILE: the sources that
-// bench_serving_ct2.py --write-requests saved (the same requests for both);
+// translate_batch in scripts/peers/serving_rows.py); --at-once: all arrive at
+// 0 (an offline batch); --requests-file=FILE: the sources serving_rows.py
+// saved (`src.<i>`, (1, S) int64: the same requests for both engines);
 // default: mha::prepack's layout for this CPU (PrepackOptions::panels);
-// --int8: mha::quantize_dynamic instead of prepacked float32; --panels: the
-// decoder and output projection prepacked in panels (PrepackOptions::panels,
-// as load_hf_model holds a language model's), the encoder in oneDNN's layout
-// (with --encoder-panels in panels too, as load_hf_model holds an encoder on a
-// CPU without AVX-512);
+// --int8: mha::quantize_dynamic instead of prepacked float32; --panels: as
+// load_hf_model holds a seq2seq LM: the decoder and output projection in
+// panels, the encoder in prepack's layout for this CPU (--encoder-panels:
+// in panels, --encoder-onednn: in oneDNN's layout, on any CPU);
 // --invariant-rows=R: the batch-invariant run's GEMM row block (default 8);
 // --profile: then the top-level ATen ops of one add_sources call of every
 // request and of the step at half the output length (step_timing.h).
 // Usage: serving_bench --weights=FILE [--requests=64] [--min-len=16]
 //        [--max-len=256] [--out-len=N] [--requests-file=F]
-//        [--rate=R | --load=2 | --at-once] [--threads=T] [--int8 | --panels [--encoder-panels]]
+//        [--rate=R | --load=2 | --at-once] [--threads=T]
+//        [--int8 | --panels [--encoder-panels | --encoder-onednn]]
 //        [--batch-invariant-too] [--invariant-rows=R] [--sources-together] [--continuous-only]
 //        [--profile]
 
@@ -54,6 +54,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -80,7 +81,8 @@ struct Args {
   int64_t invariant_rows = 8;
   double rate = 0, load = 2;
   bool invariant_too = false, sources_together = false, continuous_only = false;
-  bool at_once = false, int8 = false, panels = false, encoder_panels = false, profile = false;
+  bool at_once = false, int8 = false, panels = false, profile = false;
+  std::optional<bool> encoder_panels;  // unset: prepack's layout for this CPU
 };
 
 Args parse(int argc, char** argv) {
@@ -119,6 +121,8 @@ Args parse(int argc, char** argv) {
       a.panels = true;
     else if (key == "--encoder-panels")
       a.encoder_panels = true;
+    else if (key == "--encoder-onednn")
+      a.encoder_panels = false;
     else if (key == "--sources-together")
       a.sources_together = true;
     else if (key == "--profile")
@@ -141,7 +145,7 @@ std::vector<Request> make_requests(const Args& a, int64_t vocab) {
     r.out_len = length(random);
     if (a.out_len > 0) r.out_len = a.out_len;
   }
-  if (!a.requests_file.empty()) {  // the sources scripts/bench_serving_ct2.py serves
+  if (!a.requests_file.empty()) {  // the sources scripts/peers/serving_rows.py serves
     const auto sources = mha::read_state_dict(a.requests_file);
     for (size_t i = 0; i < requests.size(); ++i) {
       requests[i].src = sources.at("src." + std::to_string(i));  // (1, S)
@@ -394,8 +398,9 @@ int main(int argc, char** argv) {
       static_cast<long>(args.requests), static_cast<long>(args.min_len),
       static_cast<long>(args.max_len), outputs.c_str(),
       args.int8     ? "int8"
-      : args.panels ? (args.encoder_panels ? "float32, decoder and encoder in panels"
-                                           : "float32, decoder in panels")
+      : args.panels ? (!args.encoder_panels ? "float32, decoder in panels, encoder in prepack's layout"
+                       : *args.encoder_panels ? "float32, decoder and encoder in panels"
+                                              : "float32, decoder in panels, encoder in oneDNN's")
                     : "prepacked float32 (prepack's default layout)",
       arrivals.c_str(), static_cast<long>(args.threads));
   auto run = requests;

@@ -22,6 +22,10 @@ Cases (float32, eval, inference mode, seeded weights; peers/cases.py):
                  BertModel (peers/bert.py), last_hidden_state of (N, L) in
                  (1, 16), (1, 128), (8, 128), (32, 128), each row with the
                  compute and read floors (peers/bert_rows.py)
+  serving        48 requests x 64 tokens at once through mha::ContinuousBatch
+                 (bench/serving_bench) against CTranslate2's offline
+                 translate_batch of the same sources, the decoding rows'
+                 model (peers/serving_rows.py)
 mha runs in bench/peer_rounds.cpp (a subprocess reading the case file);
 ONNX Runtime (torch.onnx.export(dynamo=True)) and AOTInductor
 (torch.export + aoti_compile_and_package) run the attention and encoder
@@ -53,9 +57,9 @@ import onnxruntime
 import torch
 
 from peers import (bert, bert_rows, cases, ct2_peer, decode_rows, generation_rows, int8_rows,
-                   kernel_rows, marian, report, seq2seq, timing)
+                   kernel_rows, marian, report, seq2seq, serving_rows, timing)
 
-KINDS = ("attention", "encoder_layer", "decode", "decode_int8", "generate", "bert")
+KINDS = ("attention", "encoder_layer", "decode", "decode_int8", "generate", "bert", "serving")
 
 
 def parse_args():
@@ -68,7 +72,8 @@ def parse_args():
                         help="each case once: one round of one call, 8 decoded tokens, "
                              "bert at (1, 16) only")
     parser.add_argument("--rounds", type=int, default=7, help="rounds of the kernel and bert cases")
-    parser.add_argument("--decode-rounds", type=int, default=5)
+    parser.add_argument("--decode-rounds", type=int, default=5,
+                        help="rounds of the decode, generate and serving cases")
     parser.add_argument("--load-rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--steps", type=int, default=128, help="generated tokens (decode)")
@@ -95,8 +100,8 @@ def header(args, started, load_start, minutes):
 
 
 def run_all(args, work):
-    """Every row: kernel cases, generation, bert, idle decoding, decoding under load, int8; the
-    memory table."""
+    """Every row: kernel cases, generation, bert, idle decoding, decoding under load, int8,
+    serving; the memory table."""
     rows, load, memory = [], [], ""
 
     def add(to, new):
@@ -115,7 +120,7 @@ def run_all(args, work):
     if "bert" in args.kinds:
         directory = os.path.join(work, "bert")
         add(rows, bert_rows.rows(directory, bert.write(directory), work, args))
-    if "decode" not in args.kinds and "decode_int8" not in args.kinds:
+    if not {"decode", "decode_int8", "serving"} & set(args.kinds):
         return rows, load, memory
     model = seq2seq.make_model()
     ct2_dir = os.path.join(work, "ct2")
@@ -129,6 +134,8 @@ def run_all(args, work):
         for case in cases.DECODE_CASES:
             add(rows, int8_rows.rows(case, model, ct2_dir, work, args))
         memory = int8_rows.memory_lines(cases.DECODE_CASES[0], work, args)
+    if "serving" in args.kinds:
+        add(rows, serving_rows.rows(model, ct2_dir, work, args))
     return rows, load, memory
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # mha against ONNX Runtime, AOTInductor and CTranslate2 on the same weights
-# (scripts/bench_peers.py; docs/benchmarks.md, section 10). Builds
-# bench/peer_rounds (scripts/setup.sh, MHA_BUILD_TARGETS), installs the pinned
-# peers of scripts/bench_peers_requirements.txt into the venv with torch kept
-# at its version (skipped when they are installed), then runs the benchmark.
+# (scripts/bench_peers.py; docs/benchmarks.md, sections 10 and 13-15). Builds
+# bench/peer_rounds and bench/serving_bench (scripts/setup.sh,
+# MHA_BUILD_TARGETS), installs the pinned peers of
+# scripts/bench_peers_requirements.txt into the venv with torch kept at its
+# version (skipped when they are installed), then runs the benchmark.
 # Not part of CI: scripts/test.sh never runs it.
 # Usage: scripts/bench_peers.sh [--smoke] [more scripts/bench_peers.py arguments]
 #   --smoke: every case once (one round of one call, 8 decoded tokens), to check
@@ -16,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 TORCH_VERSION=2.13.0
 REQUIREMENTS="$MHA_ROOT/scripts/bench_peers_requirements.txt"
 
-MHA_BUILD_TARGETS=peer_rounds CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+MHA_BUILD_TARGETS="peer_rounds serving_bench" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$MHA_ROOT/scripts/setup.sh"
 
 # Installed when any pinned version is missing.

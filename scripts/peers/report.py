@@ -73,7 +73,7 @@ def line(row):
     target = row.cell_target()
     verdict = "-"
     if target is not None and row.peer_ms:
-        verdict = f"<= {target:.1f}: {'met' if row.ratio() <= target else 'missed'}"
+        verdict = f"<= {target:.2g}: {'met' if row.ratio() <= target else 'missed'}"
     return (f"| {row.case} | {row.threads} | {row.peer} | {timed} | {row.check} | {peak} "
             f"| {verdict} | {row.load} |")
 
