@@ -30,14 +30,13 @@
 //                  hidden) float32
 //
 // --precision (decode): float32 (default: every case's weights prepacked by
-// mha::prepack, a server's choice; onednn or panels: in that layout); int8: mha::quantize_dynamic of every
-// linear (the output projection too); bf16: the model ->to(kBFloat16).
-// (generate, bert): float32, the model as load_hf_model gives it (prepacked);
-// float: loaded with HfModelLoadOptions().prepack(false), the float tensors
-// as read; onednn: decoder_panels(false) and encoder_panels(false), every
-// weight in oneDNN's layout; panels: encoder_panels(true), every weight in
-// panels. (attention, encoder_layer): float32, prepacked in mha::prepack's
-// layout for this CPU; onednn or panels: in that layout.
+// mha::prepack, a server's choice; onednn or panels: in that layout); int8: mha::quantize_dynamic
+// of every linear (the output projection too); bf16: the model ->to(kBFloat16). (generate, bert):
+// float32, the model as load_hf_model gives it (prepacked); float: loaded with
+// HfModelLoadOptions().prepack(false), the float tensors as read; onednn: decoder_panels(false) and
+// encoder_panels(false), every weight in oneDNN's layout; panels: encoder_panels(true), every
+// weight in panels. (attention, encoder_layer): float32, prepacked in mha::prepack's layout for
+// this CPU; onednn or panels: in that layout.
 // --memory: instead of timing, prints "model_bytes <b> embedding_bytes <b>":
 // the heap bytes (glibc's mallinfo2, which also sees FBGEMM's packed weights
 // outside any tensor) that building, loading and converting the model kept,
@@ -188,12 +187,10 @@ Call decode(const File& file, const std::string& precision) {
 template <typename Model>
 Model hf_model(const std::string& path, const std::string& precision) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
-  return mha::load_hf_model(
-             directory,
-             mha::HfModelLoadOptions()
-                 .prepack(precision != "float")
-                 .decoder_panels(precision != "onednn")
-                 .encoder_panels(panels_of(precision)))
+  return mha::load_hf_model(directory, mha::HfModelLoadOptions()
+                                           .prepack(precision != "float")
+                                           .decoder_panels(precision != "onednn")
+                                           .encoder_panels(panels_of(precision)))
       .as<Model>();
 }
 

@@ -397,11 +397,12 @@ int main(int argc, char** argv) {
       "p99 ms | cache bytes / held |\n|---|---|---|---|---|---|\n",
       static_cast<long>(args.requests), static_cast<long>(args.min_len),
       static_cast<long>(args.max_len), outputs.c_str(),
-      args.int8     ? "int8"
-      : args.panels ? (!args.encoder_panels ? "float32, decoder in panels, encoder in prepack's layout"
-                       : *args.encoder_panels ? "float32, decoder and encoder in panels"
-                                              : "float32, decoder in panels, encoder in oneDNN's")
-                    : "prepacked float32 (prepack's default layout)",
+      args.int8 ? "int8"
+      : args.panels
+          ? (!args.encoder_panels   ? "float32, decoder in panels, encoder in prepack's layout"
+             : *args.encoder_panels ? "float32, decoder and encoder in panels"
+                                    : "float32, decoder in panels, encoder in oneDNN's")
+          : "prepacked float32 (prepack's default layout)",
       arrivals.c_str(), static_cast<long>(args.threads));
   auto run = requests;
   if (!args.continuous_only) {
