@@ -57,10 +57,10 @@ struct HfModelLoadOptions {
   TORCH_ARG(bool, decoder_panels) = true;
   /// With `prepack`, the other weights (an encoder model's, a `Seq2SeqLM`'s
   /// encoder) in mha's panels (true) or oneDNN's layout (false). Unset:
-  /// `prepack`'s default (`PrepackOptions::panels`), panels where the CPU
-  /// lacks AVX-512 (a BERT-base call in panels took 0.75-0.87x its time in
+  /// `prepack`'s default (`PrepackOptions::panels`), panels but on an Intel
+  /// CPU with AVX-512 (a BERT-base call in panels took 0.75-0.87x its time in
   /// oneDNN's layout on 1 thread, 0.71-0.97x on 2, at 16 to 1,024 rows on an
-  /// AVX2 AMD EPYC).
+  /// AVX2 AMD EPYC; 0.81-1.04x on an AVX-512 one, Zen 4).
   TORCH_ARG(std::optional<bool>, encoder_panels) = std::nullopt;
 };
 

@@ -30,12 +30,13 @@ struct PrepackOptions {
   /// memory; needs no oneDNN. Every output element sums in one fixed order
   /// (blocks of 256 input features in input order), so a row's result never
   /// depends on the other rows or the thread count.
-  /// Unset: panels where the CPU lacks AVX-512 (there a sequence-first
+  /// Unset: oneDNN's layout on an Intel CPU with AVX-512 (there the panels
+  /// took 0.95-1.19x oneDNN's time per GEMM from 1,024 rows, on a Xeon);
+  /// panels elsewhere: without AVX-512 (a sequence-first
   /// `MultiheadAttention(512, 8)` call took 0.48-0.93x its time in oneDNN's
-  /// layout at 1 to 1,024 tokens, and a BERT-base call 0.75-0.87x, on an
-  /// AVX2 AMD EPYC) or where LibTorch lacks oneDNN's ops; oneDNN's layout on
-  /// an AVX-512 CPU (there the panels took 0.95-1.19x oneDNN's time per GEMM
-  /// from 1,024 rows, on a Xeon).
+  /// layout at 1 to 1,024 tokens, a BERT-base call 0.75-0.87x, on an AVX2 AMD
+  /// EPYC), on AMD's AVX-512 (Zen 4: 0.56-1.00x and 0.81-1.04x; an encoder
+  /// layer at 4 x 1,024 tokens 1.03-1.09x) and where LibTorch lacks oneDNN's ops.
   TORCH_ARG(std::optional<bool>, panels) = std::nullopt;
 };
 

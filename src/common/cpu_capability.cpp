@@ -33,6 +33,14 @@ CpuCapability best_cpu_capability() {
   return best;
 }
 
+bool cpu_is_amd() {
+#if defined(MHA_CPU_KERNELS_X86)
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 const char* capability_name(CpuCapability capability) {
   static constexpr const char* kNames[] = {"default", "avx2", "avx512"};  // in the enum's order
   return kNames[static_cast<int>(capability)];

@@ -20,6 +20,11 @@ std::vector<CpuCapability> available_cpu_capabilities();
 /// The best of `available_cpu_capabilities()` (read once).
 CpuCapability best_cpu_capability();
 
+/// Whether this CPU is AMD's (x86-64; false elsewhere): its AVX-512 (Zen 4)
+/// runs each 512-bit operation as two 256-bit halves, so oneDNN's AVX-512
+/// GEMM has no lead there over mha's panels (`default_packed_layout`).
+bool cpu_is_amd();
+
 /// "default", "avx2" or "avx512".
 const char* capability_name(CpuCapability capability);
 

@@ -20,9 +20,9 @@ namespace detail {
 using torch::Tensor;
 
 PackedLayout default_packed_layout() {
-  const bool panels =
-      !PackedLinearOps::onednn().available() || best_cpu_capability() != CpuCapability::kAvx512;
-  return panels ? PackedLayout::kPanels : PackedLayout::kOneDnn;
+  const bool onednn = PackedLinearOps::onednn().available() &&
+                      best_cpu_capability() == CpuCapability::kAvx512 && !cpu_is_amd();
+  return onednn ? PackedLayout::kOneDnn : PackedLayout::kPanels;
 }
 
 PackedWeightImpl::PackedWeightImpl(const Tensor& weight,

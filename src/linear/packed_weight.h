@@ -33,8 +33,8 @@ enum class PackedLayout {
   kPanels,  ///< mha's panels and GEMM (panel_gemm.h): the fastest at a few rows
 };
 
-/// `mha::prepack`'s layout where `PrepackOptions::panels` is unset: panels on
-/// a CPU without AVX-512 or a LibTorch without oneDNN's ops, else oneDNN's.
+/// `mha::prepack`'s layout where `PrepackOptions::panels` is unset: oneDNN's
+/// on an Intel CPU with AVX-512 where LibTorch has oneDNN's ops, else panels.
 PackedLayout default_packed_layout();
 
 /// The prepacked form of one float32 weight parameter (out, in), packed in
