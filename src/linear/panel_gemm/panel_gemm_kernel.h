@@ -176,16 +176,19 @@ constexpr RowSplit split_rows(int64_t rows) {
   return {full, {last, 0}};
 }
 
-/// Tiles from which a group prefetches the next one: as many as the panels of
-/// a group, so that one line per input feature and tile covers the next group
-/// (at most kPanelGroup x in lines). With AVX-512 a tile holds the group's 4
-/// panels, so this takes 4 row tiles (19 rows and more); with fewer rows the
-/// call is bound by the weights' reads there, which the hardware prefetcher
-/// streams well enough (bench/results/panel-gemm-2026-12-05-prefetch.md).
+/// Tiles from which a group prefetches the next one: 3. A tile prefetches at
+/// most one line per input feature, so 3 tiles cover 3/4 of the next group's
+/// 4 panels and 4 tiles all of it. With AVX-512 a tile holds the group's 4
+/// panels, so this takes 3 row tiles (13 rows and more): BERT-base at 16
+/// tokens, weights streamed from memory, took 0.92-0.93x the time with it than
+/// from 4 tiles on an AMD Zen 4 (bench/results/prefetch-2026-12-06-zen4.md);
+/// with fewer rows the call is bound by the weights' reads there, which the
+/// hardware prefetcher streams well enough
+/// (bench/results/panel-gemm-2026-12-05-prefetch.md).
 /// With AVX2 a tile of 3-6 rows holds one panel, so from 3 rows on: 12 rows
 /// on an AVX2 EPYC, weights streamed from memory, 40 -> 66 GFLOP/s on 1
 /// thread (bench/results/panel-gemm-2026-12-05-epyc-prefetch.md).
-constexpr int64_t kPrefetchingTiles = kPanelGroup;
+constexpr int64_t kPrefetchingTiles = 3;
 
 /// Every row x panel group `group` (kPanelGroup panels, fewer at the end).
 /// With `prefetch_next` and at least kPrefetchingTiles tiles, the tiles
