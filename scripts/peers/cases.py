@@ -105,9 +105,15 @@ def write_kernel_file(case, module, x, path):
     torch.save(data, path)
 
 
-def write_decode_file(model, src, tokens, path):
-    """The case file of a decoding case (the format of seq2seq_model.h), Python's tokens too."""
+def decode_model_entries(model):
+    """The seq2seq model's entries as seq2seq_model.h reads them: `model.*` and `config.*`."""
     data = {f"model.{k}": v for k, v in model.state_dict().items()}
     data.update(seq2seq.config())
+    return data
+
+
+def write_decode_file(model, src, tokens, path):
+    """The case file of a decoding case (the format of seq2seq_model.h), Python's tokens too."""
+    data = decode_model_entries(model)
     data.update(src=src, steps=torch.tensor(tokens.size(1) - 1), tokens=tokens)
     torch.save(data, path)

@@ -22,7 +22,7 @@ import time
 import ctranslate2
 import torch
 
-from . import ct2_peer, seq2seq, timing
+from . import cases, ct2_peer, seq2seq, timing
 from .report import Row
 
 REQUESTS, MIN_LEN, MAX_LEN, OUT_LEN = 48, 16, 128, 64
@@ -41,9 +41,7 @@ def request_ids(seed=1234):
 def _write_files(model, ids, work):
     """serving_bench's weights file (`model.*`, `config.*`) and requests file (`src.<i>`)."""
     weights, requests = os.path.join(work, "serving_model.pt"), os.path.join(work, "requests.pt")
-    data = {f"model.{k}": v for k, v in model.state_dict().items()}
-    data.update(seq2seq.config())
-    torch.save(data, weights)
+    torch.save(cases.decode_model_entries(model), weights)
     torch.save({f"src.{i}": torch.tensor([row]) for i, row in enumerate(ids)}, requests)
     return weights, requests
 
