@@ -72,12 +72,15 @@ inline Vec activated(const Vec& out, FusedActivation activation) {
   return out;
 }
 
-/// What a tile prefetches into L2 while it runs: from `next` on, one line every
-/// `step` floats per input feature (a slice of the next panel group); the tile
-/// after it prefetches from `slice` floats further on.
+/// What a tile prefetches into L2 while it runs: from `next` on, `step` floats
+/// per input feature (a slice of the next panel group), as the line at each
+/// step and the line `second` floats after it (kPanelWidth where a step spans
+/// more than a line, else 0: the same line again, so the loop has no branch);
+/// the tile after it prefetches from `slice` floats further on. A prefetch is a
+/// hint: the last tile's lines past the group's end (or the panels') read nothing.
 struct Prefetch {
   const float* next;
-  int64_t step, slice;
+  int64_t step, second, slice;
 };
 
 /// Rows [row, row + Rows) x panels [panel, panel + Panels) of the output:
@@ -99,6 +102,7 @@ void tile(const PanelGemmArgs& a, int64_t row, int64_t panel, const Prefetch& pr
     for (auto& r : acc) std::fill(r, r + kAcc, Vec(0.0f));
     for (int64_t k = k0; k < k1; ++k) {
       __builtin_prefetch(prefetch.next + k * prefetch.step, 0, 2);
+      __builtin_prefetch(prefetch.next + k * prefetch.step + prefetch.second, 0, 2);
       Vec wk[kAcc];  // input feature k's weights in each panel
       for (int p = 0; p < Panels; ++p) {
         for (int v = 0; v < kVecs; ++v) {
@@ -176,15 +180,16 @@ constexpr RowSplit split_rows(int64_t rows) {
   return {full, {last, 0}};
 }
 
-/// Tiles from which a group prefetches the next one: 3. A tile prefetches at
-/// most one line per input feature, so 3 tiles cover 3/4 of the next group's
-/// 4 panels and 4 tiles all of it. With AVX-512 a tile holds the group's 4
-/// panels, so this takes 3 row tiles (13 rows and more): BERT-base at 16
-/// tokens, weights streamed from memory, took 0.92-0.93x the time with it than
-/// from 4 tiles on an AMD Zen 4 (bench/results/prefetch-2026-12-06-zen4.md);
-/// with fewer rows the call is bound by the weights' reads there, which the
-/// hardware prefetcher streams well enough
-/// (bench/results/panel-gemm-2026-12-05-prefetch.md).
+/// Tiles from which a group prefetches the next one: 3. A tile prefetches up
+/// to two lines per input feature, so 3 tiles cover the next group's 4 panels.
+/// With AVX-512 a tile holds the group's 4 panels, so this takes 3 row tiles
+/// (13 rows and more): BERT-base at 16 tokens, weights streamed from memory,
+/// took 0.92-0.93x the time with one line from 3 tiles than from 4 tiles on an
+/// AMD Zen 4 (bench/results/prefetch-2026-12-06-zen4.md), and 0.90x / 0.84x
+/// (1 / 2 threads) again with the second line
+/// (bench/results/prefetch-2026-12-06b-zen4.md); with fewer rows the call is
+/// bound by the weights' reads there, which the hardware prefetcher streams
+/// well enough (bench/results/panel-gemm-2026-12-05-prefetch.md).
 /// With AVX2 a tile of 3-6 rows holds one panel, so from 3 rows on: 12 rows
 /// on an AVX2 EPYC, weights streamed from memory, 40 -> 66 GFLOP/s on 1
 /// thread (bench/results/panel-gemm-2026-12-05-epyc-prefetch.md).
@@ -206,11 +211,12 @@ inline void group(const PanelGemmArgs& a, int64_t group, bool prefetch_next) {
       prefetch_next && tiles >= kPrefetchingTiles
           ? std::min<int64_t>(kPanelGroup, a.panel_count - panel - panels) * a.in * kPanelWidth
           : 0;
-  Prefetch prefetch{weights, 0, 0};  // without a next group: a line this group reads anyway
+  Prefetch prefetch{weights, 0, 0, 0};  // without a next group: a line this group reads anyway
   if (next_floats > 0) {
     const int64_t slice = (next_floats + tiles - 1) / tiles;  // floats per tile
-    prefetch = {weights + panels * a.in * kPanelWidth,
-                std::min<int64_t>(kPanelWidth, (slice + a.in - 1) / a.in), slice};
+    const int64_t step = std::min<int64_t>(2 * kPanelWidth, (slice + a.in - 1) / a.in);
+    prefetch = {weights + panels * a.in * kPanelWidth, step, step > kPanelWidth ? kPanelWidth : 0,
+                slice};
   }
   int64_t row = 0;
   for (int64_t t = 0; t < split.full; ++t, row += kTileRows) {
