@@ -124,6 +124,15 @@ void parallel_items(int64_t items,
     at::launch([chunks] { serve(chunks); });
   }
   chunks->work();
+  // The chunks taken by other threads end soon: wait for them awake first, as
+  // they wait for the next call's. Asleep on the condition variable the caller
+  // waits for a futex wake and the scheduler too (2 threads: 0.85-0.96x the
+  // time of a 16-token BERT-base or MultiheadAttention(512, 8) call; Zen 4,
+  // bench/results/parallel-wait-2026-12-06-zen4.md).
+  const auto until = std::chrono::steady_clock::now() + kAwakeFor;
+  while (chunks->done.load() != chunks->count && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
   std::unique_lock<std::mutex> lock(chunks->mutex);
   chunks->all_done.wait(lock, [&] { return chunks->done == chunks->count; });
   if (chunks->error) std::rethrow_exception(chunks->error);

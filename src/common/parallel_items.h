@@ -17,7 +17,8 @@ namespace detail {
 /// parallel region). The caller works too, claiming chunks as the pool's
 /// threads do, so a thread that wakes late takes fewer; it waits only for
 /// chunks already taken, so a pool busy with callers of this function cannot
-/// deadlock it. The first exception is rethrown.
+/// deadlock it; it waits awake (yielding) for up to 100 us, then asleep.
+/// The first exception is rethrown.
 void parallel_items(int64_t items,
                     const std::function<void(int64_t, int64_t)>& f,
                     int64_t chunks_per_thread = 1);
