@@ -2,7 +2,8 @@
 # Builds mha (installing what is missing) and runs the whole test suite.
 # Usage: scripts/test.sh [--sanitize | --tsan | --fuzz] [ctest arguments]
 #   --sanitize: the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
-#   (preset asan) in its own build tree, build-asan; suppressions for reports
+#   (preset asan) in its own build tree, build-asan, without the examples (the
+#   plain suite builds and runs them); suppressions for reports
 #   inside LibTorch (not instrumented) are in tests/sanitizers/.
 #   --tsan: the concurrency tests built with ThreadSanitizer (preset tsan) in
 #   build-tsan, run with tests/sanitizers/env.sh; not in CI (it builds the
