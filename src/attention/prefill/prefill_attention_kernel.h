@@ -145,23 +145,34 @@ struct HeadPanels {
   std::vector<float> values;  // (hd / 16, kv_len, 16)
 };
 
-/// (sequence n, head h)'s keys and values -> `panels`.
+/// (sequence n, head h)'s keys and values -> `panels`: whole key panels by
+/// 16 x 16 transposes (16 rows loaded at once, so their misses overlap), the
+/// last partial panel key by key; values row by row, each row's lines together.
 inline void lay_out(const PrefillArgs& a, int64_t n, int64_t h, int64_t s_pad, HeadPanels& panels) {
-  const int64_t hd = a.head_dim, len = a.kv_len;
+  const int64_t hd = a.head_dim, len = a.kv_len, whole = len / kKeyPanelWidth * kKeyPanelWidth;
   const float* k = a.k + n * a.k_stride[0] + h * a.k_stride[1];  // (S, hd), rows k_stride[2] apart
   const float* v = a.v + n * a.v_stride[0] + h * a.v_stride[1];  // (S, hd), rows v_stride[2] apart
   float* keys = panels.keys.data();
-  std::fill(keys + len / kKeyPanelWidth * hd * kKeyPanelWidth, keys + s_pad * hd, 0.0f);  // pad
-  for (int64_t j = 0; j < len; ++j) {
+  std::fill(keys + whole * hd, keys + s_pad * hd, 0.0f);  // the partial panel and the pad
+  for (int64_t j = 0; j < whole; j += kKeyPanelWidth) {
+    for (int64_t d = 0; d < hd; d += kKeyPanelWidth) {
+      // keys [j, j + 16) x features [d, d + 16) -> (16 features, 16 keys) of panel j / 16
+      at::vec::transpose_mxn<float, kKeyPanelWidth, kKeyPanelWidth>(
+          k + j * a.k_stride[2] + d, a.k_stride[2], keys + j * hd + d * kKeyPanelWidth,
+          kKeyPanelWidth);
+    }
+  }
+  for (int64_t j = whole; j < len; ++j) {
     const float* key = k + j * a.k_stride[2];
-    float* column = keys + j / kKeyPanelWidth * hd * kKeyPanelWidth + j % kKeyPanelWidth;
+    float* column = keys + whole * hd + j % kKeyPanelWidth;
     for (int64_t d = 0; d < hd; ++d) column[d * kKeyPanelWidth] = key[d];
   }
   float* values = panels.values.data();
-  for (int64_t c = 0; c < hd / kKeyPanelWidth; ++c) {
-    for (int64_t j = 0; j < len; ++j) {
-      const float* from = v + j * a.v_stride[2] + c * kKeyPanelWidth;
-      std::copy(from, from + kKeyPanelWidth, values + (c * len + j) * kKeyPanelWidth);
+  for (int64_t j = 0; j < len; ++j) {
+    const float* row = v + j * a.v_stride[2];
+    for (int64_t c = 0; c < hd / kKeyPanelWidth; ++c) {
+      std::copy(row + c * kKeyPanelWidth, row + (c + 1) * kKeyPanelWidth,
+                values + (c * len + j) * kKeyPanelWidth);
     }
   }
 }
