@@ -18,11 +18,12 @@
 //                  (examples/seq2seq_decoding/seq2seq_model.h); "src" (N, S)
 //                  ids, "steps" (0-d): greedy decoding of that many tokens,
 //                  output (N, 1 + steps) int64, BOS first
-//   generate       a case file inside a Hugging Face seq2seq model's directory
+//   generate       a case file inside a Hugging Face seq2seq or causal LM's directory
 //                  (the model: mha::load_hf_model of that directory, its
-//                  generation_config.json): "input_ids" (N, S),
-//                  "config.num_beams", "config.max_new_tokens"; mha::generate,
-//                  output (N, 1 + max_new_tokens) int64
+//                  generation_config.json): "input_ids" (N, S) sources or
+//                  prompts, "config.num_beams", "config.max_new_tokens";
+//                  mha::generate, output (N, 1 + max_new_tokens) int64, or
+//                  (N, S + max_new_tokens) for a causal LM
 //   bert           a case file inside a Hugging Face BERT model's directory
 //                  (the model: mha::load_hf_model of that directory as a
 //                  mha::TextEncoderModel): "input_ids" (N, L),
@@ -64,6 +65,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "seq2seq_model.h"
@@ -184,34 +187,44 @@ Call decode(const File& file, const std::string& precision) {
 /// The Hugging Face model of the directory holding the case file `path`, as
 /// loaded (`precision` float32: prepacked), with float weights ("float") or
 /// with every weight in oneDNN's layout ("onednn") or in panels ("panels").
-template <typename Model>
-Model hf_model(const std::string& path, const std::string& precision) {
+mha::HfModel hf_model(const std::string& path, const std::string& precision) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
   return mha::load_hf_model(directory, mha::HfModelLoadOptions()
                                            .prepack(precision != "float")
                                            .decoder_panels(precision != "onednn")
-                                           .encoder_panels(panels_of(precision)))
-      .as<Model>();
+                                           .encoder_panels(panels_of(precision)));
 }
 
-/// mha::generate with the Hugging Face model of the directory holding the
-/// case file `path` (`hf_model`).
+/// mha::generate with the Hugging Face model (a Seq2SeqLM or a CausalLM) of
+/// the directory holding the case file `path` (`hf_model`).
 Call generate(const std::string& path, const File& file, const std::string& precision) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
-  auto model = hf_model<mha::Seq2SeqLM>(path, precision);
+  const mha::HfModel loaded = hf_model(path, precision);
   const mha::GenerationConfig config = mha::read_generation_config(directory)
                                            .num_beams(config_value(file, "num_beams"))
                                            .max_new_tokens(config_value(file, "max_new_tokens"));
-  const Tensor ids = file.at("input_ids");  // (N, S)
-  return [model, config, ids]() mutable {
-    return mha::generate(model, ids, Tensor(), config);  // (N, 1 + max_new_tokens)
-  };
+  const Tensor ids = file.at("input_ids");  // (N, S) sources or (N, L) prompts
+  return std::visit(
+      [&](auto model) -> Call {
+        using Model = decltype(model);
+        if constexpr (std::is_same_v<Model, mha::Seq2SeqLM> ||
+                      std::is_same_v<Model, mha::CausalLM>) {
+          return [model, config, ids]() mutable {
+            return mha::generate(model, ids, Tensor(), config);  // (N, 1 + T) or (N, L + T)
+          };
+        } else {
+          TORCH_CHECK(false, "peer_rounds: generate needs a seq2seq or causal LM, not model_type '",
+                      loaded.model_type, "'");
+          return Call();
+        }
+      },
+      loaded.module);
 }
 
 /// The BERT model of the directory holding the case file `path`
 /// (`hf_model`) on the file's ids and attention mask: last_hidden_state.
 Call bert(const std::string& path, const File& file, const std::string& precision) {
-  auto model = hf_model<mha::TextEncoderModel>(path, precision);
+  auto model = hf_model(path, precision).as<mha::TextEncoderModel>();
   const Tensor ids = file.at("input_ids"), mask = file.at("attention_mask");  // (N, L)
   return [model, ids, mask]() mutable {
     return model(ids, mask).last_hidden_state;  // (N, L, hidden)

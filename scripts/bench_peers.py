@@ -16,6 +16,10 @@ Cases (float32, eval, inference mode, seeded weights; peers/cases.py):
                  a Marian-shaped Hugging Face model (d_model 512, 6 + 6 layers,
                  vocabulary 32,000; peers/marian.py), greedy and 4 beams, N = 1
                  and 16, 64 new tokens (peers/generation_rows.py)
+  generate_lm    the same for a causal LM: a GPT-2-small-shaped Hugging Face
+                 model (768 wide, 12 layers, vocabulary 50,257; peers/gpt2.py),
+                 greedy, N = 1 and 16 prompts of 32 tokens, CTranslate2's
+                 Generator
   bert           mha's TextEncoderModel against transformers and ONNX Runtime
                  (the legacy exporter's graph, as it is and after ONNX
                  Runtime's BERT optimizer) on a BERT-base-sized Hugging Face
@@ -56,10 +60,11 @@ import ctranslate2
 import onnxruntime
 import torch
 
-from peers import (bert, bert_rows, cases, ct2_peer, decode_rows, generation_rows, int8_rows,
-                   kernel_rows, marian, report, seq2seq, serving_rows, timing)
+from peers import (bert, bert_rows, cases, ct2_peer, decode_rows, generation_rows, gpt2,
+                   int8_rows, kernel_rows, marian, report, seq2seq, serving_rows, timing)
 
-KINDS = ("attention", "encoder_layer", "decode", "decode_int8", "generate", "bert", "serving")
+KINDS = ("attention", "encoder_layer", "decode", "decode_int8", "generate", "generate_lm", "bert",
+         "serving")
 
 
 def parse_args():
@@ -116,7 +121,15 @@ def run_all(args, work):
         directory = os.path.join(work, "marian")
         model = marian.write(directory)
         ct2_dir = marian.convert_for_ct2(directory, os.path.join(work, "marian_ct2"))
-        add(rows, generation_rows.rows(directory, model, ct2_dir, work, args))
+        add(rows, generation_rows.rows(marian, "", (generation_rows.GREEDY, generation_rows.BEAM_4),
+                                       directory, model, ct2_dir, work, args))
+    if "generate_lm" in args.kinds:
+        directory = os.path.join(work, "gpt2")
+        model = gpt2.write(directory)
+        gpt2.set_new_tokens(model, directory, args.generate_steps)
+        ct2_dir = gpt2.convert_for_ct2(directory, os.path.join(work, "gpt2_ct2"))
+        add(rows, generation_rows.rows(gpt2, "GPT-2 ", (generation_rows.GREEDY,), directory, model,
+                                       ct2_dir, work, args))
     if "bert" in args.kinds:
         directory = os.path.join(work, "bert")
         add(rows, bert_rows.rows(directory, bert.write(directory), work, args))

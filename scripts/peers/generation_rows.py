@@ -1,20 +1,23 @@
 """The generation rows: mha::generate against CTranslate2 and transformers' generate.
 
-The Marian-shaped model of peers/marian.py, from its Hugging Face directory
-in every engine: mha loads it with load_hf_model (as loaded: prepacked;
-with float weights, prepack(false); with its decoder in oneDNN's layout,
-decoder_panels(false)),
-transformers with from_pretrained, CTranslate2 converts it with its
-TransformersConverter. Per batch size (1 and 16 sources of 32 tokens) and
-search (greedy; beam search, 4 beams), `max_new_tokens` tokens: first the
-tokens of each engine against transformers' (mha's must be equal; for
-CTranslate2 the share of equal tokens is reported, and its greedy must be
-equal to be timed), then `decode_rounds` rounds of one call each: mha's
-subprocesses (each load; one warm-up call, one timed), then
-transformers and CTranslate2 in this process. For greedy decoding at batch
-1, where every engine streams the decoder's weights once per token, the
-rows also give the weight bytes each step reads as a share of a read sweep
-(torch.sum over a 1 GiB tensor: the machine's read bandwidth).
+A model family's Hugging Face directory (peers/marian.py, the seq2seq rows;
+peers/gpt2.py, the causal LM rows) in every engine: mha loads it with
+load_hf_model (as loaded: prepacked; with float weights, prepack(false); with
+its decoder in oneDNN's layout, decoder_panels(false)), transformers with
+from_pretrained, CTranslate2 converts it with its TransformersConverter (a
+Translator or a Generator: the family's `ct2_call`). Per batch size (1 and 16
+sources or prompts of 32 tokens) and search (the family's: greedy; beam
+search, 4 beams), `max_new_tokens` tokens: first the generated tokens of each
+engine against transformers' (mha's as loaded must be equal; for its other
+loads and CTranslate2 the share of equal tokens is reported: a near-tie that
+transformers' own float32 rounding decides may go either way; every engine
+must generate the same number of tokens), then
+`decode_rounds` rounds of one call each: mha's subprocesses (each load; one
+warm-up call, one timed), then transformers and CTranslate2 in this process.
+For greedy decoding at batch 1, where every engine streams the decoder's
+weights once per token, the rows also give the weight bytes each step reads
+(the family's `step_bytes`) as a share of a read sweep (torch.sum over a 1 GiB
+tensor: the machine's read bandwidth).
 """
 
 import os
@@ -23,19 +26,12 @@ import statistics
 import numpy as np
 import torch
 
-from . import marian, timing
+from . import timing
 from .report import Row
 
 BATCHES = (1, 16)
-SEARCHES = (("greedy", 1), ("beam 4", 4))
+GREEDY, BEAM_4 = ("greedy", 1), ("beam 4", 4)
 LOADS = {"float32": "as loaded", "float": "float weights", "onednn": "oneDNN decoder"}
-
-
-def step_bytes(model):
-    """Bytes of the weights one decoder step reads: the decoder's layers and the LM head."""
-    decoder = sum(p.numel() for n, p in model.model.decoder.named_parameters()
-                  if "embed" not in n)
-    return 4 * (decoder + model.lm_head.weight.numel())
 
 
 def _case_file(directory, src, beams, steps):
@@ -46,18 +42,8 @@ def _case_file(directory, src, beams, steps):
     return path
 
 
-def _engines(model, ct2_dir, threads, src, beams, steps):
-    """Peer name -> one generate call of `src`, returning (N, 1 + steps) ids."""
-    import ctranslate2
-
-    translator = ctranslate2.Translator(ct2_dir, device="cpu", intra_threads=threads,
-                                        inter_threads=1)
-    names = marian.names_of(src)
-    start = torch.full((src.size(0), 1), marian.PAD)
-
-    def ct2():
-        results = translator.translate_batch(names, beam_size=beams, max_decoding_length=steps)
-        return torch.cat([start, marian.ids_of([r.hypotheses[0] for r in results])], 1)
+def _engines(family, model, ct2_dir, threads, src, beams, steps):
+    """Peer name -> one generate call of `src`, returning the ids transformers returns."""
 
     def hf():
         torch.set_num_threads(threads)
@@ -65,13 +51,16 @@ def _engines(model, ct2_dir, threads, src, beams, steps):
             return model.generate(input_ids=src, attention_mask=torch.ones_like(src),
                                   max_new_tokens=steps, num_beams=beams, do_sample=False)
 
-    return {"CT2 float32": ct2, "transformers": hf}
+    return {"CT2 float32": family.ct2_call(ct2_dir, threads, src, beams, steps),
+            "transformers": hf}
 
 
-def _equal(tokens, ref):
-    """'equal', or the share of generated tokens equal to transformers'."""
-    same = (tokens[:, 1:] == ref[:, 1:]).float().mean().item()
-    return "equal" if same == 1.0 else f"{same:.0%} equal"
+def _equal(tokens, ref, steps):
+    """'equal', or the share of the `steps` generated tokens equal to transformers'."""
+    if tokens.shape != ref.shape:
+        return f"shaped {tuple(tokens.shape)}, not {tuple(ref.shape)}"
+    same = (tokens[:, -steps:] == ref[:, -steps:]).float().mean().item()
+    return "equal" if same == 1.0 else f"{same:.1%} equal"
 
 
 def _mha_tokens(args, case_file, threads, precision, shape, work):
@@ -82,47 +71,50 @@ def _mha_tokens(args, case_file, threads, precision, shape, work):
 
 
 def _checks(args, case_file, threads, engines, work, loads):
-    """Each engine's tokens against transformers' (mha's must be equal)."""
-    ref = engines["transformers"]()
-    checks = {name: _equal(call(), ref) for name, call in engines.items()}
-    for precision in loads:
-        mha = _equal(_mha_tokens(args, case_file, threads, precision, ref.shape, work), ref)
-        if mha != "equal":
-            raise RuntimeError(f"generate: mha {precision}'s tokens differ from transformers' ({mha})")
-    return checks
+    """Each engine's tokens against transformers': (peer -> check, mha load -> check).
+    mha as loaded must be equal; its other loads may differ where transformers'
+    own float32 rounding decides a near-tie, so they are reported like the peers."""
+    ref, steps = engines["transformers"](), args.generate_steps
+    peers = {name: _equal(call(), ref, steps) for name, call in engines.items()}
+    mha = {precision: _equal(_mha_tokens(args, case_file, threads, precision, ref.shape, work),
+                             ref, steps) for precision in loads}
+    if mha["float32"] != "equal":
+        raise RuntimeError(f"generate: mha's tokens differ from transformers' ({mha['float32']})")
+    return peers, mha
 
 
-def _sweep_note(model, threads, steps, mha_ms, peer_ms):
+def _sweep_note(family, model, threads, steps, mha_ms, peer_ms):
     """The weights' bytes per step over each time, as a share of the read sweep."""
-    rate = step_bytes(model) * steps / 1e9
+    rate = family.step_bytes(model) * steps / 1e9
     sweep = timing.read_bandwidth(threads) / 1e9
     return (f"read sweep {sweep:.1f} GB/s; weights read at "
             f"{rate / (statistics.median(mha_ms) * 1e-3) / sweep:.0%} (mha), "
             f"{rate / (statistics.median(peer_ms) * 1e-3) / sweep:.0%} (peer)")
 
 
-def rows(directory, model, ct2_dir, work, args):
-    """Every generation row: batch x search x threads x (CT2, transformers), mha float too."""
+def rows(family, label, searches, directory, model, ct2_dir, work, args):
+    """Every generation row of `family` (a module: peers/marian.py or peers/gpt2.py),
+    named `label`: batch x search x threads x (CT2, transformers), mha float too."""
     result = []
     for n in BATCHES:
-        src = marian.sources(n)
-        for search, beams in SEARCHES:
+        src = family.sources(n)
+        for search, beams in searches:
             case_file = _case_file(directory, src, beams, args.generate_steps)
-            name = f"generate {search}, N = {n}, {args.generate_steps} tokens"
+            name = f"generate {label}{search}, N = {n}, {args.generate_steps} tokens"
             print(name, flush=True)
             for threads in args.threads:
-                result += _timed_rows(name, model, ct2_dir, work, args, case_file, threads,
-                                      src, beams)
+                result += _timed_rows(name, family, model, ct2_dir, work, args, case_file,
+                                      threads, src, beams)
     return result
 
 
-def _timed_rows(name, model, ct2_dir, work, args, case_file, threads, src, beams):
+def _timed_rows(name, family, model, ct2_dir, work, args, case_file, threads, src, beams):
     """The rows of one case on `threads` threads."""
-    engines = _engines(model, ct2_dir, threads, src, beams, args.generate_steps)
+    engines = _engines(family, model, ct2_dir, threads, src, beams, args.generate_steps)
     loads = list(LOADS)
-    checks = _checks(args, case_file, threads, engines, work, loads)
-    if beams == 1 and checks["CT2 float32"] != "equal":
-        raise RuntimeError(f"{name}: CTranslate2's greedy tokens differ from transformers'")
+    checks, mha_checks = _checks(args, case_file, threads, engines, work, loads)
+    if checks["CT2 float32"].startswith("shaped"):
+        raise RuntimeError(f"{name}: CTranslate2 generated another number of tokens")
     load_start = os.getloadavg()[0]
     times = {k: [] for k in (*loads, *engines)}
     for _ in range(args.decode_rounds):
@@ -135,10 +127,10 @@ def _timed_rows(name, model, ct2_dir, work, args, case_file, threads, src, beams
     result = []
     for peer in engines:
         for precision in loads:
-            check = f"tokens: mha equal to transformers'; {peer} {checks[peer]}"
+            check = f"tokens: mha {mha_checks[precision]} to transformers'; {peer} {checks[peer]}"
             if beams == 1 and src.size(0) == 1 and peer == "CT2 float32":
-                check += "; " + _sweep_note(model, threads, args.generate_steps, times[precision],
-                                            times[peer])
+                check += "; " + _sweep_note(family, model, threads, args.generate_steps,
+                                            times[precision], times[peer])
             result.append(Row(f"{name}, mha {LOADS[precision]}",
                               str(threads), peer, times[precision], times[peer], check,
                               load=load))

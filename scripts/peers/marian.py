@@ -55,6 +55,13 @@ def sources(n, seed=1):
     return ids
 
 
+def step_bytes(model):
+    """Bytes of the weights one decoder step reads: the decoder's layers and the LM head."""
+    decoder = sum(p.numel() for n, p in model.model.decoder.named_parameters()
+                  if "embed" not in n)
+    return 4 * (decoder + model.lm_head.weight.numel())
+
+
 def token_names():
     """The token names of ids 0 .. VOCAB - 1 (what a tokenizer's get_vocab gives)."""
     names = {EOS: "</s>", UNK: "<unk>", PAD: "<pad>"}
@@ -88,3 +95,21 @@ def ids_of(rows):
     """(N, T) ids of token-name rows of one length."""
     index = {name: i for i, name in enumerate(token_names())}
     return torch.tensor([[index[t] for t in row] for row in rows])
+
+
+def ct2_call(ct2_dir, threads, src, beams, steps):
+    """CTranslate2's Translator on the sources `src` (N, S): a call returning
+    (N, 1 + steps) ids, the decoder start token first, as transformers' generate
+    returns them."""
+    import ctranslate2
+
+    translator = ctranslate2.Translator(ct2_dir, device="cpu", intra_threads=threads,
+                                        inter_threads=1)
+    names = names_of(src)
+    start = torch.full((src.size(0), 1), PAD)
+
+    def call():
+        results = translator.translate_batch(names, beam_size=beams, max_decoding_length=steps)
+        return torch.cat([start, ids_of([r.hypotheses[0] for r in results])], 1)
+
+    return call
