@@ -19,9 +19,10 @@ directory gets `mha_reference.pt`, a plain dict of CPU tensors:
   (marian too), and for the generating model `generated` (greedy `generate`,
   padded with -1);
 - causal language models (gpt2, gpt2_legacy: the same model as a pytorch_model.bin
-  of old GPT-2's layout; opt, opt_350m): left-padded `input_ids`,
-  `attention_mask`, `position_ids` (as `generate` computes them), `logits` and
-  `last_hidden_state` with those positions, `logits_default_positions` (the
+  of old GPT-2's layout; gpt2_served: GPT-2 at its served width; opt, opt_350m):
+  left-padded `input_ids`, `attention_mask`, `position_ids` (as `generate`
+  computes them), `logits` and `last_hidden_state` with those positions,
+  `logits_float64` (the same model in float64), `logits_default_positions` (the
   model's own positions), `prompt_logits_unpadded` (the padded row alone,
   unpadded) and `generated` (greedy `generate` from the generation_config.json
   written beside it: prompt and new tokens, finished rows padded) with
@@ -405,7 +406,11 @@ def causal_lm(out, name, config, model_class, legacy=None):
               # GPT-2's own positions are 0.. whatever the padding; OPT's are
               # cumsum(mask) * mask - 1 (-1 at the pads), offset by 2.
               "logits_default_positions": model(input_ids=ids, attention_mask=mask).logits,
-              "prompt_logits_unpadded": model(input_ids=ids[1:, mask[1] == 1]).logits}
+              "prompt_logits_unpadded": model(input_ids=ids[1:, mask[1] == 1]).logits,
+              # The same in float64: how far float32 rounding alone takes transformers.
+              "logits_float64": model.double()(input_ids=ids, attention_mask=mask,
+                                               position_ids=positions).logits}
+    model.float()
     values["generated"], values["greedy_margin"] = greedy_causal(model, directory, ids, mask, pad)
     sampled(model, values, input_ids=ids, attention_mask=mask)
     prompt = ids.shape[1]
@@ -475,6 +480,16 @@ def main():
               T.GPT2Config(vocab_size=99, n_positions=32, n_embd=32, n_layer=2, n_head=4,
                            n_inner=48, activation_function="gelu_new", initializer_range=0.5),
               T.GPT2LMHeadModel, legacy="gpt2_legacy")
+    # GPT-2 at its served width (768, 12 heads of 64, FFN 3,072), 2 layers, a
+    # small vocabulary: the panel GEMMs at K = 768 and 3,072 and the paged decode
+    # kernel's 64-wide heads, which width 32 never reaches. GPT-2's own weight
+    # std (0.02): logits of about 2. (At std 0.1, logits to 10, the LM head's
+    # gain of 2.8 took mha's logits as loaded to 1.5e-5 of float64's, and
+    # transformers' to 7.3e-6: float32 rounding, beyond an absolute 1e-5.)
+    causal_lm(out, "gpt2_served",
+              T.GPT2Config(vocab_size=99, n_positions=32, n_embd=768, n_layer=2, n_head=12,
+                           activation_function="gelu_new"),
+              T.GPT2LMHeadModel)
     opt = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, ffn_dim=48,
                num_attention_heads=4, max_position_embeddings=32, pad_token_id=1, init_std=0.5)
     causal_lm(out, "opt", T.OPTConfig(word_embed_proj_dim=32, do_layer_norm_before=True, **opt),
@@ -487,7 +502,7 @@ def main():
               T.OPTConfig(word_embed_proj_dim=16, do_layer_norm_before=False,
                           **dict(opt, init_std=0.25)),
               T.OPTForCausalLM)
-    print(f"wrote 19 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
+    print(f"wrote 20 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 // generation_config.json written beside it (read by read_generation_config):
 // the seq2seq marian, bart_generate and mbart_generate on sources of
 // different lengths (min_new_tokens, a bad word, the forced end token, rows
-// that end at different steps) and the decoder-only gpt2, opt and opt_350m
+// that end at different steps) and the decoder-only gpt2, gpt2_served (GPT-2
+// at its served width, 768), opt and opt_350m
 // on left-padded prompts (min_new_tokens, no repeated 3-gram, a two-token
 // bad word, one row ending early and padded). Token for token:
 // - greedy;
@@ -112,7 +113,9 @@ TEST_P(CausalGenerate, SamplingIsTransformersTokenForTokenWithTheSameSeed) {
       });
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CausalGenerate, ::testing::Values("gpt2", "opt", "opt_350m"));
+INSTANTIATE_TEST_SUITE_P(Families,
+                         CausalGenerate,
+                         ::testing::Values("gpt2", "gpt2_served", "opt", "opt_350m"));
 
 TEST_P(Seq2SeqGenerate, SamplingDrawsFromTheGeneratorItIsGiven) {
   auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::Seq2SeqLM>();

@@ -115,7 +115,8 @@ TEST_P(ServedGenerate, EachRequestIsTransformersBatchOneCallStreamed) {
 INSTANTIATE_TEST_SUITE_P(
     Families,
     ServedGenerate,
-    ::testing::Values("marian", "bart_generate", "mbart_generate", "gpt2", "opt", "opt_350m"));
+    ::testing::Values(
+        "marian", "bart_generate", "mbart_generate", "gpt2", "gpt2_served", "opt", "opt_350m"));
 
 /// Row 0 sampled from the full distribution (temperature 1, no top-k), or
 /// beam-sampled with 4 beams (`beams`), 12 new tokens, served beside

@@ -162,6 +162,10 @@ TEST_P(CausalLMParity, LogitsWithLeftPadding) {
   expect_close_at_real(GetParam() + " last_hidden_state",
                        model->hidden_states(ids, mask, ref.at("position_ids")),
                        ref.at("last_hidden_state"), mask);
+  // As close to the float64 model's as transformers' own float32 logits.
+  expect_close_at_real(GetParam() + " logits against float64",
+                       model(ids, mask, ref.at("position_ids")).to(torch::kDouble),
+                       ref.at("logits_float64"), mask);
   // Without position_ids: the family's own (gpt2 0.., opt from the mask).
   expect_close_at_real(GetParam() + " logits, default positions", model(ids, mask),
                        ref.at("logits_default_positions"), mask);
@@ -215,9 +219,10 @@ TEST_P(CausalLMParity, PagedStepsEqualEachSequenceAlone) {
       tensors_close(torch::cat(got1), ref.at("prompt_logits_unpadded").squeeze(0), 0.0, kAtol));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models,
-                         CausalLMParity,
-                         ::testing::Values("gpt2", "gpt2_legacy", "opt", "opt_350m"));
+INSTANTIATE_TEST_SUITE_P(
+    Models,
+    CausalLMParity,
+    ::testing::Values("gpt2", "gpt2_legacy", "gpt2_served", "opt", "opt_350m"));
 
 // ~~~ What a LibTorch user does with the module ~~~
 
