@@ -7,12 +7,14 @@ transformers publishes checkpoints (save_pretrained: config.json and
 model.safetensors, sharded for one, a pytorch_model.bin for two, float16 and
 bfloat16 for one each), and run in float32, eval, with padding masks. Each
 directory gets `mha_reference.pt`, a plain dict of CPU tensors:
-- encoders (bert, bert_float16, roberta, distilbert, electra, electra_small:
+- encoders (bert, bert_float16, bert_served: BERT-base's width, roberta,
+  distilbert, electra, electra_small:
   an ElectraForPreTraining; vit, deit_bfloat16): `input_ids` or
   `pixel_values`, `attention_mask`, `embeddings` (hidden_states[0]),
   `last_hidden_state`, `token_type_ids` where the config has token types,
   `pooler_output` where the model has a pooler, and `logits` for a head;
-- seq2seq models (bart, mbart, marian; the language models bart_lm, mbart_lm):
+- seq2seq models (bart, mbart, marian, marian_served: opus-mt's width; the
+  language models bart_lm, mbart_lm):
   `input_ids`, `attention_mask`, `decoder_input_ids`, `encoder_embeddings`,
   `encoder_last_hidden_state`, `decoder_embeddings`,
   `decoder_last_hidden_state` (teacher-forced), `logits` for a language model
@@ -445,6 +447,12 @@ def main():
     text_encoder(out, "electra", T.ElectraConfig(embedding_size=32, **text), random_types=True)
     text_encoder(out, "electra_small", T.ElectraConfig(embedding_size=16, **text),
                  build=T.ElectraForPreTraining, random_types=True)
+    # BERT-base's width (768, 12 heads of 64, FFN 3,072), 2 layers: the panel
+    # GEMMs and attention at the size served, which width 32 never reaches.
+    text_encoder(out, "bert_served",
+                 T.BertConfig(vocab_size=99, max_position_embeddings=32, hidden_size=768,
+                              num_hidden_layers=2, num_attention_heads=12,
+                              intermediate_size=3072))
     vision = dict(image_size=16, patch_size=4, num_channels=3, **small)
     vision_encoder(out, "vit", T.ViTConfig(**vision), shard="20KB")
     vision_encoder(out, "deit_bfloat16", T.DeiTConfig(**vision), dtype=torch.bfloat16)
@@ -461,6 +469,17 @@ def main():
             T.MarianConfig(activation_function="swish", scale_embedding=True, init_std=0.5,
                            pad_token_id=98, decoder_start_token_id=98, eos_token_id=38,
                            forced_eos_token_id=38, **s2s),
+            T.MarianMTModel, generate=True)
+    # Marian at opus-mt's width (512, 8 heads of 64, FFN 2,048), 2 + 2 layers,
+    # weights of std 0.05 (logits of about 3; at its own 0.02, beam search and
+    # the lone requests came within 1.6e-4 and 1.7e-4 of ties); as marian otherwise.
+    seq2seq(out, "marian_served",
+            T.MarianConfig(**dict(s2s, d_model=512, encoder_attention_heads=8,
+                                  decoder_attention_heads=8, encoder_ffn_dim=2048,
+                                  decoder_ffn_dim=2048),
+                           activation_function="swish", scale_embedding=True, pad_token_id=98,
+                           decoder_start_token_id=98, eos_token_id=38, forced_eos_token_id=38,
+                           init_std=0.05),
             T.MarianMTModel, generate=True)
     seq2seq(out, "bart_lm", T.BartConfig(**s2s), T.BartForConditionalGeneration)
     seq2seq(out, "mbart_lm", T.MBartConfig(scale_embedding=True, decoder_start_token_id=2, **s2s),
@@ -502,7 +521,7 @@ def main():
               T.OPTConfig(word_embed_proj_dim=16, do_layer_norm_before=False,
                           **dict(opt, init_std=0.25)),
               T.OPTForCausalLM)
-    print(f"wrote 20 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
+    print(f"wrote 22 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
 
 
 if __name__ == "__main__":

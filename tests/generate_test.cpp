@@ -1,12 +1,11 @@
 // mha::generate against transformers' `generate` on the random-weight
 // models scripts/export_hf_reference.py writes at test time, each with the
 // generation_config.json written beside it (read by read_generation_config):
-// the seq2seq marian, bart_generate and mbart_generate on sources of
-// different lengths (min_new_tokens, a bad word, the forced end token, rows
-// that end at different steps) and the decoder-only gpt2, gpt2_served (GPT-2
-// at its served width, 768), opt and opt_350m
-// on left-padded prompts (min_new_tokens, no repeated 3-gram, a two-token
-// bad word, one row ending early and padded). Token for token:
+// the seq2seq marian, marian_served (opus-mt's width, 512), bart_generate and mbart_generate on
+// sources of different lengths (min_new_tokens, a bad word, the forced end token, rows that end at
+// different steps) and the decoder-only gpt2, gpt2_served (GPT-2 at its served width, 768), opt and
+// opt_350m on left-padded prompts (min_new_tokens, no repeated 3-gram, a two-token bad word, one
+// row ending early and padded). Token for token:
 // - greedy;
 // - sampling (temperature 0.7 with top-k 50, top-p 0.9, and with a
 //   repetition penalty of 1.3; seeds 0-4): the same tokens as transformers'
@@ -183,9 +182,10 @@ TEST_P(CausalGenerate, BeamSearchIsTransformersTokenForToken) {
   expect_beams_equal<mha::CausalLM>(GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Families,
-                         Seq2SeqGenerate,
-                         ::testing::Values("marian", "bart_generate", "mbart_generate"));
+INSTANTIATE_TEST_SUITE_P(
+    Families,
+    Seq2SeqGenerate,
+    ::testing::Values("marian", "marian_served", "bart_generate", "mbart_generate"));
 
 TEST(Generate, DecoderPanelsGiveTheTokensOfOneDnnsLayout) {
   // load_hf_model's default, decoder_panels(true): a generating model's

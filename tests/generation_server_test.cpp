@@ -112,11 +112,16 @@ TEST_P(ServedGenerate, EachRequestIsTransformersBatchOneCallStreamed) {
   RecordProperty("smallest_alone_margin", ::testing::PrintToString(margin));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Families,
-    ServedGenerate,
-    ::testing::Values(
-        "marian", "bart_generate", "mbart_generate", "gpt2", "gpt2_served", "opt", "opt_350m"));
+INSTANTIATE_TEST_SUITE_P(Families,
+                         ServedGenerate,
+                         ::testing::Values("marian",
+                                           "marian_served",
+                                           "bart_generate",
+                                           "mbart_generate",
+                                           "gpt2",
+                                           "gpt2_served",
+                                           "opt",
+                                           "opt_350m"));
 
 /// Row 0 sampled from the full distribution (temperature 1, no top-k), or
 /// beam-sampled with 4 beams (`beams`), 12 new tokens, served beside

@@ -82,10 +82,15 @@ TEST_P(TextEncoderModelParity, LastHiddenStateAndPoolerFromTokenIds) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models,
-    TextEncoderModelParity,
-    ::testing::Values("bert", "bert_float16", "roberta", "distilbert", "electra", "electra_small"));
+INSTANTIATE_TEST_SUITE_P(Models,
+                         TextEncoderModelParity,
+                         ::testing::Values("bert",
+                                           "bert_float16",
+                                           "bert_served",
+                                           "roberta",
+                                           "distilbert",
+                                           "electra",
+                                           "electra_small"));
 
 struct VisionEncoderModelParity : ::testing::TestWithParam<std::string> {};
 
@@ -143,9 +148,10 @@ TEST_P(Seq2SeqLMParity, TeacherForcedLogitsAndCachedSteps) {
   EXPECT_TRUE(tensors_close(torch::cat(steps, 1), logits, 0.0, kAtol));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models,
-                         Seq2SeqLMParity,
-                         ::testing::Values("bart", "mbart", "bart_lm", "mbart_lm", "marian"));
+INSTANTIATE_TEST_SUITE_P(
+    Models,
+    Seq2SeqLMParity,
+    ::testing::Values("bart", "mbart", "bart_lm", "mbart_lm", "marian", "marian_served"));
 
 // ~~~ Causal LMs: model(input_ids, attention_mask, position_ids).logits, left padding ~~~
 
