@@ -125,8 +125,7 @@ def run_all(args, work):
                                        directory, model, ct2_dir, work, args))
     if "generate_lm" in args.kinds:
         directory = os.path.join(work, "gpt2")
-        model = gpt2.write(directory)
-        gpt2.set_new_tokens(model, directory, args.generate_steps)
+        model = gpt2.write(directory, args.generate_steps)
         ct2_dir = gpt2.convert_for_ct2(directory, os.path.join(work, "gpt2_ct2"))
         add(rows, generation_rows.rows(gpt2, "GPT-2 ", (generation_rows.GREEDY,), directory, model,
                                        ct2_dir, work, args))

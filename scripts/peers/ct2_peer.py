@@ -23,6 +23,7 @@ then switched to pre_norm=False. Embeddings are not scaled
 """
 
 import os
+import types
 
 import ctranslate2
 import torch
@@ -121,3 +122,19 @@ def translator(directory, threads, compute_type):
         out = [[seq2seq.BOS] + [ids[tok] for tok in r.hypotheses[0]] for r in results]
         return torch.tensor(out)
     return call
+
+
+def convert_hf(directory, out, names, **special_tokens):
+    """CTranslate2's TransformersConverter on the Hugging Face `directory`, into
+    `out` (float32): token `names` (by id) and `special_tokens` (eos_token=...)
+    stand in for the tokenizer, which a random model does not have."""
+    vocab = {name: i for i, name in enumerate(names)}
+    tokenizer = types.SimpleNamespace(get_vocab=lambda: vocab, special_tokens_map={},
+                                      **special_tokens)
+
+    class Converter(ctranslate2.converters.TransformersConverter):
+        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
+            return tokenizer
+
+    Converter(directory).convert(out, force=True)
+    return out

@@ -4,18 +4,18 @@ transformers' GPT2LMHeadModel at GPT-2 small's size (n_embd 768, 12 layers,
 12 heads, vocabulary 50,257, 1,024 positions, the LM head tied to the token
 embeddings), random weights from a seed (no download), saved with
 save_pretrained. Its generation_config.json asks for `min_new_tokens` equal to
-the tokens generated (written per case, as `marian`'s unreachable end token
-does for the seq2seq rows), so that every engine decodes the same steps:
+the tokens generated (as `marian`'s unreachable end token does for the
+seq2seq rows), so that every engine decodes the same steps:
 transformers and mha suppress the end token until then, CTranslate2 by its
 `min_length`. CTranslate2 converts the same directory with its
 TransformersConverter into a Generator; token names stand in for the
 tokenizer, which a random model does not have.
 """
 
-import types
-
 import torch
 import transformers as T
+
+from . import ct2_peer
 
 VOCAB = 50257
 EOS = VOCAB - 1            # GPT-2's <|endoftext|>: its start, end and unknown token
@@ -30,20 +30,15 @@ def config():
 
 
 @torch.no_grad()
-def write(directory, seed=0):
-    """Saves the seeded model to `directory`; returns it (eval)."""
+def write(directory, new_tokens, seed=0):
+    """Saves the seeded model to `directory`, its generation config asking for
+    at least `new_tokens` tokens; returns it (eval)."""
     torch.manual_seed(seed)
     model = T.GPT2LMHeadModel(config()).eval()
     model.generation_config.pad_token_id = EOS
+    model.generation_config.min_new_tokens = new_tokens
     model.save_pretrained(directory)
     return model
-
-
-def set_new_tokens(model, directory, steps):
-    """Every engine generates exactly `steps` tokens: `min_new_tokens` in the
-    model's and the directory's generation config."""
-    model.generation_config.min_new_tokens = steps
-    model.generation_config.save_pretrained(directory)
 
 
 def sources(n, seed=1):
@@ -65,19 +60,9 @@ def token_names():
 
 def convert_for_ct2(directory, out):
     """CTranslate2's TransformersConverter on `directory`, into `out` (float32)."""
-    import ctranslate2
-
-    vocab = {name: i for i, name in enumerate(token_names())}
-    tokenizer = types.SimpleNamespace(get_vocab=lambda: vocab, bos_token="<|endoftext|>",
-                                      eos_token="<|endoftext|>", unk_token="<|endoftext|>",
-                                      special_tokens_map={})
-
-    class Converter(ctranslate2.converters.TransformersConverter):
-        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
-            return tokenizer
-
-    Converter(directory).convert(out, force=True)
-    return out
+    end = token_names()[EOS]
+    return ct2_peer.convert_hf(directory, out, token_names(), bos_token=end, eos_token=end,
+                               unk_token=end)
 
 
 def ct2_call(ct2_dir, threads, src, beams, steps):
@@ -98,4 +83,3 @@ def ct2_call(ct2_dir, threads, src, beams, steps):
         return torch.cat([src, new], 1)
 
     return call
-

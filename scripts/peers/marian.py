@@ -12,11 +12,10 @@ TransformersConverter; a vocabulary of token names stands in for the
 tokenizer, which a random model does not have.
 """
 
-import os
-import types
-
 import torch
 import transformers as T
+
+from . import ct2_peer
 
 VOCAB, EOS, UNK = 32000, 0, 1
 PAD = VOCAB - 1            # Marian's pad token is its last; it starts the decoder
@@ -70,19 +69,7 @@ def token_names():
 
 def convert_for_ct2(directory, out):
     """CTranslate2's TransformersConverter on `directory`, into `out` (float32)."""
-    import ctranslate2
-
-    names = token_names()
-    vocab = {name: i for i, name in enumerate(names)}
-    tokenizer = types.SimpleNamespace(get_vocab=lambda: vocab, eos_token="</s>",
-                                      unk_token="<unk>", special_tokens_map={})
-
-    class Converter(ctranslate2.converters.TransformersConverter):
-        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
-            return tokenizer
-
-    Converter(directory).convert(out, force=True)
-    return out
+    return ct2_peer.convert_hf(directory, out, token_names(), eos_token="</s>", unk_token="<unk>")
 
 
 def names_of(ids):
