@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Checks that src/'s folders depend downward only (docs/architecture.md).
+"""Checks that src/'s folders and the public headers depend downward only (docs/architecture.md).
 
 Each source file belongs to a stage: its folder under src/, or for the file
 at src/'s root, `functional` (functional.cpp). A public header include/mha/X.h belongs to the stage that
-implements it (HOMES). A file may include headers of its own stage and of the
+implements it (HOMES), and its includes are checked as that stage's. A file may include headers of its own stage and of the
 stages its stage builds on (BUILDS_ON); every other include is an error unless
 EXCEPTIONS names it with its reason. docs/architecture.md shows the table and
 the exceptions as `--markdown` prints them, and the check fails when it does not.
@@ -31,8 +31,8 @@ BUILDS_ON = {
     "serving": ["common", "linear", "attention", "cache", "module", "transformer", "quantization"],
     "hugging_face": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
                      "quantization"],
-    "generation": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
-                   "quantization", "serving", "hugging_face"],
+    "generation": ["common", "linear", "attention", "functional", "cache", "module", "state_dict",
+                   "transformer", "tensor_parallel", "quantization", "serving", "hugging_face"],
 }
 
 # The stage that implements each public header.
@@ -42,6 +42,7 @@ HOMES = {
     "functional_options.h": "attention",
     "attention_forward.h": "module",
     "multihead_attention.h": "module",
+    "multihead_attention_options.h": "common",
     "kv_cache.h": "cache",
     "paged_kv_cache.h": "cache",
     "paged_stack_cache.h": "cache",
@@ -64,7 +65,9 @@ HOMES = {
     "generation_config.h": "generation",
     "generation.h": "generation",
     "generation_server.h": "generation",
-    "mha.h": "serving",
+    "logits_processors.h": "generation",
+    "stopping_criteria.h": "generation",
+    "mha.h": "generation",
 }
 
 # (stage, included header): why it is allowed although it points upward.
@@ -99,8 +102,9 @@ def check(root: pathlib.Path):
     for header in sorted((root / "include" / "mha").glob("*.h")):
         if header.name not in HOMES:
             errors.append(f"include/mha/{header.name}: no stage in HOMES")
-    for path in sorted(p for p in src.rglob("*") if p.suffix in (".h", ".cpp")):
-        stage = stage_of(path, src)
+    headers = sorted((root / "include" / "mha").glob("*.h"))
+    for path in headers + sorted(p for p in src.rglob("*") if p.suffix in (".h", ".cpp")):
+        stage = HOMES.get(path.name, "?") if path in headers else stage_of(path, src)
         if stage not in BUILDS_ON:
             errors.append(f"{path.relative_to(root)}: not in a stage folder ({sorted(BUILDS_ON)})")
             continue

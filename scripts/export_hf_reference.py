@@ -14,12 +14,13 @@ directory gets `mha_reference.pt`, a plain dict of CPU tensors:
   `last_hidden_state`, `token_type_ids` where the config has token types,
   `pooler_output` where the model has a pooler, and `logits` for a head;
 - seq2seq models (bart, mbart, marian, marian_served: opus-mt's width; the
-  language models bart_lm, mbart_lm):
+  language models bart_lm, mbart_lm; marian_untied, bart_untied and
+  mbart_untied: tie_word_embeddings false, four embedding matrices):
   `input_ids`, `attention_mask`, `decoder_input_ids`, `encoder_embeddings`,
   `encoder_last_hidden_state`, `decoder_embeddings`,
   `decoder_last_hidden_state` (teacher-forced), `logits` for a language model
   (marian too), and for the generating model `generated` (greedy `generate`,
-  padded with -1);
+  padded with -1; the untied ones: 8 new tokens as returned, with `greedy_margin`);
 - causal language models (gpt2, gpt2_legacy: the same model as a pytorch_model.bin
   of old GPT-2's layout; gpt2_served: GPT-2 at its served width; opt, opt_350m):
   left-padded `input_ids`, `attention_mask`, `position_ids` (as `generate`
@@ -154,7 +155,7 @@ def vision_encoder(out, name, config, **save_args):
 
 
 @torch.no_grad()
-def seq2seq(out, name, config, model_class, generate=False, **save_args):
+def seq2seq(out, name, config, model_class, generate=False, greedy=False, **save_args):
     torch.manual_seed(SEED)
     directory = os.path.join(out, name)
     model = model_class(config).eval()
@@ -176,6 +177,9 @@ def seq2seq(out, name, config, model_class, generate=False, **save_args):
                                             if hasattr(result, "last_hidden_state")
                                             else result.decoder_hidden_states[-1])}
     heads(result, values)
+    if greedy:  # 8 new tokens from the saved generation config
+        values["generated"], values["greedy_margin"] = greedy_with_margin(
+            model, input_ids=ids, attention_mask=mask, max_new_tokens=8)
     if generate:
         model.generation_config.min_new_tokens = 2
         model.generation_config.max_new_tokens = 9
@@ -484,6 +488,21 @@ def main():
     seq2seq(out, "bart_lm", T.BartConfig(**s2s), T.BartForConditionalGeneration)
     seq2seq(out, "mbart_lm", T.MBartConfig(scale_embedding=True, decoder_start_token_id=2, **s2s),
             T.MBartForConditionalGeneration)
+    # Untied (tie_word_embeddings false): transformers 5.23 ties nothing, so
+    # the file holds shared, encoder.embed_tokens, decoder.embed_tokens and
+    # lm_head as four matrices, and each stack embeds with its own; std 0.25
+    # (at 0.5, marian's logits reach 9, where transformers' own float32 lies 2.7e-5
+    # from float64).
+    for family, config_class, model_class, extra in (
+            ("marian", T.MarianConfig, T.MarianMTModel,
+             dict(scale_embedding=True, pad_token_id=98, decoder_start_token_id=98,
+                  eos_token_id=38)),
+            ("bart", T.BartConfig, T.BartForConditionalGeneration, {}),
+            ("mbart", T.MBartConfig, T.MBartForConditionalGeneration,
+             dict(scale_embedding=True, decoder_start_token_id=2))):
+        seq2seq(out, f"{family}_untied",
+                config_class(tie_word_embeddings=False, init_std=0.25, **extra, **s2s),
+                model_class, greedy=True)
     # As bart_lm and mbart_lm with weights of std 0.5: logits of a few units,
     # whose choices are far from ties.
     seq2seq(out, "bart_generate", T.BartConfig(init_std=0.5, **s2s),
@@ -521,7 +540,7 @@ def main():
               T.OPTConfig(word_embed_proj_dim=16, do_layer_norm_before=False,
                           **dict(opt, init_std=0.25)),
               T.OPTForCausalLM)
-    print(f"wrote 22 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
+    print(f"wrote 25 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
 
 
 if __name__ == "__main__":

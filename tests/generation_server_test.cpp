@@ -19,7 +19,9 @@
 #include <mha/state_dict.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <variant>
@@ -192,6 +194,67 @@ TEST(ServedGenerate, CancellingARequestLeavesTheOthersAlone) {
   EXPECT_EQ(streamed[cancelled].size(), 2u);
   EXPECT_TRUE(torch::equal(server.take(kept), values.at("alone_sampled_1")));
   MHA_ASSERT_THROWS_WITH(server.take(kept), "no request 1 (taken, or never submitted)");
+}
+
+/// A caller's processor that throws at its `failing_call`-th call.
+class FailingProcessor : public mha::LogitsProcessor {
+ public:
+  explicit FailingProcessor(int failing_call) : failing_call_(failing_call) {}
+  Tensor operator()(const Tensor& /*input_ids*/, Tensor scores) const override {
+    TORCH_CHECK_VALUE(++calls_ < failing_call_, "a processor failed on purpose");
+    return scores;
+  }
+
+ private:
+  int failing_call_;
+  mutable int calls_ = 0;
+};
+
+TEST(ServedGenerate, OneBadRequestFailsAloneAndTheOthersFinishExact) {
+  // Beside sound requests (greedy, sampled, beams), a beam search whose
+  // processor throws at its third step, a request whose callback throws at
+  // its second token, and one whose deadline has passed: each fails alone,
+  // readable from its status; the others are their batch-1 selves; every
+  // block returns.
+  for (const std::string name : {"gpt2", "marian"}) {
+    SCOPED_TRACE(name);
+    const auto values = reference(name);
+    mha::GenerationServer server = make_server(name, mha::ContinuousBatchOptions().num_blocks(64));
+    const int64_t free_blocks = server.num_free_blocks();
+    std::map<int64_t, std::vector<int64_t>> streamed;
+    std::map<int64_t, std::string> expected;  // id -> the reference's key
+    std::map<int64_t, std::string> failing;   // id -> its error
+    auto sound = [&](int64_t row, Kind kind) {
+      expected[server.submit(request(name, values, row, kind, streamed))] = alone_key(kind, row);
+    };
+    sound(0, Kind::kGreedy);
+    sound(1, Kind::kSampled);
+    mha::GenerationRequest processor = request(name, values, 0, Kind::kBeam, streamed);
+    processor.logits_processor = {std::make_shared<FailingProcessor>(3)};
+    failing[server.submit(processor)] = "a processor failed on purpose";
+    sound(0, Kind::kBeam);
+    mha::GenerationRequest callback = request(name, values, 1, Kind::kGreedy, streamed);
+    callback.on_token = [calls = std::make_shared<int>(0)](int64_t, int64_t) {
+      TORCH_CHECK(++*calls < 2, "a callback failed on purpose");
+    };
+    failing[server.submit(callback)] = "a callback failed on purpose";
+    mha::GenerationRequest late = request(name, values, 1, Kind::kGreedy, streamed);
+    late.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+    failing[server.submit(late)] = "deadline passed";
+    sound(1, Kind::kBeam);
+    server.run();
+    for (const auto& [id, error] : failing) {
+      const mha::RequestStatus status = server.status(id);
+      EXPECT_EQ(status.state, mha::RequestState::kFailed) << error;
+      EXPECT_NE(status.error.find(error), std::string::npos) << status.error;
+      MHA_ASSERT_THROWS_WITH(server.take(id), "failed: " + error);
+    }
+    for (const auto& [id, key] : expected) {
+      EXPECT_EQ(server.status(id).state, mha::RequestState::kFinished) << key;
+      EXPECT_TRUE(torch::equal(server.take(id), values.at(key))) << key;
+    }
+    EXPECT_EQ(server.num_free_blocks(), free_blocks);
+  }
 }
 
 TEST(ServedGenerate, AStepThePoolsCannotHoldChangesNoRequest) {

@@ -148,10 +148,17 @@ TEST_P(Seq2SeqLMParity, TeacherForcedLogitsAndCachedSteps) {
   EXPECT_TRUE(tensors_close(torch::cat(steps, 1), logits, 0.0, kAtol));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models,
-    Seq2SeqLMParity,
-    ::testing::Values("bart", "mbart", "bart_lm", "mbart_lm", "marian", "marian_served"));
+INSTANTIATE_TEST_SUITE_P(Models,
+                         Seq2SeqLMParity,
+                         ::testing::Values("bart",
+                                           "mbart",
+                                           "bart_lm",
+                                           "mbart_lm",
+                                           "marian",
+                                           "marian_served",
+                                           "marian_untied",
+                                           "bart_untied",
+                                           "mbart_untied"));
 
 // ~~~ Causal LMs: model(input_ids, attention_mask, position_ids).logits, left padding ~~~
 
@@ -251,6 +258,30 @@ TEST(HfModel, EntryPointNamesTheClass) {
 /// `directory` loaded with the float tensors as read (not prepacked).
 mha::HfModel load_float(const std::string& directory) {
   return mha::load_hf_model(directory, mha::HfModelLoadOptions().prepack(false));
+}
+
+TEST(HfModel, UntiedSeq2SeqEmbedsEachStackWithItsOwnMatrix) {
+  // tie_word_embeddings false: transformers 5.23 ties nothing, and the file's
+  // shared, encoder.embed_tokens, decoder.embed_tokens and lm_head differ.
+  for (const std::string name : {"marian_untied", "bart_untied", "mbart_untied"}) {
+    SCOPED_TRACE(name);
+    const auto file = mha::read_hf_checkpoint(model_dir(name)).tensors;
+    auto model = load_float(model_dir(name)).as<mha::Seq2SeqLM>();
+    ASSERT_TRUE(model->decoder_embed_tokens);
+    EXPECT_TRUE(torch::equal(model->shared->weight, file.at("model.encoder.embed_tokens.weight")));
+    EXPECT_TRUE(torch::equal(model->decoder_embed_tokens->weight,
+                             file.at("model.decoder.embed_tokens.weight")));
+    EXPECT_TRUE(torch::equal(model->lm_head->weight, file.at("lm_head.weight")));
+    EXPECT_FALSE(
+        torch::equal(file.at("model.shared.weight"), file.at("model.encoder.embed_tokens.weight")));
+    // Untied through clone, as loaded.
+    auto copy = std::dynamic_pointer_cast<mha::Seq2SeqLMImpl>(model->clone());
+    EXPECT_NE(copy->lm_head->weight.data_ptr(), copy->shared->weight.data_ptr());
+    EXPECT_TRUE(
+        torch::equal(copy->decoder_embed_tokens->weight, model->decoder_embed_tokens->weight));
+  }
+  // Tied (the default): one matrix, no decoder table of its own.
+  EXPECT_FALSE(load_float(model_dir("marian")).as<mha::Seq2SeqLM>()->decoder_embed_tokens);
 }
 
 TEST(HfModel, TiedHeadIsOneCopyThroughCloneToAndLoad) {

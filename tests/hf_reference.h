@@ -30,4 +30,16 @@ inline std::map<std::string, torch::Tensor> hf_reference(const std::string& name
   return values;
 }
 
+/// A token check means something only when transformers' choices were not
+/// near ties: the reference's smallest margin `name` (in the scores' units)
+/// is above `floor`, itself above mha's agreement with transformers' logits
+/// (within 1.7e-6).
+inline void expect_margin_means_something(const std::map<std::string, torch::Tensor>& values,
+                                          const std::string& name,
+                                          double floor) {
+  const double margin = values.at(name).item<double>();
+  EXPECT_GT(margin, floor) << name << ": a near tie in the reference, the token check means little";
+  ::testing::Test::RecordProperty("smallest_" + name, ::testing::PrintToString(margin));
+}
+
 }  // namespace mha::test

@@ -4,7 +4,7 @@
 // forms a `torch.nn.MultiheadAttention` (or a timm-style qkv/proj attention),
 // with its prefix and what its tensors say of its options.
 
-#include <mha/multihead_attention.h>
+#include <mha/multihead_attention_options.h>
 #include <mha/state_dict.h>
 #include <torch/types.h>
 

@@ -18,6 +18,8 @@
 #include <ATen/core/Generator.h>
 #include <mha/generation_config.h>
 #include <mha/hf_language_models.h>
+#include <mha/logits_processors.h>
+#include <mha/stopping_criteria.h>
 #include <torch/types.h>
 
 #include <optional>
@@ -45,14 +47,20 @@ struct GenerateOutput {
 /// `pad_token_id` until the last one ends or `max_length` is reached, as
 /// transformers returns them (beam search: the best hypotheses, padded as
 /// transformers pads them). Samples (`do_sample`) draw from `generator`,
-/// or from the default CPU generator without one. Runs under
+/// or from the default CPU generator without one. `logits_processor` and
+/// `stopping_criteria`: the caller's own, transformers' arguments of those
+/// names (mha/logits_processors.h, mha/stopping_criteria.h: processors run
+/// after the config's processors and before its warpers, criteria after the
+/// config's; one of a built-in class replaces the config's). Runs under
 /// `torch::NoGradGuard`, on the CPU (a model or `input_ids` elsewhere is a
 /// c10::Error).
 GenerateOutput generate_with_scores(Seq2SeqLM& model,
                                     const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask,
                                     const GenerationConfig& config,
-                                    const std::optional<at::Generator>& generator = std::nullopt);
+                                    const std::optional<at::Generator>& generator = std::nullopt,
+                                    const LogitsProcessorList& logits_processor = {},
+                                    const StoppingCriteriaList& stopping_criteria = {});
 
 /// The same for a decoder-only LM: `input_ids` (N, L) left-padded prompts,
 /// `attention_mask` (N, L) 1 for tokens and 0 for the padding (undefined:
@@ -63,7 +71,9 @@ GenerateOutput generate_with_scores(CausalLM& model,
                                     const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask,
                                     const GenerationConfig& config,
-                                    const std::optional<at::Generator>& generator = std::nullopt);
+                                    const std::optional<at::Generator>& generator = std::nullopt,
+                                    const LogitsProcessorList& logits_processor = {},
+                                    const StoppingCriteriaList& stopping_criteria = {});
 
 /// transformers' `model.generate(input_ids, attention_mask=mask, generation_config=config)`
 /// for a `Seq2SeqLM` or a `CausalLM`: the sequences of `generate_with_scores`.
@@ -72,10 +82,14 @@ torch::Tensor generate(LanguageModel& model,
                        const torch::Tensor& input_ids,
                        const torch::Tensor& attention_mask,
                        const GenerationConfig& config,
-                       const std::optional<at::Generator>& generator = std::nullopt) {
+                       const std::optional<at::Generator>& generator = std::nullopt,
+                       const LogitsProcessorList& logits_processor = {},
+                       const StoppingCriteriaList& stopping_criteria = {}) {
   static_assert(std::is_same_v<LanguageModel, Seq2SeqLM> || std::is_same_v<LanguageModel, CausalLM>,
                 "mha::generate takes a mha::Seq2SeqLM or a mha::CausalLM");
-  return generate_with_scores(model, input_ids, attention_mask, config, generator).sequences;
+  return generate_with_scores(model, input_ids, attention_mask, config, generator, logits_processor,
+                              stopping_criteria)
+      .sequences;
 }
 
 }  // namespace mha

@@ -10,14 +10,18 @@
 #include <mha/batching.h>
 #include <mha/generation_config.h>
 #include <mha/hf_language_models.h>
+#include <mha/logits_processors.h>
+#include <mha/stopping_criteria.h>
 #include <torch/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace mha {
@@ -39,9 +43,34 @@ struct GenerationRequest {
   GenerationConfig config;
   /// The samples' source; none: the default CPU generator.
   std::optional<at::Generator> generator;
+  /// The caller's logits processors and stopping criteria, as `generate` takes them.
+  LogitsProcessorList logits_processor;
+  /// See `logits_processor`.
+  StoppingCriteriaList stopping_criteria;
   /// Receives each token as it is chosen (may be empty); a beam search's
   /// tokens (its best hypothesis') when it ends, since no beam is final before.
+  /// A callback that throws fails its request alone.
   TokenCallback on_token;
+  /// The request fails (its blocks freed) at the first step that starts
+  /// after this time; none: no deadline.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+/// Where a request of a `GenerationServer` stands.
+enum class RequestState {
+  kRunning,    ///< decoding
+  kFinished,   ///< ended by its stopping criteria
+  kCancelled,  ///< stopped by `cancel`
+  kFailed,     ///< ended by its own error (`RequestStatus::error`)
+};
+
+/// A request's state and, when it failed, why.
+struct RequestStatus {
+  /// See `RequestState`.
+  RequestState state = RequestState::kRunning;
+  /// The error that ended it (its processors', its criteria's, its
+  /// callback's, or "deadline passed"); empty unless failed.
+  std::string error;
 };
 
 /// Serves `generate` for many requests of one `CausalLM` or `Seq2SeqLM` at
@@ -84,8 +113,11 @@ class GenerationServer {
   int64_t submit(GenerationRequest request);
   /// Decodes one token for every active request; a request that ends (an
   /// end token, `max_length`) leaves the batch. Returns the ids that ended.
-  /// A step the pools cannot hold is a c10::Error that changes no request
-  /// (cancel one, or wait for some to end).
+  /// An error of one request (its logits processors or stopping criteria
+  /// throwing, its callback throwing, its deadline passed) ends that request
+  /// alone, `kFailed` with the error in its `status`, its blocks freed; the
+  /// step goes on for the others. A step the pools cannot hold is a
+  /// c10::Error that changes no request (cancel one, or wait for some to end).
   std::vector<int64_t> step();
   /// Steps until no request is active.
   void run();
@@ -96,15 +128,18 @@ class GenerationServer {
   /// as `generate` returns it for the request alone: (1, T) int64, the
   /// prompt (or the decoder start) and the generated tokens; a beam search's
   /// (R, T), its `num_return_sequences` best hypotheses. The server forgets
-  /// the request.
+  /// the request. A failed request's `take` is a c10::Error with its error
+  /// (and forgets it too).
   torch::Tensor take(int64_t id);
 
   /// Requests still decoding.
   int64_t num_active() const;
   /// Free blocks of the batch's self-attention block table (admission control).
   int64_t num_free_blocks() const;
-  /// Whether request `id` has ended or been cancelled.
+  /// Whether request `id` has ended, failed or been cancelled.
   bool done(int64_t id) const;
+  /// Where request `id` stands, and why it failed if it did.
+  RequestStatus status(int64_t id) const;
 
  private:
   std::unique_ptr<detail::ServedModel> model_;
@@ -118,7 +153,16 @@ class GenerationServer {
   /// `r`'s next token (or beam step) from its sequences' `logits` (k, V);
   /// whether it ended.
   bool advance(detail::ServedRequest& r, const torch::Tensor& logits);
-  void finish(detail::ServedRequest& request);
+  /// `advance` from `r`'s rows of the step's `logits` (P, V) (undefined:
+  /// its rows of `last` (P, E) through the head alone) from `row` on, an
+  /// error ending `r` alone; whether it ended.
+  bool advance_alone(detail::ServedRequest& r,
+                     const torch::Tensor& last,
+                     const torch::Tensor& logits,
+                     int64_t row);
+  /// Fails the requests whose deadline has passed; appends their ids to `ended`.
+  void fail_late(std::vector<int64_t>& ended);
+  void finish(detail::ServedRequest& request, RequestState state);
 };
 
 }  // namespace mha

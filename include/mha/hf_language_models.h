@@ -59,7 +59,9 @@ struct Seq2SeqLMOptions {
   TORCH_ARG(bool, layernorm_embedding) = true;
   /// A final LayerNorm on each stack (mbart).
   TORCH_ARG(bool, final_norms) = false;
-  /// The LM head is the token embedding matrix.
+  /// One token embedding matrix for the encoder, the decoder and the LM
+  /// head; false: each its own, as transformers 5.23 loads a checkpoint whose
+  /// config says `tie_word_embeddings: false` (it then ties nothing).
   TORCH_ARG(bool, tie_word_embeddings) = true;
 };
 
@@ -126,8 +128,12 @@ class Seq2SeqLMImpl : public torch::nn::Cloneable<Seq2SeqLMImpl> {
 
   /// The options this module was constructed with.
   Seq2SeqLMOptions options;
-  /// The token embeddings both stacks share: (vocab_size, E).
+  /// The encoder's token embeddings, (vocab_size, E); the decoder's and the
+  /// LM head's too where `tie_word_embeddings`.
   torch::nn::Embedding shared{nullptr};
+  /// The decoder's own token embeddings (vocab_size, E) where
+  /// `tie_word_embeddings` is false; null where tied.
+  torch::nn::Embedding decoder_embed_tokens{nullptr};
   /// The encoder's and the decoder's position tables: (max_position_embeddings
   /// + 2, E) learned (bart, mbart), or (max_position_embeddings, E) sinusoids (marian).
   torch::nn::Embedding encoder_positions{nullptr};
@@ -139,15 +145,17 @@ class Seq2SeqLMImpl : public torch::nn::Cloneable<Seq2SeqLMImpl> {
   LayerNorm decoder_layernorm_embedding{nullptr};
   /// The encoder and decoder stacks.
   Transformer transformer{nullptr};
-  /// E -> vocab_size, no bias; its weight tied to `shared`'s.
+  /// E -> vocab_size, no bias; its weight `shared`'s where tied.
   torch::nn::Linear lm_head{nullptr};
   /// (1, vocab_size), added to the logits.
   torch::Tensor final_logits_bias;
 
  private:
-  /// Token and position embeddings of `ids` (N, L) at positions [start, start + L).
+  /// Token embeddings from `tokens` and position embeddings of `ids` (N, L)
+  /// at positions [start, start + L).
   torch::Tensor embed(const torch::Tensor& ids,
                       int64_t start,
+                      const torch::nn::Embedding& tokens,
                       const torch::nn::Embedding& positions,
                       const LayerNorm& norm) const;
   void tie_weights();

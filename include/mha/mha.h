@@ -11,11 +11,13 @@
 #include <mha/hugging_face.h>
 #include <mha/kernel_switches.h>
 #include <mha/kv_cache.h>
+#include <mha/logits_processors.h>
 #include <mha/multihead_attention.h>
 #include <mha/paged_kv_cache.h>
 #include <mha/paged_stack_cache.h>
 #include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <mha/state_dict.h>
+#include <mha/stopping_criteria.h>
 #include <mha/transformer.h>
 #include <mha/transformer_coder.h>

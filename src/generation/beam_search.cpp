@@ -135,13 +135,11 @@ bool has_unfinished(const Beams& b, const GenerationConfig& config) {
   return improvement_possible && exists_open_beam && valid_continuations;
 }
 
-/// Which continuations `sequences` (N, K, max_length) meet a stopping
-/// criterion with their token at `cur_len`: the maximum length, an end token.
-Tensor stops(const Tensor& sequences, int64_t cur_len, const GenerationPlan& plan) {
-  if (cur_len + 1 >= plan.max_length) return at::ones(sequences.sizes().slice(0, 2), at::kBool);
-  const Tensor last = sequences.select(2, cur_len);  // (N, K)
-  if (plan.eos.empty()) return at::zeros_like(last, at::kBool);
-  return at::isin(last, at::tensor(plan.eos, at::kLong));
+/// Which continuations `sequences` (N, K, max_length) meet the plan's
+/// stopping criteria with their token at `cur_len`: (N, K) bool.
+Tensor continuations_stop(const Tensor& sequences, int64_t cur_len, const GenerationPlan& plan) {
+  const Tensor rows = sequences.narrow(2, 0, cur_len + 1).flatten(0, 1);  // (N K, cur_len + 1)
+  return stops(plan, rows).view({sequences.size(0), sequences.size(1)});
 }
 
 /// transformers' fill of unwritten positions: `pad_token_id or
@@ -185,13 +183,14 @@ Tensor BeamSearch::sequences() const {
 Tensor BeamSearch::advance(const Tensor& logits) {
   const Shape& s = shape_;
   Beams& b = beams_;
-  Tensor scores =
-      process_logits(config_, plan_, sequences(), logits.to(at::kFloat).log_softmax(-1));
-  scores.view({s.batch, s.beams, -1}).add_(b.running_beam_scores.unsqueeze(-1));
-  scores = scores.view({s.batch, -1});  // (N, B V)
+  const Tensor processed =  // (N B, V)
+      process_logits(plan_, sequences(), logits.to(at::kFloat).log_softmax(-1));
+  const Tensor scores =  // (N, B V)
+      (processed.view({s.batch, s.beams, -1}) + b.running_beam_scores.unsqueeze(-1))
+          .view({s.batch, -1});
   const auto [log_probs, candidates, beam_indices] =
       top_k_continuations(b, scores, cur_len_, s, config_.do_sample(), generator_);
-  b.hits_stop = stops(candidates, cur_len_, plan_);
+  b.hits_stop = continuations_stop(candidates, cur_len_, plan_);
   next_running_beams(b, log_probs, candidates, beam_indices, s.beams);
   update_finished(b, log_probs, candidates, beam_indices, cur_len_, s, config_);
   const Tensor parents = b.running_beam_indices.select(2, cur_len_ - s.prompt).flatten();
@@ -203,19 +202,6 @@ Tensor BeamSearch::advance(const Tensor& logits) {
 
 Decoded BeamSearch::result() const {
   return best_hypotheses(beams_, config_.num_return_sequences(), shape_.prompt);
-}
-
-Decoded beam_search(const GenerationConfig& config,
-                    const GenerationPlan& plan,
-                    const Tensor& input_ids,
-                    const std::optional<at::Generator>& generator,
-                    const DecodingSteps& steps) {
-  BeamSearch search(config, plan, input_ids, generator);
-  while (!search.done()) {
-    const Tensor logits = steps.next_logits(search.sequences());  // (N B, V)
-    steps.reorder(search.advance(logits));
-  }
-  return search.result();
 }
 
 }  // namespace detail

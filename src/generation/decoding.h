@@ -1,17 +1,19 @@
 #pragma once
 
-// Private: transformers' two decoding loops over a model's cached steps
-// (transformers/generation/utils.py): `_sample` (greedy or sampling) and
-// `_beam_search` (beam search, or beam sampling with `do_sample`).
+// Private: transformers' two decoding strategies (transformers/generation/utils.py):
+// `_sample` (greedy or sampling) and `_beam_search` (beam search, or beam
+// sampling with `do_sample`), as step objects that `generate` and
+// `GenerationServer` both drive.
 
 #include <ATen/core/Generator.h>
 #include <mha/generation_config.h>
 #include <torch/types.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 
-#include "generation/logits_processors.h"
+#include "generation/generation_plan.h"
 
 namespace mha {
 namespace detail {
@@ -31,23 +33,53 @@ struct Decoded {
   torch::Tensor sequences_scores;  ///< beam search: (rows) float32; else undefined
 };
 
-/// transformers' `_sample` choice of each row's next token (rows) int64 from
-/// `logits` (rows, V) after `sequences` (rows, t): the processed scores'
-/// argmax, or with `do_sample` one `multinomial` over every row.
-torch::Tensor next_tokens(const GenerationConfig& config,
-                          const GenerationPlan& plan,
-                          const torch::Tensor& sequences,
-                          const torch::Tensor& logits,
-                          const std::optional<at::Generator>& generator);
+/// One decoding strategy of transformers' `generate`, a step at a time, for
+/// a caller that runs the model (`generate` over its cache, or
+/// `GenerationServer` over its batch): `advance` takes the logits of the next
+/// position after `sequences()`, until `done()`.
+class Search {
+ public:
+  virtual ~Search() = default;
+  /// The running sequences (rows, t) int64, whose next logits `advance` takes.
+  virtual torch::Tensor sequences() const = 0;
+  /// One step from `logits` (rows, V) after `sequences()`: the rows'
+  /// parents (rows) int64, each a row of the previous `sequences()` by which
+  /// the caller reorders its cache (beam search), or undefined where each
+  /// row continues itself.
+  virtual torch::Tensor advance(const torch::Tensor& logits) = 0;
+  /// Whether it has ended (transformers' stopping rules).
+  virtual bool done() const = 0;
+  /// What `generate` returns: the sequences (the inputs first) and, for beam
+  /// search, their scores.
+  virtual Decoded result() const = 0;
+};
 
-/// transformers' `_sample`: from `sequences` (rows, t0), each step the
-/// processed scores' argmax, or with `do_sample` one `multinomial` over every
-/// row (finished rows included); finished rows continue with the pad token.
-Decoded greedy_or_sample(const GenerationConfig& config,
-                         const GenerationPlan& plan,
-                         torch::Tensor sequences,
-                         const std::optional<at::Generator>& generator,
-                         const DecodingSteps& steps);
+/// transformers' `_sample` one step at a time: from `input_ids` (rows, t0),
+/// each step the processed scores' argmax, or with `do_sample` one
+/// `multinomial` over every row (finished rows included); finished rows
+/// continue with the pad token (with an end-token criterion); it ends when
+/// the plan's stopping criteria have ended every row.
+class GreedyOrSample final : public Search {
+ public:
+  /// The decoding of `config` and `plan` from `input_ids` (rows, t0);
+  /// samples (`do_sample`) draw from `generator` (none: the default one).
+  GreedyOrSample(const GenerationConfig& config,
+                 const GenerationPlan& plan,
+                 torch::Tensor input_ids,
+                 std::optional<at::Generator> generator);
+  torch::Tensor sequences() const override { return sequences_; }
+  torch::Tensor advance(const torch::Tensor& logits) override;
+  bool done() const override { return done_; }
+  Decoded result() const override { return {sequences_, torch::Tensor()}; }
+
+ private:
+  bool do_sample_;
+  GenerationPlan plan_;
+  std::optional<at::Generator> generator_;
+  torch::Tensor sequences_;   ///< (rows, t)
+  torch::Tensor unfinished_;  ///< (rows) int64, 1 while a row runs
+  bool done_ = false;
+};
 
 /// The state of a beam search, per input (N) and beam (B): running
 /// hypotheses and finished ones, transformers' tensors of the same names.
@@ -72,12 +104,10 @@ struct Shape {
   int64_t max_length = 0;  ///< the sequences' capacity
 };
 
-/// transformers' `_beam_search` one step at a time, for a caller that runs
-/// the model: from `input_ids` (N * num_beams, t0), each input's rows
-/// repeated `num_beams` times, `advance` takes the logits of the next
-/// position after `sequences()` and returns the rows the next step
-/// continues from, by which the caller reorders its cache; until `done()`.
-class BeamSearch {
+/// transformers' `_beam_search` one step at a time: from `input_ids`
+/// (N * num_beams, t0), each input's rows repeated `num_beams` times;
+/// `advance` returns the rows the next step continues from.
+class BeamSearch final : public Search {
  public:
   /// The search of `config` and `plan` from `input_ids` (N * B, t0);
   /// samples (`do_sample`) draw from `generator` (none: the default one).
@@ -85,16 +115,14 @@ class BeamSearch {
              const GenerationPlan& plan,
              const torch::Tensor& input_ids,
              std::optional<at::Generator> generator);
-  /// The running hypotheses (N * B, t) int64, whose next logits `advance` takes.
-  torch::Tensor sequences() const;
-  /// One step from `logits` (N * B, V) after `sequences()`: the running
-  /// rows' parents (N * B) int64, each a row of the previous `sequences()`.
-  torch::Tensor advance(const torch::Tensor& logits);
-  /// Whether the search has ended (transformers' stopping rules).
-  bool done() const { return done_; }
+  /// The running hypotheses (N * B, t).
+  torch::Tensor sequences() const override;
+  /// See `Search`: the running rows' parents (N * B).
+  torch::Tensor advance(const torch::Tensor& logits) override;
+  bool done() const override { return done_; }
   /// The `num_return_sequences` best hypotheses of each input, best first:
   /// (N * R, T) and their scores (N * R).
-  Decoded result() const;
+  Decoded result() const override;
 
  private:
   GenerationConfig config_;
@@ -106,15 +134,16 @@ class BeamSearch {
   bool done_ = false;
 };
 
-/// transformers' `_beam_search` from `input_ids` (N * num_beams, t0), each
-/// input's rows repeated `num_beams` times: the best
-/// `num_return_sequences` hypotheses of each input, best first, (N * R, T)
-/// with their scores (N * R).
-Decoded beam_search(const GenerationConfig& config,
-                    const GenerationPlan& plan,
-                    const torch::Tensor& input_ids,
-                    const std::optional<at::Generator>& generator,
-                    const DecodingSteps& steps);
+/// The search `config` asks for, from `input_ids` (rows, t0): beam search
+/// with `num_beams` > 1 (each input's rows repeated `num_beams` times), else
+/// greedy decoding or sampling.
+std::unique_ptr<Search> make_search(const GenerationConfig& config,
+                                    const GenerationPlan& plan,
+                                    const torch::Tensor& input_ids,
+                                    const std::optional<at::Generator>& generator);
+
+/// `search` run to its end over the model's `steps`: its result.
+Decoded run_search(Search& search, const DecodingSteps& steps);
 
 }  // namespace detail
 }  // namespace mha

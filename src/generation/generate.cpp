@@ -14,7 +14,7 @@
 
 #include "common/shape_format.h"
 #include "generation/decoding.h"
-#include "generation/logits_processors.h"
+#include "generation/generation_plan.h"
 #include "mha/generation.h"
 
 namespace mha {
@@ -96,16 +96,19 @@ Tensor ordinary(const Tensor& t) { return t.defined() ? t.clone() : t; }
 /// InferenceMode (no autograd bookkeeping on the loop's ~1,000 ops a step);
 /// what it returns is copied out as ordinary tensors.
 GenerateOutput decode(const GenerationConfig& config,
-                      const detail::GenerationPlan& plan,
+                      detail::GenerationPlan plan,
+                      const LogitsProcessorList& logits_processor,
+                      const StoppingCriteriaList& stopping_criteria,
                       const Tensor& input_ids,
                       const std::optional<at::Generator>& generator,
                       const detail::DecodingSteps& steps) {
+  detail::add_logits_processors(config, logits_processor, plan);
+  detail::add_stopping_criteria(stopping_criteria, plan);
   detail::Decoded decoded;
   {
     const c10::InferenceMode inference;
-    decoded = config.num_beams() > 1
-                  ? detail::beam_search(config, plan, input_ids, generator, steps)
-                  : detail::greedy_or_sample(config, plan, input_ids, generator, steps);
+    const auto search = detail::make_search(config, plan, input_ids, generator);
+    decoded = detail::run_search(*search, steps);
   }
   return {ordinary(decoded.sequences), ordinary(decoded.sequences_scores)};
 }
@@ -116,7 +119,9 @@ GenerateOutput generate_with_scores(Seq2SeqLM& model,
                                     const Tensor& input_ids,
                                     const Tensor& attention_mask,
                                     const GenerationConfig& config,
-                                    const std::optional<at::Generator>& generator) {
+                                    const std::optional<at::Generator>& generator,
+                                    const LogitsProcessorList& logits_processor,
+                                    const StoppingCriteriaList& stopping_criteria) {
   const detail::GenerationPlan plan =
       checked_plan(model, input_ids, attention_mask, config, /*input_length=*/1);
   torch::NoGradGuard no_grad;
@@ -144,14 +149,16 @@ GenerateOutput generate_with_scores(Seq2SeqLM& model,
   // Beams move within their source's rows, whose projected memories are the same.
   steps.reorder = [&](const Tensor& index) { cache.reorder_decoded(index); };
   const Tensor start = at::full({memory.size(0) * rows, 1}, *plan.start, at::kLong);  // (N R, 1)
-  return decode(config, plan, start, generator, steps);
+  return decode(config, plan, logits_processor, stopping_criteria, start, generator, steps);
 }
 
 GenerateOutput generate_with_scores(CausalLM& model,
                                     const Tensor& input_ids,
                                     const Tensor& attention_mask,
                                     const GenerationConfig& config,
-                                    const std::optional<at::Generator>& generator) {
+                                    const std::optional<at::Generator>& generator,
+                                    const LogitsProcessorList& logits_processor,
+                                    const StoppingCriteriaList& stopping_criteria) {
   detail::GenerationPlan plan =
       checked_plan(model, input_ids, attention_mask, config, input_ids.size(1));
   torch::NoGradGuard no_grad;
@@ -186,7 +193,7 @@ GenerateOutput generate_with_scores(CausalLM& model,
     return logits.select(1, logits.size(1) - 1).index_select(0, first.each);  // (N R, V)
   };
   steps.reorder = [&](const Tensor& index) { cache.reorder(index); };
-  return decode(config, plan, prompts, generator, steps);
+  return decode(config, plan, logits_processor, stopping_criteria, prompts, generator, steps);
 }
 
 }  // namespace mha

@@ -7,9 +7,12 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 
 #include "mha/hugging_face.h"
@@ -52,6 +55,27 @@ const std::map<std::string, std::vector<std::string>>& unimplemented_fields() {
       {"return_dict_in_generate", {"false"}},
   };
   return fields;
+}
+
+/// transformers' `validate`: forcing tokens that are all suppressed leaves no
+/// finite score at the forcing step.
+void check_forced_not_suppressed(const char* field,
+                                 std::vector<int64_t> forced,
+                                 const std::vector<int64_t>& suppressed) {
+  const std::set<int64_t> suppressed_set(suppressed.begin(), suppressed.end());
+  const bool all_suppressed =
+      std::all_of(forced.begin(), forced.end(), [&](int64_t t) { return suppressed_set.count(t); });
+  std::sort(forced.begin(), forced.end());
+  forced.erase(std::unique(forced.begin(), forced.end()), forced.end());
+  TORCH_CHECK_VALUE(
+      forced.empty() || !all_suppressed,
+      fmt::format("Every token in `{0}` ({1}) is also in `suppress_tokens`. Forcing a "
+                  "token while suppressing it sets all logits to `-inf` at the forcing "
+                  "step, which produces `nan` probabilities and crashes generation. "
+                  "Remove the overlapping token(s) from either `{0}` or "
+                  "`suppress_tokens` (if you meant to prevent an early EOS token, use "
+                  "`min_new_tokens` instead).",
+                  field, forced));
 }
 
 /// A field of `unimplemented_fields()` set to another value is an error naming it.
@@ -161,6 +185,11 @@ void GenerationConfig::validate() const {
     TORCH_CHECK_VALUE(top_p_ >= 0, fmt::format("`top_p` has to be a float > 0 and < 1, but is {}",
                                                python_float(top_p_)));
   }
+  check_forced_not_suppressed(
+      "forced_bos_token_id",
+      forced_bos_token_id_ ? std::vector<int64_t>{*forced_bos_token_id_} : std::vector<int64_t>{},
+      suppress_tokens_);
+  check_forced_not_suppressed("forced_eos_token_id", forced_eos_token_id_, suppress_tokens_);
 }
 
 GenerationConfig read_generation_config(const std::string& directory) {

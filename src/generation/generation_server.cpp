@@ -1,7 +1,6 @@
-// GenerationServer: `generate`'s loops (generation/sample.cpp, and
-// BeamSearch of generation/beam_search.cpp) for many requests at once, each
-// step one `ContinuousBatch` step over every active request's new tokens,
-// then each request's own processors and draw, or its beam step.
+// GenerationServer: `generate`'s searches (generation/decoding.h) for many
+// requests at once, each step one `ContinuousBatch` step over every active
+// request's new tokens, then each request's own search step.
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -10,9 +9,12 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
+#include <string>
 
 #include "generation/decoding.h"
-#include "generation/logits_processors.h"
+#include "generation/generation_plan.h"
 #include "generation/served_model.h"
 
 namespace mha {
@@ -27,29 +29,33 @@ struct ServedRequest {
   GenerationPlan plan;
   std::optional<at::Generator> generator;
   TokenCallback on_token;
-  /// (1, t) int64: the first tokens, then the generated ones; a finished
-  /// beam search's best hypotheses (R, T).
+  /// What `take` hands over once done: (1, T) int64, or a beam search's
+  /// best hypotheses (R, T).
   Tensor sequence;
   int64_t first_length = 0;  ///< the first tokens (prompt or decoder start)
   int64_t id = 0;            ///< its id in the server
   /// Its sequences in the `ContinuousBatch`: one, or the running beams.
   std::vector<int64_t> batch_ids;
-  std::unique_ptr<BeamSearch> beams;  ///< with `num_beams` > 1
-  int64_t fed = 0;                    ///< positions the batch has seen, every beam alike
-  bool done = false;
+  /// Its decoding: greedy or sampling on one row, or beam search.
+  std::unique_ptr<Search> search;
+  int64_t fed = 0;  ///< positions the batch has seen, every beam alike
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  RequestState state = RequestState::kRunning;
+  std::string error;  ///< why it failed
 
-  /// The running sequences: (1, t), or the beams' (B, t).
-  Tensor running() const { return beams ? beams->sequences() : sequence; }
+  bool beams() const { return config.num_beams() > 1; }
+  bool done() const { return state != RequestState::kRunning; }
 };
 
 }  // namespace detail
 
 namespace {
 
-/// Whether `r` ends with its last token: `max_length` reached, or an end token.
-bool ends(const detail::ServedRequest& r, int64_t token) {
-  if (r.sequence.size(1) >= r.plan.max_length) return true;
-  return std::find(r.plan.eos.begin(), r.plan.eos.end(), token) != r.plan.eos.end();
+/// An error's message without LibTorch's backtrace.
+std::string message_of(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e))
+    return error->what_without_backtrace();
+  return e.what();
 }
 
 /// A step's inputs: each sequence's id in the batch, new rows (embedded) and their count.
@@ -61,7 +67,7 @@ struct StepInputs {
 /// Appends `r`'s sequences' new positions to `in`: a prompt (or decoder
 /// start), or each beam's last token.
 void gather(const detail::ServedModel& model, const detail::ServedRequest& r, StepInputs& in) {
-  const Tensor sequences = r.running();  // (rows, t)
+  const Tensor sequences = r.search->sequences();  // (rows, t)
   const int64_t t = sequences.size(1) - r.fed;
   for (size_t j = 0; j < r.batch_ids.size(); ++j) {
     in.rows.push_back(model.embed(sequences[j].narrow(0, r.fed, t), r.fed));  // (t, E)
@@ -70,21 +76,24 @@ void gather(const detail::ServedModel& model, const detail::ServedRequest& r, St
   }
 }
 
-/// A beam search's step from its sequences' `logits` (k, V): before the
-/// first step the beams are one sequence (k = 1). The new beams fork their
-/// parents' sequences in `batch` (sharing their blocks), the old ones leave.
-void advance_beams(ContinuousBatch& batch, detail::ServedRequest& r, const Tensor& logits) {
-  const int64_t beams = r.config.num_beams();
-  const Tensor parents =  // (B)
-      r.beams->advance(logits.size(0) == 1 ? logits.expand({beams, -1}) : logits).contiguous();
-  const int64_t* parent = parents.data_ptr<int64_t>();
+/// `r`'s search step from its sequences' `logits` (k, V). Before a beam
+/// search's first step its beams are one sequence (k = 1); the new beams
+/// fork their parents' sequences in `batch` (sharing their blocks), the old
+/// ones leave.
+void advance_search(ContinuousBatch& batch, detail::ServedRequest& r, const Tensor& logits) {
+  const int64_t rows = r.search->sequences().size(0);
+  const Tensor parents =  // (rows) or undefined
+      r.search->advance(logits.size(0) < rows ? logits.expand({rows, -1}) : logits);
+  r.fed = r.search->sequences().size(1) - 1;
+  if (!parents.defined()) return;
+  const Tensor parent_ids = parents.contiguous();
+  const int64_t* parent = parent_ids.data_ptr<int64_t>();
   std::vector<int64_t> next;
-  for (int64_t j = 0; j < beams; ++j) {
+  for (int64_t j = 0; j < rows; ++j) {
     next.push_back(batch.fork(r.batch_ids[r.batch_ids.size() == 1 ? 0 : parent[j]]));
   }
   for (const int64_t id : r.batch_ids) batch.remove(id);
   r.batch_ids = std::move(next);
-  r.fed = r.beams->sequences().size(1) - 1;
 }
 
 }  // namespace
@@ -111,15 +120,16 @@ int64_t GenerationServer::submit(GenerationRequest request) {
   torch::NoGradGuard no_grad;
   auto r = std::make_unique<detail::ServedRequest>();
   r->plan = model_->plan(c, request.input_ids);
-  r->sequence = model_->first_tokens(request.input_ids, r->plan);  // (1, t0)
-  r->first_length = r->sequence.size(1);
-  if (c.num_beams() > 1) {
-    r->beams = std::make_unique<detail::BeamSearch>(
-        c, r->plan, r->sequence.repeat({c.num_beams(), 1}), request.generator);
-  }
+  detail::add_logits_processors(c, request.logits_processor, r->plan);
+  detail::add_stopping_criteria(request.stopping_criteria, r->plan);
+  const Tensor first = model_->first_tokens(request.input_ids, r->plan);  // (1, t0)
+  r->first_length = first.size(1);
+  r->search = detail::make_search(c, r->plan, first.repeat({c.num_beams(), 1}),  // (B, t0)
+                                  request.generator);
   r->config = std::move(request.config);
   r->generator = std::move(request.generator);
   r->on_token = std::move(request.on_token);
+  r->deadline = request.deadline;
   std::lock_guard<std::mutex> lock(mutex_);
   r->batch_ids = {model_->admit(*batch_, request.input_ids)};
   r->id = next_id_++;
@@ -131,49 +141,67 @@ int64_t GenerationServer::submit(GenerationRequest request) {
 std::vector<int64_t> GenerationServer::step() {
   torch::NoGradGuard no_grad;
   std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<int64_t> ended;
+  fail_late(ended);
   std::vector<detail::ServedRequest*> active;
   StepInputs in;
   for (auto& [id, r] : requests_) {
-    if (r->done) continue;
+    if (r->done()) continue;
     gather(*model_, *r, in);
     active.push_back(r.get());
   }
-  if (active.empty()) return {};
+  if (active.empty()) return ended;
   const Tensor out = batch_->step(at::cat(in.rows), in.ids, in.lengths);  // (T, E)
   const Tensor ends_at = torch::tensor(in.lengths, torch::kLong).cumsum(0) - 1;
   const Tensor last = out.index_select(0, ends_at);  // (P, E): each sequence's last row
   // Batch invariance: the head runs on each sequence's row alone.
   const Tensor logits = batch_invariant_ ? Tensor() : model_->logits(last);  // (P, V)
-  std::vector<int64_t> ended;
   int64_t row = 0;
   for (detail::ServedRequest* r : active) {
     const auto k = static_cast<int64_t>(r->batch_ids.size());
-    const Tensor rows = logits.defined() ? logits.narrow(0, row, k)  // (k, V)
-                                         : model_->logits(last.narrow(0, row, k));
+    if (advance_alone(*r, last, logits, row)) ended.push_back(r->id);
     row += k;
-    if (advance(*r, rows)) ended.push_back(r->id);
   }
   return ended;
 }
 
-bool GenerationServer::advance(detail::ServedRequest& r, const Tensor& logits) {
-  if (r.beams) {
-    advance_beams(*batch_, r, logits);
-    if (!r.beams->done()) return false;
-    r.sequence = r.beams->result().sequences;  // (R, T)
-    for (int64_t i = r.first_length; i < r.sequence.size(1) && r.on_token; ++i) {
-      r.on_token(r.id, r.sequence[0][i].item<int64_t>());  // the best hypothesis, at the end
-    }
-    finish(r);
+bool GenerationServer::advance_alone(detail::ServedRequest& r,
+                                     const Tensor& last,
+                                     const Tensor& logits,
+                                     int64_t row) {
+  const auto k = static_cast<int64_t>(r.batch_ids.size());
+  try {
+    const Tensor rows = logits.defined() ? logits.narrow(0, row, k)  // (k, V)
+                                         : model_->logits(last.narrow(0, row, k));
+    return advance(r, rows);
+  } catch (const std::exception& e) {
+    r.sequence = r.search->sequences().narrow(0, 0, 1);  // (1, t): what it had
+    r.error = message_of(e);
+    finish(r, RequestState::kFailed);
     return true;
   }
-  const int64_t token =
-      detail::next_tokens(r.config, r.plan, r.sequence, logits, r.generator).item<int64_t>();
-  r.fed = r.sequence.size(1);
-  r.sequence = at::cat({r.sequence, torch::full({1, 1}, token, torch::kLong)}, 1);
-  if (r.on_token) r.on_token(r.id, token);
-  if (!ends(r, token)) return false;
-  finish(r);
+}
+
+void GenerationServer::fail_late(std::vector<int64_t>& ended) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [id, r] : requests_) {
+    if (r->done() || !r->deadline || now <= *r->deadline) continue;
+    r->sequence = r->search->sequences().narrow(0, 0, 1);  // (1, t): what it had
+    r->error = "deadline passed";
+    finish(*r, RequestState::kFailed);
+    ended.push_back(id);
+  }
+}
+
+bool GenerationServer::advance(detail::ServedRequest& r, const Tensor& logits) {
+  advance_search(*batch_, r, logits);
+  if (!r.beams() && r.on_token) r.on_token(r.id, r.search->sequences()[0][-1].item<int64_t>());
+  if (!r.search->done()) return false;
+  r.sequence = r.search->result().sequences;  // (1, T), or beams' (R, T)
+  for (int64_t i = r.first_length; r.beams() && i < r.sequence.size(1) && r.on_token; ++i) {
+    r.on_token(r.id, r.sequence[0][i].item<int64_t>());  // the best hypothesis, at the end
+  }
+  finish(r, RequestState::kFinished);
   return true;
 }
 
@@ -184,26 +212,30 @@ void GenerationServer::run() {
 void GenerationServer::cancel(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   detail::ServedRequest& r = request(id);
-  if (r.done) return;
-  if (r.beams) r.sequence = r.beams->sequences().narrow(0, 0, 1);  // the best running beam
-  finish(r);
+  if (r.done()) return;
+  r.sequence = r.search->sequences().narrow(0, 0, 1);  // (1, t): the best running beam
+  finish(r, RequestState::kCancelled);
 }
 
 Tensor GenerationServer::take(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   const detail::ServedRequest& r = request(id);
-  TORCH_CHECK_VALUE(r.done, fmt::format("GenerationServer::take: request {} is still decoding "
-                                        "(step until it ends, or cancel it)",
-                                        id));
-  Tensor sequence = r.sequence;
+  TORCH_CHECK_VALUE(r.done(), fmt::format("GenerationServer::take: request {} is still decoding "
+                                          "(step until it ends, or cancel it)",
+                                          id));
+  const Tensor sequence = r.sequence;
+  const std::string error = r.error;
+  const bool failed = r.state == RequestState::kFailed;
   requests_.erase(id);
+  TORCH_CHECK_VALUE(!failed,
+                    fmt::format("GenerationServer::take: request {} failed: {}", id, error));
   return sequence;
 }
 
 int64_t GenerationServer::num_active() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return std::count_if(requests_.begin(), requests_.end(),
-                       [](const auto& entry) { return !entry.second->done; });
+                       [](const auto& entry) { return !entry.second->done(); });
 }
 
 int64_t GenerationServer::num_free_blocks() const {
@@ -213,7 +245,13 @@ int64_t GenerationServer::num_free_blocks() const {
 
 bool GenerationServer::done(int64_t id) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return request(id).done;
+  return request(id).done();
+}
+
+RequestStatus GenerationServer::status(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const detail::ServedRequest& r = request(id);
+  return {r.state, r.error};
 }
 
 detail::ServedRequest& GenerationServer::request(int64_t id) const {
@@ -223,10 +261,10 @@ detail::ServedRequest& GenerationServer::request(int64_t id) const {
   return *found->second;
 }
 
-void GenerationServer::finish(detail::ServedRequest& request) {
+void GenerationServer::finish(detail::ServedRequest& request, RequestState state) {
   for (const int64_t id : request.batch_ids) batch_->remove(id);
   request.batch_ids.clear();
-  request.done = true;
+  request.state = state;
 }
 
 }  // namespace mha

@@ -1,8 +1,9 @@
 // transformers' decoding loop without beams (transformers/generation/utils.py,
-// `_sample`): the processed scores' argmax per row, or with `do_sample` one
-// `multinomial` over every row's probabilities (finished rows included, as
-// transformers draws); finished rows continued with the pad token, stopped
-// at `max_length` or when every row has ended.
+// `_sample`) one step at a time: the processed scores' argmax per row, or
+// with `do_sample` one `multinomial` over every row's probabilities (finished
+// rows included, as transformers draws); finished rows continued with the
+// pad token, stopped at `max_length` or when every row has ended. And the
+// loop that drives any search over a model's cached steps.
 
 #include <ATen/ATen.h>
 
@@ -15,13 +16,17 @@ namespace detail {
 
 using torch::Tensor;
 
-Tensor next_tokens(const GenerationConfig& config,
+namespace {
+
+/// Each row's next token (rows) int64 from `logits` (rows, V) after
+/// `sequences` (rows, t): the processed scores' argmax, or one `multinomial`.
+Tensor next_tokens(bool do_sample,
                    const GenerationPlan& plan,
                    const Tensor& sequences,
                    const Tensor& logits,
                    const std::optional<at::Generator>& generator) {
-  const Tensor scores = process_logits(config, plan, sequences, logits.to(at::kFloat).clone());
-  if (config.do_sample()) {  // (N)
+  const Tensor scores = process_logits(plan, sequences, logits.to(at::kFloat).clone());
+  if (do_sample) {  // (N)
     return at::multinomial(scores.softmax(-1), 1, /*replacement=*/false, generator).squeeze(1);
   }
   // transformers' argmax: the first maximal index of each row, which max(-1)
@@ -29,26 +34,43 @@ Tensor next_tokens(const GenerationConfig& config,
   return std::get<1>(scores.max(-1));  // (N)
 }
 
-Decoded greedy_or_sample(const GenerationConfig& config,
-                         const GenerationPlan& plan,
-                         Tensor sequences,
-                         const std::optional<at::Generator>& generator,
-                         const DecodingSteps& steps) {
-  const int64_t n = sequences.size(0);
-  Tensor unfinished = at::ones({n}, at::kLong);        // (N)
-  const Tensor eos = at::tensor(plan.eos, at::kLong);  // (K)
-  while (true) {
-    const Tensor logits = steps.next_logits(sequences);                     // (N, V)
-    Tensor next = next_tokens(config, plan, sequences, logits, generator);  // (N)
-    if (!plan.eos.empty()) next = next * unfinished + *plan.pad * (1 - unfinished);
-    sequences = at::cat({sequences, next.unsqueeze(1)}, 1);  // (N, t + 1)
-    if (sequences.size(1) >= plan.max_length) break;         // MaxLengthCriteria
-    if (!plan.eos.empty()) {                                 // EosTokenCriteria
-      unfinished = unfinished * at::isin(next, eos).logical_not().to(at::kLong);
-      if (unfinished.max().item<int64_t>() == 0) break;
-    }
+}  // namespace
+
+GreedyOrSample::GreedyOrSample(const GenerationConfig& config,
+                               const GenerationPlan& plan,
+                               Tensor input_ids,
+                               std::optional<at::Generator> generator)
+    : do_sample_(config.do_sample()),
+      plan_(plan),
+      generator_(std::move(generator)),
+      sequences_(std::move(input_ids)),
+      unfinished_(at::ones({sequences_.size(0)}, at::kLong)) {}
+
+Tensor GreedyOrSample::advance(const Tensor& logits) {
+  Tensor next = next_tokens(do_sample_, plan_, sequences_, logits, generator_);  // (N)
+  if (plan_.pads_finished) next = next * unfinished_ + *plan_.pad * (1 - unfinished_);
+  sequences_ = at::cat({sequences_, next.unsqueeze(1)}, 1);  // (N, t + 1)
+  unfinished_ = unfinished_ * stops(plan_, sequences_).logical_not().to(at::kLong);
+  done_ = unfinished_.max().item<int64_t>() == 0;
+  return Tensor();
+}
+
+std::unique_ptr<Search> make_search(const GenerationConfig& config,
+                                    const GenerationPlan& plan,
+                                    const Tensor& input_ids,
+                                    const std::optional<at::Generator>& generator) {
+  if (config.num_beams() > 1)
+    return std::make_unique<BeamSearch>(config, plan, input_ids, generator);
+  return std::make_unique<GreedyOrSample>(config, plan, input_ids, generator);
+}
+
+Decoded run_search(Search& search, const DecodingSteps& steps) {
+  while (!search.done()) {
+    const Tensor logits = steps.next_logits(search.sequences());  // (rows, V)
+    const Tensor parents = search.advance(logits);                // (rows) or undefined
+    if (parents.defined()) steps.reorder(parents);
   }
-  return {sequences, Tensor()};
+  return search.result();
 }
 
 }  // namespace detail

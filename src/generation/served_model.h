@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "generation/logits_processors.h"
+#include "generation/generation_plan.h"
 
 namespace mha {
 namespace detail {

@@ -90,19 +90,18 @@ TransformerDecoder make_decoder(const detail::HfStack& stack) {
           .norm(final_norm(stack)));
 }
 
-/// Tied and computed tensors a seq2seq file leaves out (transformers ties
-/// embed_tokens and lm_head to shared, and marian computes its positions).
+/// Tied and computed tensors a seq2seq file leaves out: where
+/// `tie_word_embeddings` (its default), transformers 5.23 ties embed_tokens
+/// and lm_head to shared, whatever the file holds under their names (untied,
+/// each is the file's own); marian computes its positions.
 void add_seq2seq_defaults(const HfCheckpoint& checkpoint,
                           std::map<std::string, torch::Tensor>& tensors) {
   auto shared = tensors.find("shared.weight");
-  if (shared != tensors.end()) {
+  if (shared != tensors.end() && checkpoint.config.boolean("tie_word_embeddings", true)) {
     for (const char* tied : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}) {
-      tensors.emplace(tied, shared->second);
+      tensors[tied] = shared->second;
     }
-    if (checkpoint.config.boolean("tie_word_embeddings", true) &&
-        tensors.count("final_logits_bias") != 0) {
-      tensors.emplace("lm_head.weight", shared->second);
-    }
+    if (tensors.count("final_logits_bias") != 0) tensors["lm_head.weight"] = shared->second;
   }
   if (checkpoint.model_type == "marian") {
     const auto table = detail::marian_sinusoids(

@@ -115,6 +115,23 @@ VisionEncoderModel vision_encoder(const ModelSource& in, CheckpointMap& map) {
 
 // ~~~ Sequence-to-sequence LMs: bart, mbart, marian ~~~
 
+/// Each stack's token embeddings; returns the key the encoder's come from.
+/// transformers 5.23 ties `encoder.embed_tokens` and `decoder.embed_tokens`
+/// to `shared` only where `tie_word_embeddings` (PreTrainedModel's
+/// get_expanded_tied_weights_keys): untied, each stack reads its own key and
+/// the file's `shared.weight` is not used.
+std::string token_embedding_rules(CheckpointMap& map, const ModelSource& in, bool tied) {
+  if (!tied) {
+    map.rename("shared.weight", "encoder.embed_tokens.weight");
+    map.rename("decoder_embed_tokens.weight", "decoder.embed_tokens.weight");
+    return "encoder.embed_tokens.weight";
+  }
+  const std::string shared =
+      in.has("shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
+  map.rename("shared.weight", shared);
+  return shared;
+}
+
 Seq2SeqLM seq2seq_lm(const ModelSource& in, CheckpointMap& map) {
   const HfConfig& c = in.config;
   const bool marian = in.type == "marian";
@@ -131,9 +148,7 @@ Seq2SeqLM seq2seq_lm(const ModelSource& in, CheckpointMap& map) {
                      .layernorm_embedding(!marian)
                      .final_norms(in.type == "mbart")
                      .tie_word_embeddings(tied);
-  const std::string shared =
-      in.has("shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
-  map.rename("shared.weight", shared);
+  const std::string shared = token_embedding_rules(map, in, tied);
   for (const std::string stack : {"encoder", "decoder"}) {
     if (marian) {
       computed(map, stack + "_positions.weight",

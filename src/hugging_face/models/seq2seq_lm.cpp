@@ -59,6 +59,10 @@ void Seq2SeqLMImpl::reset() {
   // bart, mbart: learned positions from row 2 (BartLearnedPositionalEmbedding's offset).
   const int64_t rows = options.max_position_embeddings() + (options.sinusoidal_positions() ? 0 : 2);
   shared = register_module("shared", torch::nn::Embedding(options.vocab_size(), width));
+  if (!options.tie_word_embeddings()) {
+    decoder_embed_tokens =
+        register_module("decoder_embed_tokens", torch::nn::Embedding(options.vocab_size(), width));
+  }
   encoder_positions = register_module("encoder_positions", torch::nn::Embedding(rows, width));
   decoder_positions = register_module("decoder_positions", torch::nn::Embedding(rows, width));
   if (options.layernorm_embedding()) {
@@ -93,6 +97,7 @@ void Seq2SeqLMImpl::tie_weights() {
 
 Tensor Seq2SeqLMImpl::embed(const Tensor& ids,
                             int64_t start,
+                            const torch::nn::Embedding& tokens,
                             const torch::nn::Embedding& positions,
                             const LayerNorm& norm) const {
   const int64_t width = options.encoder_layer().d_model();
@@ -101,7 +106,7 @@ Tensor Seq2SeqLMImpl::embed(const Tensor& ids,
   const Tensor rows = torch::arange(start + offset, start + offset + ids.size(1),
                                     ids.options().dtype(torch::kLong));
   detail::check_positions(rows, positions->weight.size(0), 0);
-  Tensor x = torch::embedding(shared->weight, ids) * scale;  // (N, L, E)
+  Tensor x = torch::embedding(tokens->weight, ids) * scale;  // (N, L, E)
   x = x + torch::embedding(positions->weight, rows);         // + (L, E)
   return norm.is_empty() ? x : apply_norm(norm, x);
 }
@@ -109,7 +114,7 @@ Tensor Seq2SeqLMImpl::embed(const Tensor& ids,
 Tensor Seq2SeqLMImpl::encode(const Tensor& input_ids, const Tensor& attention_mask) const {
   detail::check_token_ids(input_ids, options.vocab_size(), "input_ids");
   detail::check_attention_mask(attention_mask, input_ids.size(0), input_ids.size(1));
-  const Tensor x = embed(input_ids, 0, encoder_positions, encoder_layernorm_embedding);
+  const Tensor x = embed(input_ids, 0, shared, encoder_positions, encoder_layernorm_embedding);
   return transformer->encode(x, Tensor(), detail::key_padding_mask(attention_mask));  // (N, S, E)
 }
 
@@ -117,8 +122,7 @@ Tensor Seq2SeqLMImpl::forward(const Tensor& input_ids,
                               const Tensor& attention_mask,
                               const Tensor& decoder_input_ids) {
   const Tensor memory = encode(input_ids, attention_mask);  // (N, S, E)
-  detail::check_token_ids(decoder_input_ids, options.vocab_size(), "decoder_input_ids");
-  const Tensor tgt = embed(decoder_input_ids, 0, decoder_positions, decoder_layernorm_embedding);
+  const Tensor tgt = embed_decoder(decoder_input_ids, 0);   // (N, T, E)
   const Tensor causal = generate_square_subsequent_mask(tgt.size(1), tgt.options());
   const Tensor hidden = transformer->decoder.ptr<TransformerDecoderImpl>()->forward(
       tgt, memory, causal, Tensor(), Tensor(), detail::key_padding_mask(attention_mask),
@@ -142,7 +146,8 @@ Tensor Seq2SeqLMImpl::decode_cached(const Tensor& decoder_input_ids,
 
 Tensor Seq2SeqLMImpl::embed_decoder(const Tensor& decoder_input_ids, int64_t start) const {
   detail::check_token_ids(decoder_input_ids, options.vocab_size(), "decoder_input_ids");
-  return embed(decoder_input_ids, start, decoder_positions, decoder_layernorm_embedding);
+  const torch::nn::Embedding& tokens = decoder_embed_tokens ? decoder_embed_tokens : shared;
+  return embed(decoder_input_ids, start, tokens, decoder_positions, decoder_layernorm_embedding);
 }
 
 Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {
