@@ -257,40 +257,59 @@ TEST(ServedGenerate, OneBadRequestFailsAloneAndTheOthersFinishExact) {
   }
 }
 
-TEST(ServedGenerate, AStepThePoolsCannotHoldChangesNoRequest) {
+TEST(ServedGenerate, RequestsBeyondThePoolWaitAndAllFinishExact) {
+  // Twelve requests of 7 + 20 positions (2 blocks of 16 each), greedy and
+  // sampled, into a pool of 5 blocks: before, all were admitted and every
+  // step failed "out of blocks"; now two run at a time, the others wait in
+  // order, none fails, each is its batch-1 self, and every block returns.
   const auto values = reference("gpt2");
-  // Two requests of 7 + 20 positions, blocks of 16, 3 blocks: the step
-  // where both need a second block cannot run.
   mha::GenerationServer server =
-      make_server("gpt2", mha::ContinuousBatchOptions().block_size(16).num_blocks(3));
+      make_server("gpt2", mha::ContinuousBatchOptions().block_size(16).num_blocks(5));
+  auto model = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
   std::map<int64_t, std::vector<int64_t>> streamed;
-  auto twenty_tokens = [&](bool sampled) {
+  std::map<int64_t, Tensor> expected;
+  for (int i = 0; i < 12; ++i) {
+    const bool sampled = i % 2 == 1;
     mha::GenerationRequest r =
         request("gpt2", values, 0, sampled ? Kind::kSampled : Kind::kGreedy, streamed);
     r.config.max_new_tokens(20).min_new_tokens(20);
-    return r;
-  };
-  const mha::GenerationRequest greedy = twenty_tokens(false);
-  const int64_t kept = server.submit(greedy);
-  const int64_t other = server.submit(twenty_tokens(true));
-  bool refused = false;
-  while (!refused && server.num_active() == 2) {
-    try {
-      server.step();
-    } catch (const c10::Error&) {
-      refused = true;
-    }
+    r.generator = at::make_generator<at::CPUGeneratorImpl>(100 + i);
+    const auto alone_generator = at::make_generator<at::CPUGeneratorImpl>(100 + i);
+    expected[server.submit(r)] =
+        mha::generate(model, r.input_ids.unsqueeze(0), Tensor(), r.config, alone_generator);
   }
-  ASSERT_TRUE(refused);
-  // Positions 0-15 filled the first block of each (10 tokens chosen); the
-  // next step feeds position 16 of both.
-  EXPECT_EQ(streamed[kept].size(), 10u);
-  EXPECT_EQ(streamed[other].size(), 10u);
-  server.cancel(other);
+  EXPECT_EQ(server.num_waiting(), 12);
+  server.step();
+  EXPECT_EQ(server.num_waiting(), 10);
+  EXPECT_EQ(server.reserved_blocks(), 4);
   server.run();
-  auto model = mha::load_hf_model(model_dir("gpt2")).as<mha::CausalLM>();
-  const Tensor alone = mha::generate(model, greedy.input_ids.unsqueeze(0), Tensor(), greedy.config);
-  EXPECT_TRUE(torch::equal(server.take(kept), alone));
+  for (const auto& [id, alone] : expected) {
+    EXPECT_EQ(server.status(id).state, mha::RequestState::kFinished);
+    EXPECT_TRUE(torch::equal(server.take(id), alone)) << "request " << id;
+  }
+  EXPECT_EQ(server.num_free_blocks(), 5);
+  EXPECT_EQ(server.reserved_blocks(), 0);
+  // Priority first, then the order of submission.
+  mha::GenerationRequest twenty = request("gpt2", values, 1, Kind::kGreedy, streamed);
+  twenty.config.max_new_tokens(20).min_new_tokens(20);
+  const int64_t first = server.submit(twenty), second = server.submit(twenty);
+  twenty.priority = 5;
+  const int64_t urgent = server.submit(twenty);
+  server.step();
+  EXPECT_EQ(server.status(urgent).state, mha::RequestState::kRunning);
+  EXPECT_EQ(server.status(first).state, mha::RequestState::kRunning);
+  EXPECT_EQ(server.status(second).state, mha::RequestState::kWaiting);
+  server.run();
+  const Tensor alone = mha::generate(model, twenty.input_ids.unsqueeze(0), Tensor(), twenty.config);
+  for (const int64_t id : {first, second, urgent}) {
+    EXPECT_TRUE(torch::equal(server.take(id), alone)) << "request " << id;
+  }
+  // A request that could never fit is refused at submit, naming the sizes.
+  mha::GenerationRequest beams = request("gpt2", values, 0, Kind::kBeam, streamed);
+  beams.config.max_new_tokens(20);
+  MHA_ASSERT_THROWS_WITH(server.submit(beams),
+                         "the request may need 8 blocks (4 beam(s) of up to 27 positions, blocks "
+                         "of 16), more than the pool's 5");
 }
 
 TEST(ServedGenerate, RequestsSubmittedFromAnotherThreadWhileOneSteps) {

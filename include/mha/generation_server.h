@@ -54,10 +54,14 @@ struct GenerationRequest {
   /// The request fails (its blocks freed) at the first step that starts
   /// after this time; none: no deadline.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// Admission order: a waiting request of higher priority is admitted
+  /// before those of lower; first come, first served among equals.
+  int64_t priority = 0;
 };
 
 /// Where a request of a `GenerationServer` stands.
 enum class RequestState {
+  kWaiting,    ///< submitted, waiting for the blocks it may need
   kRunning,    ///< decoding
   kFinished,   ///< ended by its stopping criteria
   kCancelled,  ///< stopped by `cancel`
@@ -74,11 +78,14 @@ struct RequestStatus {
 };
 
 /// Serves `generate` for many requests of one `CausalLM` or `Seq2SeqLM` at
-/// once over a `ContinuousBatch`: `submit` admits a request (a seq2seq
-/// model's source is encoded then), `step` decodes one token for every
-/// active request in one batch (a new request's prompt, or its decoder
-/// start, in the same step), `cancel` stops one, `take` hands over a
-/// finished or cancelled request's sequence.
+/// once over a `ContinuousBatch`: `submit` queues a request, `step` admits
+/// the waiting ones whose blocks are free (a seq2seq model's source is
+/// encoded then) and decodes one token for every running request in one
+/// batch (a new request's prompt, or its decoder start, in the same step),
+/// `cancel` stops one, `take` hands over a finished or cancelled request's
+/// sequence, `status` says where one stands. However many requests are
+/// submitted, none fails for want of blocks: each waits until the blocks it
+/// may need are free.
 ///
 /// Each request's tokens are those of `generate` on that request alone
 /// (batch 1) with its generator: the same processors, the same draws, one
@@ -107,9 +114,14 @@ class GenerationServer {
   /// Frees the pools.
   ~GenerationServer();
 
-  /// Admits `request` (its config validated, its tokens and lengths
-  /// checked, a seq2seq source encoded; nothing changes on an error); it
-  /// decodes from the next step. Returns its id.
+  /// Queues `request` (its config validated, its tokens and lengths
+  /// checked; nothing changes on an error) and returns its id. Requests are
+  /// admitted by priority, then first come, first served, at the start of a step, as soon as
+  /// the blocks each may need at most are free (`reserved_blocks`: a
+  /// sequence of `max_length` positions per beam, a seq2seq source's memory),
+  /// so an admitted request never runs out of blocks and a full pool never
+  /// fails a step; a seq2seq source is encoded when admitted. A request that
+  /// needs more blocks than the whole pool holds is a c10::Error here.
   int64_t submit(GenerationRequest request);
   /// Decodes one token for every active request; a request that ends (an
   /// end token, `max_length`) leaves the batch. Returns the ids that ended.
@@ -132,8 +144,17 @@ class GenerationServer {
   /// (and forgets it too).
   torch::Tensor take(int64_t id);
 
-  /// Requests still decoding.
+  /// Requests still to finish: waiting or decoding.
   int64_t num_active() const;
+  /// Requests waiting to be admitted.
+  int64_t num_waiting() const;
+  /// Self-attention blocks the admitted requests may need at most (each
+  /// request's share is held from its admission to its end).
+  int64_t reserved_blocks() const;
+  /// Bytes of the batch's pools (`ContinuousBatch::memory_bytes`).
+  int64_t memory_bytes() const;
+  /// Bytes of the blocks the running requests hold (`ContinuousBatch::used_bytes`).
+  int64_t used_bytes() const;
   /// Free blocks of the batch's self-attention block table (admission control).
   int64_t num_free_blocks() const;
   /// Whether request `id` has ended, failed or been cancelled.
@@ -145,7 +166,9 @@ class GenerationServer {
   std::unique_ptr<detail::ServedModel> model_;
   std::unique_ptr<ContinuousBatch> batch_;
   std::map<int64_t, std::unique_ptr<detail::ServedRequest>> requests_;
-  bool batch_invariant_;
+  ContinuousBatchOptions options_;
+  int64_t reserved_blocks_ = 0;         ///< the running requests' worst cases
+  int64_t reserved_memory_blocks_ = 0;  ///< their sources' memories
   int64_t next_id_ = 0;
   mutable std::mutex mutex_;
 
@@ -162,6 +185,8 @@ class GenerationServer {
                      int64_t row);
   /// Fails the requests whose deadline has passed; appends their ids to `ended`.
   void fail_late(std::vector<int64_t>& ended);
+  /// Admits waiting requests in order while their blocks are free.
+  void admit_waiting(std::vector<int64_t>& ended);
   void finish(detail::ServedRequest& request, RequestState state);
 };
 

@@ -40,22 +40,57 @@ struct ServedRequest {
   std::unique_ptr<Search> search;
   int64_t fed = 0;  ///< positions the batch has seen, every beam alike
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  RequestState state = RequestState::kRunning;
-  std::string error;  ///< why it failed
+  RequestState state = RequestState::kWaiting;
+  std::string error;          ///< why it failed
+  Tensor input_ids;           ///< (L): the prompt or source, until admitted
+  int64_t priority = 0;       ///< admission order, higher first
+  int64_t blocks = 0;         ///< self-attention blocks it may need at most
+  int64_t memory_blocks = 0;  ///< a seq2seq source's memory blocks
 
   bool beams() const { return config.num_beams() > 1; }
-  bool done() const { return state != RequestState::kRunning; }
+  bool running() const { return state == RequestState::kRunning; }
+  bool done() const { return state != RequestState::kWaiting && !running(); }
 };
 
 }  // namespace detail
 
 namespace {
 
+/// Blocks of `block_size` positions that `positions` take.
+int64_t blocks_for(int64_t positions, int64_t block_size) {
+  return (positions + block_size - 1) / block_size;
+}
+
 /// An error's message without LibTorch's backtrace.
 std::string message_of(const std::exception& e) {
   if (const auto* error = dynamic_cast<const c10::Error*>(&e))
     return error->what_without_backtrace();
   return e.what();
+}
+
+/// Sets the blocks `r` may need at most: `max_length` positions for each
+/// beam (beams fork their parent's blocks and copy a shared one on write, so
+/// they never hold more), and a seq2seq source's memory `input_ids` (S);
+/// refuses a request larger than the pools of `options`.
+void reserve_blocks(detail::ServedRequest& r,
+                    const Tensor& input_ids,
+                    const ContinuousBatchOptions& options) {
+  const int64_t size = options.block_size();
+  r.blocks = blocks_for(r.plan.max_length, size) * r.config.num_beams();
+  r.memory_blocks = r.plan.start ? blocks_for(input_ids.size(0), size) : 0;  // seq2seq
+  TORCH_CHECK_VALUE(
+      r.blocks <= options.num_blocks(),
+      fmt::format("GenerationServer: the request may need {} blocks ({} beam(s) of "
+                  "up to {} positions, blocks of {}), more than the pool's {}; "
+                  "lower max_new_tokens or num_beams, or give the server more "
+                  "blocks (ContinuousBatchOptions::num_blocks)",
+                  r.blocks, r.config.num_beams(), r.plan.max_length, size, options.num_blocks()));
+  TORCH_CHECK_VALUE(
+      r.memory_blocks <= options.num_memory_blocks(),
+      fmt::format("GenerationServer: the source's memory needs {} blocks ({} "
+                  "positions, blocks of {}), more than the memory pool's {} "
+                  "(ContinuousBatchOptions::num_memory_blocks)",
+                  r.memory_blocks, input_ids.size(0), size, options.num_memory_blocks()));
 }
 
 /// A step's inputs: each sequence's id in the batch, new rows (embedded) and their count.
@@ -101,12 +136,12 @@ void advance_search(ContinuousBatch& batch, detail::ServedRequest& r, const Tens
 GenerationServer::GenerationServer(CausalLM model, const ContinuousBatchOptions& options)
     : model_(detail::served(std::move(model))),
       batch_(model_->make_batch(options)),
-      batch_invariant_(options.batch_invariant()) {}
+      options_(options) {}
 
 GenerationServer::GenerationServer(Seq2SeqLM model, const ContinuousBatchOptions& options)
     : model_(detail::served(std::move(model))),
       batch_(model_->make_batch(options)),
-      batch_invariant_(options.batch_invariant()) {}
+      options_(options) {}
 
 GenerationServer::~GenerationServer() = default;
 
@@ -130,8 +165,10 @@ int64_t GenerationServer::submit(GenerationRequest request) {
   r->generator = std::move(request.generator);
   r->on_token = std::move(request.on_token);
   r->deadline = request.deadline;
+  r->priority = request.priority;
+  reserve_blocks(*r, request.input_ids, options_);
+  r->input_ids = std::move(request.input_ids);
   std::lock_guard<std::mutex> lock(mutex_);
-  r->batch_ids = {model_->admit(*batch_, request.input_ids)};
   r->id = next_id_++;
   const int64_t id = r->id;
   requests_.emplace(id, std::move(r));
@@ -143,10 +180,11 @@ std::vector<int64_t> GenerationServer::step() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<int64_t> ended;
   fail_late(ended);
+  admit_waiting(ended);
   std::vector<detail::ServedRequest*> active;
   StepInputs in;
   for (auto& [id, r] : requests_) {
-    if (r->done()) continue;
+    if (!r->running()) continue;
     gather(*model_, *r, in);
     active.push_back(r.get());
   }
@@ -155,7 +193,7 @@ std::vector<int64_t> GenerationServer::step() {
   const Tensor ends_at = torch::tensor(in.lengths, torch::kLong).cumsum(0) - 1;
   const Tensor last = out.index_select(0, ends_at);  // (P, E): each sequence's last row
   // Batch invariance: the head runs on each sequence's row alone.
-  const Tensor logits = batch_invariant_ ? Tensor() : model_->logits(last);  // (P, V)
+  const Tensor logits = options_.batch_invariant() ? Tensor() : model_->logits(last);  // (P, V)
   int64_t row = 0;
   for (detail::ServedRequest* r : active) {
     const auto k = static_cast<int64_t>(r->batch_ids.size());
@@ -179,6 +217,36 @@ bool GenerationServer::advance_alone(detail::ServedRequest& r,
     r.error = message_of(e);
     finish(r, RequestState::kFailed);
     return true;
+  }
+}
+
+void GenerationServer::admit_waiting(std::vector<int64_t>& ended) {
+  std::vector<detail::ServedRequest*> waiting;
+  for (auto& [id, r] : requests_) {
+    if (r->state == RequestState::kWaiting) waiting.push_back(r.get());
+  }
+  std::stable_sort(waiting.begin(), waiting.end(), [](const auto* a, const auto* b) {
+    return a->priority > b->priority;  // ids ascending among equals
+  });
+  for (detail::ServedRequest* r : waiting) {
+    const int64_t id = r->id;
+    if (reserved_blocks_ + r->blocks > options_.num_blocks() ||
+        reserved_memory_blocks_ + r->memory_blocks > options_.num_memory_blocks()) {
+      return;  // in order: no later request passes the first that waits
+    }
+    try {
+      r->batch_ids = {model_->admit(*batch_, r->input_ids)};  // a source encoded now
+    } catch (const std::exception& e) {
+      r->sequence = r->search->sequences().narrow(0, 0, 1);  // (1, t0)
+      r->error = message_of(e);
+      finish(*r, RequestState::kFailed);
+      ended.push_back(id);
+      continue;
+    }
+    r->input_ids = Tensor();
+    r->state = RequestState::kRunning;
+    reserved_blocks_ += r->blocks;
+    reserved_memory_blocks_ += r->memory_blocks;
   }
 }
 
@@ -238,6 +306,28 @@ int64_t GenerationServer::num_active() const {
                        [](const auto& entry) { return !entry.second->done(); });
 }
 
+int64_t GenerationServer::num_waiting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::count_if(requests_.begin(), requests_.end(), [](const auto& entry) {
+    return entry.second->state == RequestState::kWaiting;
+  });
+}
+
+int64_t GenerationServer::reserved_blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reserved_blocks_;
+}
+
+int64_t GenerationServer::memory_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return batch_->memory_bytes();
+}
+
+int64_t GenerationServer::used_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return batch_->used_bytes();
+}
+
 int64_t GenerationServer::num_free_blocks() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return batch_->num_free_blocks();
@@ -264,6 +354,11 @@ detail::ServedRequest& GenerationServer::request(int64_t id) const {
 void GenerationServer::finish(detail::ServedRequest& request, RequestState state) {
   for (const int64_t id : request.batch_ids) batch_->remove(id);
   request.batch_ids.clear();
+  if (request.running()) {
+    reserved_blocks_ -= request.blocks;
+    reserved_memory_blocks_ -= request.memory_blocks;
+  }
+  request.input_ids = Tensor();
   request.state = state;
 }
 
