@@ -93,6 +93,12 @@ void reserve_blocks(detail::ServedRequest& r,
                   r.memory_blocks, input_ids.size(0), size, options.num_memory_blocks()));
 }
 
+/// Records why `r` fails, keeping what it had: its first running row (1, t).
+void record_failure(detail::ServedRequest& r, std::string error) {
+  r.sequence = r.search->sequences().narrow(0, 0, 1);
+  r.error = std::move(error);
+}
+
 /// A step's inputs: each sequence's id in the batch, new rows (embedded) and their count.
 struct StepInputs {
   std::vector<Tensor> rows;  ///< (t, E) each
@@ -213,8 +219,7 @@ bool GenerationServer::advance_alone(detail::ServedRequest& r,
                                          : model_->logits(last.narrow(0, row, k));
     return advance(r, rows);
   } catch (const std::exception& e) {
-    r.sequence = r.search->sequences().narrow(0, 0, 1);  // (1, t): what it had
-    r.error = message_of(e);
+    record_failure(r, message_of(e));
     finish(r, RequestState::kFailed);
     return true;
   }
@@ -237,8 +242,7 @@ void GenerationServer::admit_waiting(std::vector<int64_t>& ended) {
     try {
       r->batch_ids = {model_->admit(*batch_, r->input_ids)};  // a source encoded now
     } catch (const std::exception& e) {
-      r->sequence = r->search->sequences().narrow(0, 0, 1);  // (1, t0)
-      r->error = message_of(e);
+      record_failure(*r, message_of(e));
       finish(*r, RequestState::kFailed);
       ended.push_back(id);
       continue;
@@ -254,8 +258,7 @@ void GenerationServer::fail_late(std::vector<int64_t>& ended) {
   const auto now = std::chrono::steady_clock::now();
   for (auto& [id, r] : requests_) {
     if (r->done() || !r->deadline || now <= *r->deadline) continue;
-    r->sequence = r->search->sequences().narrow(0, 0, 1);  // (1, t): what it had
-    r->error = "deadline passed";
+    record_failure(*r, "deadline passed");
     finish(*r, RequestState::kFailed);
     ended.push_back(id);
   }
