@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "attention/paged_decode/paged_decode.h"
+#include "common/decode_dtypes.h"
 #include "attention/prefill/prefill_attention.h"
 #include "linear/int8_linear.h"
 #include "linear/packed_weight.h"
@@ -164,19 +165,25 @@ CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& ca
   return plan;
 }
 
-AttentionKernel choose_over_keys_kernel(
-    const Tensor& q, const Tensor& keys, const Tensor& values, bool masked, bool need_weights) {
-  if (need_weights) return AttentionKernel::kOverKeysWithWeights;
-  const bool decode_takes = q.size(2) == 1 && keys.size(2) > 0 && decode_kernel_reads(q) &&
-                            keys.scalar_type() == q.scalar_type() &&
-                            values.scalar_type() == q.scalar_type() && q.stride(3) == 1 &&
-                            keys.stride(3) == 1 && values.stride(3) == 1;
-  return !masked && decode_takes ? AttentionKernel::kDecode : AttentionKernel::kOverKeys;
-}
-
-AttentionKernel choose_paged_kernel(const Tensor& q, int64_t new_len) {
-  return new_len == 1 && decode_kernel_reads(q) ? AttentionKernel::kDecode
-                                                : AttentionKernel::kOverKeys;
+CallPlan plan_stored_call(const StoredCall& call) {
+  const bool decode_reads = decode_kernel_reads(call.dtype, call.device);
+  CallPlan plan;
+  if (call.layout == KeyValueLayout::kDense) {
+    const bool decode_takes = call.query_len == 1 && call.key_len > 0 && decode_reads &&
+                              call.store_dtype == call.dtype && !call.mask.defined();
+    plan.kernel = call.need_weights ? AttentionKernel::kOverKeysWithWeights
+                  : decode_takes    ? AttentionKernel::kDecode
+                                    : AttentionKernel::kOverKeys;
+    return plan;
+  }
+  const std::vector<int64_t>& offsets = *call.query_offsets;
+  plan.kernel = AttentionKernel::kOverKeys;
+  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+    const bool one_query = offsets[i + 1] - offsets[i] == 1;
+    plan.sequence_kernels.push_back(one_query && decode_reads ? AttentionKernel::kDecode
+                                                              : AttentionKernel::kOverKeys);
+  }
+  return plan;
 }
 
 }  // namespace detail

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attention/attention_call.h"
 
@@ -89,22 +90,6 @@ constexpr int64_t kUnmaskedSingleMinLength = 1024;
 AttentionKernel choose_fast_path_kernel(
     int64_t batch, int64_t seq_len, bool need_weights, bool masked, bool prepacked);
 
-/// The kernel of a cached or paged call: q (N, H, L, hd) over a source's
-/// keys and values (N, H, S, hd), `masked` when an additive mask applies:
-/// `kOverKeysWithWeights` with weights, else `kDecode` where it takes them
-/// (one query per sequence, no mask), else `kOverKeys`.
-AttentionKernel choose_over_keys_kernel(const torch::Tensor& q,
-                                        const torch::Tensor& keys,
-                                        const torch::Tensor& values,
-                                        bool masked,
-                                        bool need_weights);
-
-/// The kernel of one sequence's `new_len` new queries of a paged call, whose
-/// rows are `q` (T, H, hd): `kDecode` over the pools in place for one query
-/// where the decode kernel reads `q`'s dtype and device, else `kOverKeys`
-/// over its gathered keys.
-AttentionKernel choose_paged_kernel(const torch::Tensor& q, int64_t new_len);
-
 /// Whether `module`'s `in_proj_weight` is prepacked (`mha::prepack`).
 bool has_prepacked_projections(const MultiheadAttentionImpl& module);
 
@@ -121,8 +106,10 @@ bool takes_prefill_attention(const MultiheadAttentionImpl& module,
 struct CallPlan {
   /// Python's `why_not_fast_path`: empty when Python's module calls its native op.
   std::string why_not_fast_path;
-  /// The kernel that computes the call.
+  /// The kernel that computes the call (a paged or packed call: see `sequence_kernels`).
   AttentionKernel kernel = AttentionKernel::kFunctional;
+  /// A paged or packed call: each sequence's kernel, in call order.
+  std::vector<AttentionKernel> sequence_kernels;
   /// Python's functional path drops `attn_mask` before checking its shape:
   /// `is_causal`, no weights and no key padding mask (off the fast path).
   bool attn_mask_dropped = false;
@@ -153,6 +140,50 @@ bool causal_hint_drops_attn_mask(const AttentionCall& call);
 /// kernel of `choose_fast_path_kernel`; `kSequenceFirst` where
 /// `takes_sequence_first_kernel`; else `kFunctional`.
 CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& call);
+
+/// Where a cached, paged or packed call's keys and values are kept.
+enum class KeyValueLayout {
+  /// A KVCache's buffers: keys (N, H, S, hd), the queries (N, H, L, hd).
+  kDense,
+  /// A PagedKVCache's blocks: each sequence's new rows, its keys in blocks.
+  kPaged,
+  /// The call's own keys: sequences packed as rows, each over its own rows.
+  kPacked,
+};
+
+/// A call over stored keys and values after its checks, as its plan and run
+/// read it (in the spirit of ATen's `sdp_params`: one parameter object).
+struct StoredCall {
+  KeyValueLayout layout = KeyValueLayout::kDense;
+  /// The projected queries' dtype and device (the checked query's).
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::Device device = c10::kCPU;
+  int64_t num_heads = 1;
+  /// kDense: the dtype of the keys and values it keeps.
+  c10::ScalarType store_dtype = c10::ScalarType::Float;
+  /// kDense: the rows' layout, (N, L, E') when true, else (L, N, E').
+  bool batch_first = true;
+  /// kDense: new queries per batch row (L), keys after the call with the
+  /// extra rows (S), whether weights are asked (per head, (N, H, L, S)).
+  int64_t query_len = 0;
+  int64_t key_len = 0;
+  bool need_weights = false;
+  /// kDense: the additive mask over the keys, broadcastable to (N, H, L, S); undefined: none.
+  torch::Tensor mask;
+  /// kPaged, kPacked: sequence i's query rows are [query_offsets[i], query_offsets[i + 1]).
+  const std::vector<int64_t>* query_offsets = nullptr;
+  /// kPaged: self-attention, a sequence's several new queries each see the
+  /// keys up to its own position (the causal mask aligned to the bottom right).
+  bool causal = false;
+};
+
+/// The plan of a call over stored keys and values, every kernel chosen here:
+/// kDense: `kOverKeysWithWeights` with weights, else `kDecode` where it takes
+/// the call (one query per row, no mask, keys in the queries' dtype, which
+/// `decode_kernel_reads`), else `kOverKeys`; kPaged and kPacked: each
+/// sequence `kDecode` for one new query where `decode_kernel_reads` the dtype,
+/// else `kOverKeys` (over its gathered keys, or its own rows).
+CallPlan plan_stored_call(const StoredCall& call);
 
 }  // namespace detail
 }  // namespace mha

@@ -2,7 +2,6 @@
 
 #include <c10/util/Exception.h>
 
-#include "attention/cached_attention.h"
 #include "attention/fast_kernels.h"
 #include "attention/functional_steps.h"
 #include "attention/masks.h"
@@ -56,31 +55,6 @@ std::tuple<Tensor, Tensor> functional_path(const MultiheadAttentionImpl& m,
   return {transpose ? out.transpose(1, 0) : out, weights};  // (L, N, E) -> (N, L, E)
 }
 
-/// Runs a cached or paged call's `kernel` (see `attend_over_keys`).
-std::tuple<Tensor, Tensor> run_over_keys(AttentionKernel kernel,
-                                         const Tensor& q,
-                                         Tensor keys,
-                                         Tensor values,
-                                         const Tensor& mask,
-                                         const Tensor& rows) {
-  if (kernel == AttentionKernel::kDecode) {
-    return {decode_over_keys(q, keys, values, rows), Tensor()};
-  }
-  if (rows.defined()) {  // (rows, H, S, hd) -> (N, H, S, hd), gathered
-    keys = keys.index_select(0, rows);
-    values = values.index_select(0, rows);
-  }
-  switch (kernel) {
-    case AttentionKernel::kOverKeys:
-      return {sdpa_over_keys(q, keys, values, mask), Tensor()};
-    case AttentionKernel::kOverKeysWithWeights:
-      return softmax_over_keys(q, keys, values, mask);
-    default:
-      break;
-  }
-  TORCH_CHECK(false, "run_over_keys: not a cached or paged call's kernel");
-}
-
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> sequence_first(const Tensor& query,
@@ -102,27 +76,6 @@ std::tuple<Tensor, Tensor> run_plan(const CallPlan& plan,
     return {sequence_first_attention(module, call), Tensor()};
   }
   return fast_path_forward(plan.kernel, module, call);
-}
-
-std::tuple<Tensor, Tensor> attend_over_keys(const Tensor& q,
-                                            const Tensor& keys,
-                                            const Tensor& values,
-                                            const Tensor& mask,
-                                            bool need_weights,
-                                            const Tensor& rows) {
-  return run_over_keys(choose_over_keys_kernel(q, keys, values, mask.defined(), need_weights), q,
-                       keys, values, mask, rows);
-}
-
-std::tuple<Tensor, Tensor> attend_through_source(const MultiheadAttentionImpl& module,
-                                                 const Tensor& query,
-                                                 const Tensor& key,
-                                                 const Tensor& value,
-                                                 KeyValueSource& source) {
-  const auto [q, k, v] =  // (.., E'); k, v undefined for a filled static cache
-      Projector::of(module).project(query, key, value);
-  const auto [out, weights] = source.attend(q, k, v);  // (.., E') in q's layout
-  return {Projector::output(module, out), weights};
 }
 
 std::tuple<Tensor, Tensor> attend(const MultiheadAttentionImpl& module, const AttentionCall& call) {

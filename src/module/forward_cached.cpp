@@ -1,10 +1,10 @@
 // MultiheadAttentionImpl::forward_cached: incremental decoding with a KVCache.
 // A front end beside `forward`: its checks (module/cached_call_checks.h), the
 // mask over the cached keys (attention/masks), then the one pipeline of the
-// cached and paged calls (`attend_through_source`) with the KVCache as the
-// key/value source: the new positions written into its buffers, the cached
-// keys and values read back through views (no per-step cat), the kernel
-// `choose_over_keys_kernel` picks. See docs/decoding.md.
+// cached and paged calls, planned once (`plan_stored_call`) and run
+// (`run_stored_plan`), with the KVCache as the key/value store: the new
+// positions written into its buffers, the cached keys and values read back
+// through views (no per-step cat). See docs/decoding.md.
 
 #include <ATen/ATen.h>
 
@@ -12,10 +12,10 @@
 
 #include "attention/attention_call.h"
 #include "attention/call_plan.h"
-#include "attention/key_value_source.h"
+#include "attention/key_value_store.h"
 #include "attention/masks.h"
 #include "attention/projector.h"
-#include "attention/run_plan.h"
+#include "attention/run_stored_plan.h"
 #include "cache/kv_cache_state.h"
 #include "mha/kv_cache.h"
 #include "mha/multihead_attention.h"
@@ -28,62 +28,66 @@ using torch::Tensor;
 
 namespace {
 
-/// (L, N, E') or (N, L, E') -> (N, H, L, head_dim), a view; undefined stays undefined.
-Tensor to_heads(const Tensor& x, bool batch_first, int64_t num_heads) {
-  if (!x.defined()) return x;
-  const Tensor split = x.unflatten(-1, {num_heads, -1});  // (.., H, hd)
-  return batch_first ? split.transpose(1, 2) : split.permute({1, 2, 0, 3});
-}
-
-/// A KVCache as a validated call's key/value source.
-class DenseCacheSource final : public detail::KeyValueSource {
+/// A KVCache as a validated call's key/value store.
+class DenseCacheStore final : public detail::KeyValueStore {
  public:
-  DenseCacheSource(detail::KVCacheState& cache,
-                   const MultiheadAttentionImpl& module,
-                   const detail::CachedCallShape& shape,
-                   const Tensor& mask,
-                   bool need_weights)
-      : cache_(cache), module_(module), shape_(shape), mask_(mask), need_weights_(need_weights) {}
+  DenseCacheStore(detail::KVCacheState& cache,
+                  const MultiheadAttentionImpl& module,
+                  int64_t total_len)
+      : cache_(cache), module_(module), total_len_(total_len) {}
 
-  std::tuple<Tensor, Tensor> attend(const Tensor& q_rows,
-                                    const Tensor& k_rows,
-                                    const Tensor& v_rows) override {
-    const bool batch_first = shape_.batch_first;
-    const int64_t heads = module_.options.num_heads();
-    const Tensor q = to_heads(q_rows, batch_first, heads);  // (N, H, L, hd)
-    auto [keys, values] = detail::cache_key_values(         // (N, H, S + extra, hd)
-        cache_, module_, to_heads(k_rows, batch_first, heads), to_heads(v_rows, batch_first, heads),
-        shape_.total_len);
+  void write(const Tensor& k, const Tensor& v) override {
+    std::tie(keys_, values_) =  // (N, H, S + extra, hd)
+        detail::cache_key_values(cache_, module_, k, v, total_len_);
+  }
+
+  detail::StoredKeyValues read(detail::AttentionKernel kernel) override {
     // A reordered cache's row map: the decode kernel reads through it in place.
     const Tensor rows = cache_.rows.defined() ? cache_.rows : cache_.position_rows;
-    const bool in_place =
-        detail::choose_over_keys_kernel(q, keys, values, mask_.defined(), need_weights_) ==
-        detail::AttentionKernel::kDecode;
-    if (rows.defined() && !in_place) {
-      std::tie(keys, values) = read_without_map();  // (N, H, S + extra, hd)
+    if (kernel == detail::AttentionKernel::kDecode) return detail::StoredKeyValues::of(keys_, values_, rows);
+    if (!rows.defined()) return detail::StoredKeyValues::of(keys_, values_);
+    // The others read row by row: a static cache's gathered once and kept, a
+    // growing cache's settled.
+    if (cache_.rows.defined()) {
+      const auto [keys, values] = detail::gathered_views(cache_);
+      return detail::StoredKeyValues::of(keys, values);
     }
-    auto [out, weights] =
-        detail::attend_over_keys(q, keys, values, mask_, need_weights_, in_place ? rows : Tensor());
-    // (N, H, L, hd) -> (N, L, E) or (L, N, E)
-    out = batch_first ? out.transpose(1, 2).flatten(2) : out.permute({2, 0, 1, 3}).flatten(2);
-    return {out, weights};
+    detail::settle_positions(cache_);
+    const auto [keys, values] = detail::cached_views(cache_);
+    return detail::StoredKeyValues::of(keys, values);
+  }
+
+  detail::StoredKeyValues read_sequence(size_t) override {
+    TORCH_CHECK(false, "a KVCache is read whole");
   }
 
  private:
-  /// The keys and values row by row, for the kernels other than the decode
-  /// kernel: a static cache's gathered once and kept, a growing cache's settled.
-  std::pair<Tensor, Tensor> read_without_map() {
-    if (cache_.rows.defined()) return detail::gathered_views(cache_);
-    detail::settle_positions(cache_);
-    return detail::cached_views(cache_);
-  }
-
   detail::KVCacheState& cache_;
   const MultiheadAttentionImpl& module_;
-  const detail::CachedCallShape& shape_;
-  const Tensor& mask_;
-  bool need_weights_;
+  int64_t total_len_;
+  Tensor keys_, values_;
 };
+
+/// The plan's view of a checked call of `module` on its cache: its sizes `s`,
+/// its batched `query`, the additive `mask` over the cached keys.
+detail::StoredCall dense_call(const MultiheadAttentionImpl& module,
+                              const detail::CachedCallShape& s,
+                              const Tensor& query,
+                              const Tensor& mask,
+                              bool need_weights) {
+  detail::StoredCall call;
+  call.layout = detail::KeyValueLayout::kDense;
+  call.dtype = query.scalar_type();
+  call.device = query.device();
+  call.num_heads = module.options.num_heads();
+  call.store_dtype = detail::Projector::first_weight(module).scalar_type();
+  call.batch_first = s.batch_first;
+  call.query_len = s.tgt_len;
+  call.key_len = s.total_len + detail::extra_key_rows(module);
+  call.need_weights = need_weights;
+  call.mask = mask;
+  return call;
+}
 
 }  // namespace
 
@@ -121,8 +125,10 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
   const Tensor query = batch(query_in);
   const Tensor key = self_qkv ? query : batch(key_in);
   const Tensor value = self_qkv ? query : batch(value_in);
-  DenseCacheSource source(cache, *this, s, mask, need_weights);
-  auto [out, weights] = detail::attend_through_source(*this, query, key, value, source);
+  const detail::StoredCall stored = dense_call(*this, s, query, mask, need_weights);
+  DenseCacheStore store(cache, *this, s.total_len);
+  auto [out, weights] = detail::run_stored_plan(detail::plan_stored_call(stored), stored, *this,
+                                                query, key, value, &store);
   if (weights.defined() && average_attn_weights) {
     weights = weights.mean(/*dim=*/1);  // (N, L, S + extra)
   }

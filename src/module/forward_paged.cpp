@@ -1,22 +1,21 @@
 // MultiheadAttentionImpl::forward_paged: a front end beside `forward`: its
 // checks (module/paged_call_checks.h), then the one pipeline of the cached and
-// paged calls (`attend_through_source`) with a PagedKVCache as the key/value
-// source. The new positions of several sequences, packed as rows, go through
-// the projector's one entry together; their keys and values are written into
-// the blocks at once; each sequence takes the kernel `choose_paged_kernel`
-// picks: one new query the paged decode kernel, reading the blocks in place,
-// the others (prompt chunks) SDPA over their gathered keys (the causal mask
-// aligned to the bottom right); one output projection. See docs/decoding.md.
+// paged calls, planned once (`plan_stored_call`) and run (`run_stored_plan`),
+// with a PagedKVCache as the key/value store. The new positions of several
+// sequences, packed as rows, go through the projector's one entry together;
+// their keys and values are written into the blocks at once; each sequence
+// takes the kernel its plan chose: one new query the paged decode kernel,
+// reading the blocks in place, the others (prompt chunks) SDPA over their
+// gathered keys (the causal mask aligned to the bottom right); one output
+// projection. See docs/decoding.md.
 
 #include <ATen/ATen.h>
 
 #include <optional>
 
 #include "attention/call_plan.h"
-#include "attention/key_value_source.h"
-#include "attention/masks.h"
-#include "attention/paged_decode/paged_decode.h"
-#include "attention/run_plan.h"
+#include "attention/key_value_store.h"
+#include "attention/run_stored_plan.h"
 #include "cache/paged_kv_cache_state.h"
 #include "common/validated_scope.h"
 #include "mha/multihead_attention.h"
@@ -29,112 +28,52 @@ using torch::Tensor;
 
 namespace {
 
-/// Sequence `i`'s new queries `q` (rows, H, hd) over its keys gathered from
-/// the pools, one SDPA; self-attention's causal mask aligned to the bottom
-/// right. Writes its (L, E) rows of `out`.
-void attend_gathered(const detail::PagedKVCacheState& state,
-                     int64_t id,
-                     int64_t begin,
-                     int64_t new_len,
-                     const Tensor& q,
-                     Tensor& out) {
-  const auto [keys, values] = state.read(id);                                     // (1, H, S, hd)
-  const Tensor q_seq = q.narrow(0, begin, new_len).transpose(0, 1).unsqueeze(0);  // (1, H, L, hd)
-  // Self-attention: new query i sees key j iff j <= S - L + i; (L, S) additive.
-  const Tensor mask = !state.is_static && new_len > 1
-                          ? detail::additive_mask(
-                                detail::causal_mask(new_len, keys.size(2), q.device()), q.options())
-                          : Tensor();
-  const Tensor seq_out = std::get<0>(detail::attend_over_keys(q_seq, keys, values, mask, false));
-  out.narrow(0, begin, new_len).copy_(seq_out.squeeze(0).transpose(0, 1).flatten(1));  // (L, E)
-}
-
-/// The call's attention, (T, E): the sequences with one new query through the
-/// paged decode kernel in one call (where it reads the pools), the others
-/// one by one over their gathered keys. A sequence's result does not depend on
-/// which others share the call.
-Tensor attend_sequences(const detail::PagedKVCacheState& state,
-                        const std::vector<int64_t>& seq_ids,
-                        const detail::PagedOffsets& offsets,
-                        const detail::PagedStepTables& tables,
-                        const Tensor& q) {
-  // Each sequence's kernel as the plan chooses: kDecode or kOverKeys.
-  std::vector<detail::AttentionKernel> kernels;
-  for (size_t i = 0; i < seq_ids.size(); ++i) {
-    kernels.push_back(detail::choose_paged_kernel(q, offsets.queries[i + 1] - offsets.queries[i]));
-  }
-  std::vector<int64_t> decode_seqs, decode_rows;
-  for (size_t i = 0; i < seq_ids.size(); ++i) {
-    if (kernels[i] == detail::AttentionKernel::kDecode) {
-      decode_seqs.push_back(static_cast<int64_t>(i));
-      decode_rows.push_back(offsets.queries[i]);
-    }
-  }
-  const int64_t block_size = state.blocks->block_size();
-  auto kernel = [&](const Tensor& queries, const Tensor& table, const Tensor& lengths) {
-    return detail::paged_decode_attention({queries, state.keys.unflatten(0, {-1, block_size}),
-                                           state.values.unflatten(0, {-1, block_size}), table,
-                                           lengths})  // pools (blocks, block_size, H, hd)
-        .flatten(1);                                  // (n, H, hd) -> (n, E)
-  };
-  if (decode_rows.size() == static_cast<size_t>(q.size(0)) &&
-      decode_seqs.size() == seq_ids.size()) {
-    return kernel(q, tables.block_table, tables.lengths);  // every sequence decodes one token
-  }
-  Tensor out = at::empty({q.size(0), q.size(1) * q.size(2)}, q.options());  // (T, E)
-  if (!decode_seqs.empty()) {
-    const Tensor seqs = torch::tensor(decode_seqs), rows = torch::tensor(decode_rows);
-    out.index_copy_(0, rows,
-                    kernel(q.index_select(0, rows), tables.block_table.index_select(0, seqs),
-                           tables.lengths.index_select(0, seqs)));
-  }
-  for (size_t i = 0; i < seq_ids.size(); ++i) {
-    const int64_t begin = offsets.queries[i], new_len = offsets.queries[i + 1] - begin;
-    if (new_len > 0 && kernels[i] == detail::AttentionKernel::kOverKeys) {
-      attend_gathered(state, seq_ids[i], begin, new_len, q, out);
-    }
-  }
-  return out;
-}
-
-/// A PagedKVCache as a validated call's key/value source: the sequences'
+/// A PagedKVCache as a validated call's key/value store: the sequences'
 /// tables grown (inside a stack step: grown already, once for every layer),
-/// this pool's copies on write made, the new keys and values written, then
-/// `attend`.
-class PagedCacheSource final : public detail::KeyValueSource {
+/// this pool's copies on write made, the new keys and values written; read
+/// back as the pools and their block table, or one sequence's gathered.
+class PagedCacheStore final : public detail::KeyValueStore {
  public:
-  PagedCacheSource(detail::PagedKVCacheState& state,
-                   const std::vector<int64_t>& seq_ids,
-                   const detail::PagedOffsets& offsets,
-                   int64_t heads)
-      : state_(state), seq_ids_(seq_ids), offsets_(offsets), heads_(heads) {}
+  PagedCacheStore(detail::PagedKVCacheState& state,
+                  const std::vector<int64_t>& seq_ids,
+                  const detail::PagedOffsets& offsets)
+      : state_(state), seq_ids_(seq_ids), offsets_(offsets) {}
 
-  std::tuple<Tensor, Tensor> attend(const Tensor& q_rows,
-                                    const Tensor& k_rows,
-                                    const Tensor& v_rows) override {
+  void write(const Tensor& k, const Tensor& v) override {
     const detail::PagedStepRecord* step = state_.blocks->step();
-    std::optional<detail::PagedStepTables> own_tables;
     if (step == nullptr) {
       const std::vector<int64_t> new_positions = detail::new_key_positions(offsets_);
       state_.copy_blocks(state_.blocks->grow(seq_ids_, new_positions));
-      own_tables = state_.blocks->step_tables(seq_ids_, new_positions);
+      own_tables_ = state_.blocks->step_tables(seq_ids_, new_positions);
+      tables_ = &*own_tables_;
     } else {
       state_.copy_blocks(step->copies);
+      tables_ = &step->tables;
     }
-    const detail::PagedStepTables& tables = step != nullptr ? step->tables : *own_tables;
-    auto split = [this](const Tensor& x) {
-      return x.defined() ? x.unflatten(-1, {heads_, -1}) : x;
-    };
-    const Tensor q = split(q_rows), k = split(k_rows), v = split(v_rows);  // (rows, H, hd)
-    state_.write(tables.new_rows, k, v);
-    return {attend_sequences(state_, seq_ids_, offsets_, tables, q), Tensor()};  // (T, E)
+    state_.write(tables_->new_rows, k, v);  // k, v (rows, H, hd)
+  }
+
+  detail::StoredKeyValues read(detail::AttentionKernel) override {
+    const int64_t block_size = state_.blocks->block_size();
+    // pools (blocks * block_size, H, hd) -> (blocks, block_size, H, hd)
+    detail::StoredKeyValues pools = detail::StoredKeyValues::of(
+        state_.keys.unflatten(0, {-1, block_size}), state_.values.unflatten(0, {-1, block_size}));
+    pools.block_table = tables_->block_table;
+    pools.lengths = tables_->lengths;
+    return pools;
+  }
+
+  detail::StoredKeyValues read_sequence(size_t index) override {
+    const auto [keys, values] = state_.read(seq_ids_[index]);  // (1, H, S, hd)
+    return detail::StoredKeyValues::of(keys, values);
   }
 
  private:
   detail::PagedKVCacheState& state_;
   const std::vector<int64_t>& seq_ids_;
   const detail::PagedOffsets& offsets_;
-  int64_t heads_;
+  std::optional<detail::PagedStepTables> own_tables_;
+  const detail::PagedStepTables* tables_ = nullptr;
 };
 
 }  // namespace
@@ -155,9 +94,17 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
 
   // Everything is validated: from here on the cache changes.
   torch::NoGradGuard no_grad;
-  PagedCacheSource source(detail::paged_kv_cache_state(cache), seq_ids, offsets,
-                          options.num_heads());
-  return detail::attend_through_source(*this, query, key, value, source);  // (T, E)
+  detail::PagedKVCacheState& state = detail::paged_kv_cache_state(cache);
+  detail::StoredCall stored;
+  stored.layout = detail::KeyValueLayout::kPaged;
+  stored.dtype = query.scalar_type();
+  stored.device = query.device();
+  stored.num_heads = options.num_heads();
+  stored.query_offsets = &offsets.queries;
+  stored.causal = !state.is_static;
+  PagedCacheStore store(state, seq_ids, offsets);
+  return detail::run_stored_plan(detail::plan_stored_call(stored), stored, *this, query, key, value,
+                                 &store);  // (T, E)
 }
 
 }  // namespace mha

@@ -8,8 +8,8 @@
 
 #include <tuple>
 
-#include "attention/key_value_source.h"
-#include "attention/run_plan.h"
+#include "attention/call_plan.h"
+#include "attention/run_stored_plan.h"
 #include "common/shape_format.h"
 #include "mha/multihead_attention.h"
 #include "module/paged_call_checks.h"
@@ -19,42 +19,6 @@ namespace detail {
 
 using torch::Tensor;
 
-namespace {
-
-/// The packed sequences as a call's key/value source: nothing stored, each
-/// sequence's queries over its own keys and values.
-class PackedSequencesSource final : public KeyValueSource {
- public:
-  PackedSequencesSource(const std::vector<int64_t>& offsets, int64_t heads)
-      : offsets_(offsets), heads_(heads) {}
-
-  std::tuple<Tensor, Tensor> attend(const Tensor& q_rows,
-                                    const Tensor& k_rows,
-                                    const Tensor& v_rows) override {
-    Tensor out = at::empty_like(q_rows);  // (T, E')
-    for (size_t i = 0; i + 1 < offsets_.size(); ++i) {
-      const int64_t begin = offsets_[i], length = offsets_[i + 1] - begin;
-      if (length == 0) continue;
-      // (L, E') -> (1, H, L, hd)
-      auto heads = [&](const Tensor& rows) {
-        return rows.narrow(0, begin, length)
-            .unflatten(-1, {heads_, -1})
-            .transpose(0, 1)
-            .unsqueeze(0);
-      };
-      const Tensor seq_out = std::get<0>(
-          attend_over_keys(heads(q_rows), heads(k_rows), heads(v_rows), Tensor(), false));
-      out.narrow(0, begin, length).copy_(seq_out.squeeze(0).transpose(0, 1).flatten(1));  // (L, E')
-    }
-    return {out, Tensor()};
-  }
-
- private:
-  const std::vector<int64_t>& offsets_;
-  int64_t heads_;
-};
-
-}  // namespace
 
 std::vector<int64_t> checked_packed_offsets(const MultiheadAttentionImpl& module,
                                             const Tensor& x,
@@ -80,8 +44,14 @@ std::vector<int64_t> checked_packed_offsets(const MultiheadAttentionImpl& module
 Tensor packed_self_attention(const MultiheadAttentionImpl& module,
                              const Tensor& x,
                              const std::vector<int64_t>& offsets) {
-  PackedSequencesSource source(offsets, module.options.num_heads());
-  return std::get<0>(attend_through_source(module, x, x, x, source));  // (T, E)
+  StoredCall call;
+  call.layout = KeyValueLayout::kPacked;
+  call.dtype = x.scalar_type();
+  call.device = x.device();
+  call.num_heads = module.options.num_heads();
+  call.query_offsets = &offsets;
+  return std::get<0>(run_stored_plan(plan_stored_call(call), call, module, x, x, x,
+                                     /*store=*/nullptr));  // (T, E)
 }
 
 }  // namespace detail

@@ -2,8 +2,7 @@
 
 // Private: self-attention of sequences packed as rows, each over its own rows
 // only (no mask, no cache): the one pipeline of the cached and paged calls
-// (`attend_through_source`) with the packed sequences as the key/value
-// source. A transformer encoder's `forward_packed` calls it in each layer.
+// (`plan_stored_call`, `run_stored_plan`), each sequence's keys its own rows. A transformer encoder's `forward_packed` calls it in each layer.
 
 #include <torch/types.h>
 

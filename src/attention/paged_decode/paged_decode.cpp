@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "common/cpu_capability.h"
+#include "common/decode_dtypes.h"
 #include "common/parallel_items.h"
 
 namespace mha {
@@ -38,7 +39,7 @@ void check_args(const PagedDecodeArgs& a) {
   TORCH_CHECK_VALUE(q.dim() == 3 && q.stride(2) == 1,
                     "paged decode: expected query (N, H, hd) with contiguous rows, but got sizes ",
                     q.sizes(), " and strides ", q.strides());
-  TORCH_CHECK_VALUE(decode_kernel_reads(q),
+  TORCH_CHECK_VALUE(decode_kernel_reads(q.scalar_type(), q.device()),
                     "paged decode: expected a float32 or bfloat16 CPU query, but got ",
                     q.scalar_type(), " on ", q.device());
   for (const Tensor* pool : {&a.keys, &a.values}) {
@@ -118,10 +119,6 @@ DecodeItems decode_items(int64_t batch, int64_t heads, int64_t threads) {
 }
 
 }  // namespace
-
-bool decode_kernel_reads(const Tensor& t) {
-  return t.device().is_cpu() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
-}
 
 PagedDecodeArgs dense_blocks(const Tensor& query,
                              const Tensor& keys,

@@ -44,9 +44,6 @@ PagedDecodeArgs dense_blocks(const torch::Tensor& query,
                              const torch::Tensor& values,
                              const torch::Tensor& rows = {});
 
-/// Whether the kernel reads `t`'s dtype and device: float32 or bfloat16 on the CPU.
-bool decode_kernel_reads(const torch::Tensor& t);
-
 /// softmax(q k^T / sqrt(hd)) v of each sequence's query over its first
 /// `lengths[n]` positions; (N, H, hd) in the query's dtype. A sequence of
 /// length 0 gets zeros. Throws (naming the argument) on inconsistent args.
