@@ -228,9 +228,9 @@ FastPathKernel ours_kernel(const Setup& s, const InferConfig& c) {
   if (flags.min_length > 0 && !c.need_weights) {
     return c.shape.seq_len >= flags.min_length ? FastPathKernel::kFused : FastPathKernel::kNative;
   }
-  return mha::detail::choose_fast_path_kernel(c.shape.batch, c.shape.seq_len, c.need_weights,
-                                              c.kpm || c.causal,
-                                              mha::detail::has_prepacked_projections(*s.ours));
+  return mha::detail::choose_fast_path_kernel(
+      c.shape.batch, c.shape.seq_len, c.need_weights, c.kpm || c.causal,
+      mha::detail::has_prepacked_projections(mha::detail::AttentionWeights::of(*s.ours)));
 }
 
 /// Every benchmarked call is on Python's fast path (eval, batch-first
@@ -245,7 +245,8 @@ Tensor run_fast_path(Setup& s, const InferConfig& c, FastPathKernel kernel) {
                                         c.need_weights,
                                         /*average_attn_weights=*/true,
                                         /*is_causal=*/c.causal};
-  return std::get<0>(mha::detail::fast_path_forward(kernel, *s.ours, call));
+  return std::get<0>(
+      mha::detail::fast_path_forward(kernel, mha::detail::AttentionWeights::of(*s.ours), call));
 }
 
 Tensor run_ours(Setup& s, const InferConfig& c) {
@@ -532,7 +533,9 @@ void weights_benchmark(benchmark::State& state, bool by_head, bool average, Infe
   const Tensor kpm = c.kpm ? s.kpm : Tensor(), mask = c.causal ? s.causal : Tensor();
   const mha::detail::AttentionCall args{s.x,  s.x,  s.x,     kpm,
                                         mask, true, average, /*is_causal=*/c.causal};
-  auto call = [&] { return mha::detail::fast_path_forward(kernel, *s.ours, args); };
+  auto call = [&] {
+    return mha::detail::fast_path_forward(kernel, mha::detail::AttentionWeights::of(*s.ours), args);
+  };
   benchmark::DoNotOptimize(call());  // warm-up
   for (auto _ : state) {
     benchmark::DoNotOptimize(call());

@@ -212,7 +212,7 @@ TEST_P(CausalLMParity, PagedStepsEqualEachSequenceAlone) {
   const Tensor row0 = ref.at("input_ids")[0];                  // 7 tokens
   const Tensor row1 = ref.at("input_ids")[1].narrow(0, 3, 4);  // its 4 real tokens
   auto cache = model->make_paged_cache(mha::PagedKVCacheOptions(16, 4));
-  const int64_t a = cache.front().add_sequence(), b = cache.front().add_sequence();
+  const int64_t a = cache.add_sequence(), b = cache.add_sequence();
   // Prompts: 5 tokens of row 0, 2 of row 1; then row 0's last two and row 1's last two, one a step.
   std::vector<Tensor> got0, got1;
   auto step = [&](const Tensor& x0, const Tensor& x1) {
@@ -434,15 +434,15 @@ TEST(HfModelErrors, AFailedStepLeavesTheCachesAsTheyWere) {
                          "input_ids: token id 120");
   MHA_ASSERT_THROWS_WITH(opt->forward_cached(torch::tensor({{4}}), cache, torch::ones({1, 2})),
                          "attention_mask: expected shape (1, 4)");
-  for (const auto& layer : cache) EXPECT_EQ(layer.length(), 3);
+  for (int64_t i = 0; i < cache.num_layers(); ++i) EXPECT_EQ(cache.layer(i).length(), 3);
   auto paged = opt->make_paged_cache(mha::PagedKVCacheOptions(8, 4));
-  const int64_t id = paged.front().add_sequence();
-  const int64_t free = paged.front().num_free_blocks();
+  const int64_t id = paged.add_sequence();
+  const int64_t free = paged.num_free_blocks();
   MHA_ASSERT_THROWS_WITH(
       opt->forward_paged(torch::tensor({5, 99}), paged, {id}, torch::tensor({0, 2})),
       "input_ids: token id 99");
-  EXPECT_EQ(paged.front().length(id), 0);
-  EXPECT_EQ(paged.front().num_free_blocks(), free);
+  EXPECT_EQ(paged.length(id), 0);
+  EXPECT_EQ(paged.num_free_blocks(), free);
   // The cache still continues the sequence as before.
   EXPECT_TRUE(tensors_close(opt->forward_cached(torch::tensor({{4}}), cache).squeeze(1),
                             opt(torch::tensor({{5, 9, 17, 4}})).select(1, 3), 0.0, kAtol));

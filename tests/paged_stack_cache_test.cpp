@@ -12,6 +12,7 @@
 #include <mha/mha.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <vector>
 
 #include "stack_fixtures.h"
@@ -46,6 +47,13 @@ std::vector<mha::PagedKVCache> separate_caches(mha::TransformerEncoder& stack, i
   return caches;
 }
 
+/// The layers' caches of a stack cache, to check each.
+std::vector<std::reference_wrapper<mha::PagedKVCache>> layers_of(mha::PagedStackCache& cache) {
+  std::vector<std::reference_wrapper<mha::PagedKVCache>> layers;
+  for (int64_t i = 0; i < cache.num_layers(); ++i) layers.emplace_back(cache.layer(i));
+  return layers;
+}
+
 /// A step as before: layer by layer, each growing its own table; (T, E).
 Tensor layer_by_layer(mha::TransformerEncoder& stack,
                       std::vector<mha::PagedKVCache>& caches,
@@ -62,21 +70,24 @@ Tensor layer_by_layer(mha::TransformerEncoder& stack,
 TEST(PagedStackCache, TheLayersShareIdsAndOneBlockTable) {
   auto stack = make_causal_stack(6);
   auto caches = stack->make_paged_cache(mha::PagedKVCacheOptions(16, kBlock));
-  ASSERT_EQ(caches.size(), 6u);
-  for (const auto& cache : caches) EXPECT_TRUE(cache.shares_blocks_with(caches[0]));
-  const int64_t a = caches[3].add_sequence(), b = caches[5].add_sequence();
+  ASSERT_EQ(caches.num_layers(), 6);
+  for (const mha::PagedKVCache& cache : layers_of(caches))
+    EXPECT_TRUE(cache.shares_blocks_with(caches.layer(0)));
+  const int64_t a = caches.layer(3).add_sequence(), b = caches.layer(5).add_sequence();
   EXPECT_NE(a, b);
-  const int64_t c = caches[1].fork(a);
-  for (const auto& cache : caches) {
+  const int64_t c = caches.layer(1).fork(a);
+  for (const mha::PagedKVCache& cache : layers_of(caches)) {
     EXPECT_EQ(cache.sequence_ids(), (std::vector<int64_t>{a, b, c}));
   }
-  caches[4].release(b);
-  for (const auto& cache : caches) EXPECT_FALSE(cache.contains(b));
+  caches.layer(4).release(b);
+  for (const mha::PagedKVCache& cache : layers_of(caches)) EXPECT_FALSE(cache.contains(b));
   auto apart = separate_caches(stack, 16);
   EXPECT_FALSE(apart[0].shares_blocks_with(apart[1]));
-  apart.pop_back();
-  MHA_ASSERT_THROWS_WITH(stack->forward_paged(torch::randn({1, kE}), apart, {a}, offsets({1})),
-                         "expected cache to hold one cache per layer (6), but got 5");
+  auto five_layers = make_causal_stack(5)->make_paged_cache(mha::PagedKVCacheOptions(16, kBlock));
+  const int64_t e = five_layers.add_sequence();
+  MHA_ASSERT_THROWS_WITH(
+      stack->forward_paged(torch::randn({1, kE}), five_layers, {e}, offsets({1})),
+      "expected cache to hold one cache per layer (6), but got 5");
   MHA_ASSERT_THROWS_WITH(mha::PagedKVCache::for_layers({}, mha::PagedKVCacheOptions(4)),
                          "expected at least one module");
   MHA_ASSERT_THROWS_WITH(mha::PagedKVCache::for_layers({nullptr}, mha::PagedKVCacheOptions(4)),
@@ -88,7 +99,7 @@ TEST(PagedStackCache, OneStepGrowsTheTableOnceForSixLayers) {
   auto shared = stack->make_paged_cache(mha::PagedKVCacheOptions(16, kBlock));
   auto apart = separate_caches(stack, 16);
   torch::NoGradGuard no_grad;
-  const int64_t a = shared[0].add_sequence(), b = shared[0].add_sequence();
+  const int64_t a = shared.layer(0).add_sequence(), b = shared.layer(0).add_sequence();
   for (auto& cache : apart) {
     cache.add_sequence();
     cache.add_sequence();
@@ -99,15 +110,15 @@ TEST(PagedStackCache, OneStepGrowsTheTableOnceForSixLayers) {
     const Tensor x = torch::randn({lengths[0] + lengths[1], kE});
     const Tensor y = stack->forward_paged(x, shared, {a, b}, offsets(lengths));
     EXPECT_TRUE(torch::equal(y, layer_by_layer(stack, apart, {a, b}, x, lengths)));
-    for (const auto& cache : shared) {
+    for (const mha::PagedKVCache& cache : layers_of(shared)) {
       EXPECT_EQ(cache.num_free_blocks(), 16 - held);
-      EXPECT_EQ(cache.length(a), shared[5].length(a));
+      EXPECT_EQ(cache.length(a), shared.layer(5).length(a));
       EXPECT_EQ(cache.memory_bytes(), 2 * 16 * kBlock * kE * 4);
     }
   }
-  EXPECT_EQ(shared[0].length(a), 7);
-  EXPECT_EQ(shared[0].length(b), 5);
-  EXPECT_EQ(apart[5].num_free_blocks(), shared[5].num_free_blocks());
+  EXPECT_EQ(shared.layer(0).length(a), 7);
+  EXPECT_EQ(shared.layer(0).length(b), 5);
+  EXPECT_EQ(apart[5].num_free_blocks(), shared.layer(5).num_free_blocks());
 }
 
 TEST(PagedStackCache, AnOutOfBlocksStepChangesNoLayer) {
@@ -115,7 +126,7 @@ TEST(PagedStackCache, AnOutOfBlocksStepChangesNoLayer) {
   auto shared = stack->make_paged_cache(mha::PagedKVCacheOptions(3, kBlock));
   auto apart = separate_caches(stack, 3);
   torch::NoGradGuard no_grad;
-  const int64_t a = shared[0].add_sequence();
+  const int64_t a = shared.layer(0).add_sequence();
   for (auto& cache : apart) cache.add_sequence();
   const Tensor prompt = torch::randn({6, kE});  // 2 of the 3 blocks
   stack->forward_paged(prompt, shared, {a}, offsets({6}));
@@ -125,7 +136,7 @@ TEST(PagedStackCache, AnOutOfBlocksStepChangesNoLayer) {
   MHA_ASSERT_THROWS_WITH(
       stack->forward_paged(torch::randn({2, kE}), shared, {a, 9}, offsets({1, 1})),
       "unknown sequence id 9");
-  for (const auto& cache : shared) {
+  for (const mha::PagedKVCache& cache : layers_of(shared)) {
     EXPECT_EQ(cache.length(a), 6);
     EXPECT_EQ(cache.num_free_blocks(), 1);
   }
@@ -138,30 +149,30 @@ TEST(PagedStackCache, AnOutOfBlocksStepChangesNoLayer) {
 TEST(PagedStackCache, ALayersOwnCallOnASharedTableAddsNoPositions) {
   auto stack = make_causal_stack(2);
   auto shared = stack->make_paged_cache(mha::PagedKVCacheOptions(4, kBlock));
-  const int64_t a = shared[0].add_sequence();
+  const int64_t a = shared.layer(0).add_sequence();
   torch::NoGradGuard no_grad;
   const Tensor x = torch::randn({2, kE});
-  MHA_ASSERT_THROWS_WITH(layer(stack, 0).forward_paged(x, shared[0], {a}, offsets({2})),
+  MHA_ASSERT_THROWS_WITH(layer(stack, 0).forward_paged(x, shared.layer(0), {a}, offsets({2})),
                          "this cache shares its block table with other layers' caches");
   MHA_ASSERT_THROWS_WITH(
-      layer(stack, 1).self_attn->forward_paged(x, x, x, shared[1], {a}, offsets({2})),
+      layer(stack, 1).self_attn->forward_paged(x, x, x, shared.layer(1), {a}, offsets({2})),
       "grows only in a stack step");
-  EXPECT_EQ(shared[0].length(a), 0);
-  EXPECT_EQ(shared[0].num_free_blocks(), 4);
+  EXPECT_EQ(shared.layer(0).length(a), 0);
+  EXPECT_EQ(shared.layer(0).num_free_blocks(), 4);
   // A cross-attention cache's later calls only read: allowed outside a stack step.
   auto decoder = make_decoder(2);
   auto self = decoder->make_paged_cache(mha::PagedKVCacheOptions(4, kBlock));
   auto memory_cache = decoder->make_paged_memory_cache(mha::PagedKVCacheOptions(4, kBlock));
-  const int64_t d = self[0].add_sequence();
-  ASSERT_EQ(memory_cache[0].add_sequence(), d);
+  const int64_t d = self.layer(0).add_sequence();
+  ASSERT_EQ(memory_cache.layer(0).add_sequence(), d);
   const Tensor memory = torch::randn({5, kE});
   decoder->forward_paged(torch::randn({1, kE}), memory, self, memory_cache, {d}, offsets({1}),
                          offsets({5}));
   auto& cross = *decoder->layers[1]->as<mha::TransformerDecoderLayerImpl>()->multihead_attn;
-  const Tensor read =
-      std::get<0>(cross.forward_paged(x, Tensor(), Tensor(), memory_cache[1], {d}, offsets({2})));
+  const Tensor read = std::get<0>(
+      cross.forward_paged(x, Tensor(), Tensor(), memory_cache.layer(1), {d}, offsets({2})));
   EXPECT_EQ(read.sizes(), x.sizes());
-  EXPECT_EQ(memory_cache[1].length(d), 5);
+  EXPECT_EQ(memory_cache.layer(1).length(d), 5);
 }
 
 TEST(PagedStackCache, ForkCopiesOnWriteInEveryLayerBitwiseAsEachSequenceAlone) {
@@ -170,13 +181,13 @@ TEST(PagedStackCache, ForkCopiesOnWriteInEveryLayerBitwiseAsEachSequenceAlone) {
   auto alone_a = stack->make_paged_cache(mha::PagedKVCacheOptions(8, kBlock));
   auto alone_b = stack->make_paged_cache(mha::PagedKVCacheOptions(8, kBlock));
   torch::NoGradGuard no_grad;
-  const int64_t a = shared[0].add_sequence(), ia = alone_a[0].add_sequence(),
-                ib = alone_b[0].add_sequence();
+  const int64_t a = shared.layer(0).add_sequence(), ia = alone_a.layer(0).add_sequence(),
+                ib = alone_b.layer(0).add_sequence();
   const Tensor prompt = torch::randn({6, kE});  // blocks 0 and half of 1
   stack->forward_paged(prompt, shared, {a}, offsets({6}));
   stack->forward_paged(prompt, alone_a, {ia}, offsets({6}));
   stack->forward_paged(prompt, alone_b, {ib}, offsets({6}));
-  const int64_t b = shared[2].fork(a);
+  const int64_t b = shared.layer(2).fork(a);
   for (int step = 0; step < 4; ++step) {
     const Tensor xa = torch::randn({1, kE}), xb = torch::randn({1, kE});
     // a writes first: it copies the shared tail (in every layer's pool); b then writes in place.
@@ -185,7 +196,8 @@ TEST(PagedStackCache, ForkCopiesOnWriteInEveryLayerBitwiseAsEachSequenceAlone) {
     EXPECT_TRUE(torch::equal(stack->forward_paged(xb, shared, {b}, offsets({1})),
                              stack->forward_paged(xb, alone_b, {ib}, offsets({1}))));
     if (step == 0) {
-      for (const auto& cache : shared) EXPECT_EQ(cache.num_free_blocks(), 8 - 3);
+      for (const mha::PagedKVCache& cache : layers_of(shared))
+        EXPECT_EQ(cache.num_free_blocks(), 8 - 3);
     }
   }
   // Both in one step: within float32 rounding of each alone (the GEMMs see 2 rows).
@@ -195,8 +207,8 @@ TEST(PagedStackCache, ForkCopiesOnWriteInEveryLayerBitwiseAsEachSequenceAlone) {
       y[0], stack->forward_paged(x.narrow(0, 0, 1), alone_a, {ia}, offsets({1}))[0], 1e-5, 1e-5));
   EXPECT_TRUE(tensors_close(
       y[1], stack->forward_paged(x.narrow(0, 1, 1), alone_b, {ib}, offsets({1}))[0], 1e-5, 1e-5));
-  EXPECT_EQ(shared[1].length(a), 11);
-  EXPECT_EQ(shared[1].num_free_blocks(), 8 - 5);  // a: 3 blocks, b: 3, the first shared
+  EXPECT_EQ(shared.layer(1).length(a), 11);
+  EXPECT_EQ(shared.layer(1).num_free_blocks(), 8 - 5);  // a: 3 blocks, b: 3, the first shared
 }
 
 TEST(PagedStackCache, AForkedTailIsCopiedOncePerStepNotOncePerLayer) {
@@ -204,19 +216,19 @@ TEST(PagedStackCache, AForkedTailIsCopiedOncePerStepNotOncePerLayer) {
   auto shared = stack->make_paged_cache(mha::PagedKVCacheOptions(3, kBlock));
   auto apart = separate_caches(stack, 3);
   torch::NoGradGuard no_grad;
-  const int64_t a = shared[0].add_sequence();
+  const int64_t a = shared.layer(0).add_sequence();
   for (auto& cache : apart) cache.add_sequence();
   const Tensor prompt = torch::randn({6, kE});  // blocks 0 and half of 1: 1 block free
   stack->forward_paged(prompt, shared, {a}, offsets({6}));
   layer_by_layer(stack, apart, {a}, prompt, {6});
-  const int64_t b = shared[1].fork(a);
+  const int64_t b = shared.layer(1).fork(a);
   for (auto& cache : apart) ASSERT_EQ(cache.fork(a), b);
   // a copies the shared tail (the one free block), b then writes in place: the step
   // fits only if the copy is counted once for the stack, not once per layer or writer.
   const Tensor x = torch::randn({2, kE});
   EXPECT_TRUE(torch::equal(stack->forward_paged(x, shared, {a, b}, offsets({1, 1})),
                            layer_by_layer(stack, apart, {a, b}, x, {1, 1})));
-  for (const auto& cache : shared) {
+  for (const mha::PagedKVCache& cache : layers_of(shared)) {
     EXPECT_EQ(cache.num_free_blocks(), 0);
     EXPECT_EQ(cache.length(a), 7);
     EXPECT_EQ(cache.length(b), 7);
@@ -237,8 +249,8 @@ TEST(PagedStackCache, TheDecoderStackStepEqualsItsLayersCalledOneByOne) {
   torch::NoGradGuard no_grad;
   std::vector<int64_t> ids;
   for (int r = 0; r < 2; ++r) {
-    ids.push_back(self[0].add_sequence());
-    memories[0].add_sequence();
+    ids.push_back(self.layer(0).add_sequence());
+    memories.layer(0).add_sequence();
     for (auto* caches : {&self_apart, &memories_apart}) {
       for (auto& cache : *caches) cache.add_sequence();
     }
@@ -258,10 +270,10 @@ TEST(PagedStackCache, TheDecoderStackStepEqualsItsLayersCalledOneByOne) {
     }
     EXPECT_TRUE(torch::equal(y, expected));
   }
-  EXPECT_EQ(memories[1].length(ids[1]), 4);
-  EXPECT_EQ(memories[1].num_free_blocks(), 8 - 1 - 1);
-  EXPECT_EQ(self[1].length(ids[0]), 5);
-  EXPECT_EQ(self[1].num_free_blocks(), 8 - 2 - 1);
+  EXPECT_EQ(memories.layer(1).length(ids[1]), 4);
+  EXPECT_EQ(memories.layer(1).num_free_blocks(), 8 - 1 - 1);
+  EXPECT_EQ(self.layer(1).length(ids[0]), 5);
+  EXPECT_EQ(self.layer(1).num_free_blocks(), 8 - 2 - 1);
 }
 
 TEST(PagedStackCache, AContinuousBatchOverADecoderCountsBothKindsOfPools) {

@@ -61,12 +61,14 @@ AttentionKernel expected_kernel(const ReferenceCase& ref,
                                 const mha::MultiheadAttentionImpl& module,
                                 const mha::detail::AttentionCall& call) {
   if (ref.python_kernel != "native") {
-    return mha::detail::takes_sequence_first_kernel(module, call) ? AttentionKernel::kSequenceFirst
-                                                                  : AttentionKernel::kFunctional;
+    return mha::detail::takes_sequence_first_kernel(mha::detail::AttentionWeights::of(module), call)
+               ? AttentionKernel::kSequenceFirst
+               : AttentionKernel::kFunctional;
   }
   const int64_t batch = call.query.size(0), seq_len = call.query.size(1);  // (N, L, E)
-  return mha::detail::choose_fast_path_kernel(batch, seq_len, ref.need_weights, call.masked(),
-                                              mha::detail::has_prepacked_projections(module));
+  return mha::detail::choose_fast_path_kernel(
+      batch, seq_len, ref.need_weights, call.masked(),
+      mha::detail::has_prepacked_projections(mha::detail::AttentionWeights::of(module)));
 }
 
 /// Whether the ATen ops a call ran are those of `kernel`: Python's native op

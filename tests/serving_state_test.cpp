@@ -2,7 +2,7 @@
 // before, at the sizes people serve (E = 512: the packed GEMMs run): copy on
 // write counted once per shared block, a pool checked against the module's
 // dtype, a decoder-only batch's byte count, a stack's paged step that changes
-// no layer when any layer cannot take it, invariance refused once the weights
+// no layer when one of its tables cannot take it, invariance refused once the weights
 // turn int8, kernel-switch guards that act on their own thread only, and int8
 // weights that survive LibTorch's own torch::save / torch::load.
 
@@ -97,22 +97,28 @@ TEST(ServingState, ADecoderOnlyBatchCountsItsSelfAttentionPools) {
   EXPECT_EQ(batch.used_bytes(), 0);
 }
 
-TEST(ServingState, AStackStepThatALaterLayerCannotTakeChangesNoLayer) {
-  auto stack = make_causal_stack(2);
-  std::vector<mha::PagedKVCache> caches;
-  caches.emplace_back(*stack->layers[0]->as<mha::TransformerEncoderLayerImpl>()->self_attn,
-                      mha::PagedKVCacheOptions(4, 4));
-  caches.emplace_back(*stack->layers[1]->as<mha::TransformerEncoderLayerImpl>()->self_attn,
-                      mha::PagedKVCacheOptions(1, 4));
-  const int64_t id = caches[0].add_sequence();
-  ASSERT_EQ(caches[1].add_sequence(), id);
+TEST(ServingState, AStackStepThatOneTableCannotTakeChangesNoLayer) {
+  // A decoder stack step writes two tables: the self-attention's (room for the
+  // step) and the memories' (1 block, the memory needs 2): nothing changes.
+  torch::manual_seed(0);
+  mha::TransformerDecoder decoder(mha::TransformerDecoderOptions(
+      mha::TransformerDecoderLayer(
+          mha::TransformerDecoderLayerOptions(kE, kHeads).dim_feedforward(2048).dropout(0.0)),
+      2));
+  decoder->eval();
+  auto self = decoder->make_paged_cache(mha::PagedKVCacheOptions(4, 4));
+  auto memories = decoder->make_paged_memory_cache(mha::PagedKVCacheOptions(1, 4));
+  const int64_t id = self.add_sequence();
+  ASSERT_EQ(memories.add_sequence(), id);
   torch::NoGradGuard no_grad;
-  const Tensor x = torch::randn({6, kE});  // 2 blocks: layer 1 has 1
-  MHA_ASSERT_THROWS_WITH(stack->forward_paged(x, caches, {id}, offsets({6})),
-                         "out of blocks: the call needs 2 new blocks of 4 positions, and 1 of 1");
-  EXPECT_EQ(caches[0].length(id), 0);
-  EXPECT_EQ(caches[0].num_free_blocks(), 4);
-  EXPECT_EQ(caches[1].length(id), 0);
+  const Tensor x = torch::randn({3, kE}), memory = torch::randn({6, kE});  // 6 rows: 2 blocks
+  MHA_ASSERT_THROWS_WITH(
+      decoder->forward_paged(x, memory, self, memories, {id}, offsets({3}), offsets({6})),
+      "out of blocks: the call needs 2 new blocks of 4 positions, and 1 of 1");
+  EXPECT_EQ(self.length(id), 0);
+  EXPECT_EQ(self.num_free_blocks(), 4);
+  EXPECT_EQ(memories.length(id), 0);
+  EXPECT_EQ(memories.num_free_blocks(), 1);
 }
 
 TEST(ServingState, InvarianceIsRefusedOnceTheWeightsTurnInt8) {

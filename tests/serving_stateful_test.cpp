@@ -174,7 +174,7 @@ TEST(ServingStateful, ContinuousBatchServesEachRequestAsAloneThroughRandomCalls)
   stack->eval();
   mha::ContinuousBatch batch(
       stack, mha::ContinuousBatchOptions().block_size(kBlockSize).num_blocks(kBlocks));
-  std::map<int64_t, std::vector<mha::KVCache>> alone;  // each request decoded alone
+  std::map<int64_t, mha::TransformerEncoderCache> alone;  // each request decoded alone
   std::mt19937 rng(2);
   auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
   torch::NoGradGuard no_grad;
@@ -183,7 +183,7 @@ TEST(ServingStateful, ContinuousBatchServesEachRequestAsAloneThroughRandomCalls)
     std::vector<int64_t> live = batch.ids();
     const size_t kind = live.empty() ? 0 : pick(8);
     if (kind == 0 && live.size() < 6) {
-      alone[batch.add()] = stack->make_cache();
+      alone.emplace(batch.add(), stack->make_cache());
     } else if (kind <= 1) {
       const int64_t id = live[pick(live.size())];
       batch.remove(id);

@@ -15,6 +15,13 @@
 
 namespace mha {
 
+class PagedStackCache;
+
+namespace detail {
+/// Private access for the stacks' paged steps: the per-layer caches.
+std::vector<PagedKVCache>& stack_layers(PagedStackCache& cache);
+}  // namespace detail
+
 /// One `PagedKVCache` per layer of a stack over one block table: a sequence
 /// is added, forked and released once for every layer, and a stack step
 /// (`forward_paged`, `ContinuousBatch::step`) grows the table once and
@@ -80,22 +87,9 @@ class PagedStackCache {
   /// See the non-const overload.
   const PagedKVCache& layer(int64_t i) const;
 
-  /// The per-layer caches as a range, for code written against the
-  /// `std::vector<PagedKVCache>` the stacks returned before.
-  size_t size() const { return layers_.size(); }
-  PagedKVCache& operator[](size_t i) { return layers_[i]; }
-  const PagedKVCache& operator[](size_t i) const { return layers_[i]; }
-  PagedKVCache& front() { return layers_.front(); }
-  const PagedKVCache& front() const { return layers_.front(); }
-  std::vector<PagedKVCache>::iterator begin() { return layers_.begin(); }
-  std::vector<PagedKVCache>::iterator end() { return layers_.end(); }
-  std::vector<PagedKVCache>::const_iterator begin() const { return layers_.begin(); }
-  std::vector<PagedKVCache>::const_iterator end() const { return layers_.end(); }
-
-  /// The per-layer caches (what the deprecated `std::vector` overloads take).
-  std::vector<PagedKVCache>& layers() { return layers_; }
-
  private:
+  friend std::vector<PagedKVCache>& detail::stack_layers(PagedStackCache& cache);
+
   std::vector<PagedKVCache> layers_;
 };
 

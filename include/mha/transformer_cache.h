@@ -54,21 +54,6 @@ class TransformerEncoderCache {
   /// The stack that made this cache.
   const TransformerEncoderImpl* owner() const { return owner_; }
 
-  /// The per-layer caches as a range, for code written against the
-  /// `std::vector<KVCache>` that `make_cache` returned before.
-  size_t size() const { return layers_.size(); }
-  KVCache& operator[](size_t i) { return layers_[i]; }
-  const KVCache& operator[](size_t i) const { return layers_[i]; }
-  KVCache& front() { return layers_.front(); }
-  const KVCache& front() const { return layers_.front(); }
-  std::vector<KVCache>::iterator begin() { return layers_.begin(); }
-  std::vector<KVCache>::iterator end() { return layers_.end(); }
-  std::vector<KVCache>::const_iterator begin() const { return layers_.begin(); }
-  std::vector<KVCache>::const_iterator end() const { return layers_.end(); }
-  /// Gives up the per-layer caches (what the deprecated `std::vector`
-  /// overloads take).
-  operator std::vector<KVCache>() && { return std::move(layers_); }
-
  private:
   friend class TransformerEncoderImpl;
   TransformerEncoderCache(const TransformerEncoderImpl* owner, size_t num_layers, int64_t max_len);

@@ -95,11 +95,6 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
   torch::Tensor forward_cached(const torch::Tensor& src,
                                TransformerEncoderCache& cache,
                                const torch::Tensor& key_padding_mask = {});
-  /// Deprecated: per-layer caches made apart; pass `make_cache()`'s object.
-  [[deprecated("pass the TransformerEncoderCache of make_cache()")]]
-  torch::Tensor forward_cached(const torch::Tensor& src,
-                               std::vector<KVCache>& cache,
-                               const torch::Tensor& key_padding_mask = {});
 
   /// The paged caches of every layer's self-attention over one block table
   /// (`PagedStackCache`): `add_sequence`, `fork` and `release` act on all
@@ -113,14 +108,6 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
   /// and copied to the host once per step.
   torch::Tensor forward_paged(const torch::Tensor& src,
                               PagedStackCache& cache,
-                              const std::vector<int64_t>& seq_ids,
-                              const torch::Tensor& cu_seqlens);
-  /// Deprecated: one `PagedKVCache` per layer, made apart and kept in
-  /// lockstep by the caller, or a `PagedKVCache::for_layers` vector; the
-  /// blocks of each distinct block table are counted once.
-  [[deprecated("pass the PagedStackCache of make_paged_cache()")]]
-  torch::Tensor forward_paged(const torch::Tensor& src,
-                              std::vector<PagedKVCache>& cache,
                               const std::vector<int64_t>& seq_ids,
                               const torch::Tensor& cu_seqlens);
 
@@ -252,18 +239,6 @@ class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImp
                               const torch::Tensor& memory,
                               PagedStackCache& self_cache,
                               PagedStackCache& cross_cache,
-                              const std::vector<int64_t>& seq_ids,
-                              const torch::Tensor& cu_seqlens,
-                              const torch::Tensor& cu_seqlens_memory = {});
-  /// Deprecated: per-layer caches made apart (or `PagedKVCache::for_layers`
-  /// vectors); the blocks of each distinct block table are counted once.
-  [[deprecated(
-      "pass the PagedStackCache objects of make_paged_cache() and "
-      "make_paged_memory_cache()")]]
-  torch::Tensor forward_paged(const torch::Tensor& tgt,
-                              const torch::Tensor& memory,
-                              std::vector<PagedKVCache>& self_cache,
-                              std::vector<PagedKVCache>& cross_cache,
                               const std::vector<int64_t>& seq_ids,
                               const torch::Tensor& cu_seqlens,
                               const torch::Tensor& cu_seqlens_memory = {});

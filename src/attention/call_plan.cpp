@@ -4,12 +4,11 @@
 #include <fmt/format.h>
 
 #include "attention/paged_decode/paged_decode.h"
-#include "common/decode_dtypes.h"
 #include "attention/prefill/prefill_attention.h"
+#include "common/decode_dtypes.h"
 #include "linear/int8_linear.h"
 #include "linear/packed_weight.h"
 #include "linear/weight_form.h"
-#include "mha/multihead_attention.h"
 
 namespace mha {
 namespace detail {
@@ -25,7 +24,7 @@ bool is_int8(const torch::nn::Module& owner, const std::string& param, const Ten
 }
 
 /// The device and grad conditions that end Python's `why_not_fast_path`.
-std::string why_not_devices_or_grad(const MultiheadAttentionImpl& m, const Tensor& query) {
+std::string why_not_devices_or_grad(const AttentionWeights& m, const Tensor& query) {
   bool needs_grad = false;
   for (const Tensor* t :
        {&query, &m.in_proj_weight, &m.in_proj_bias, &m.out_proj->weight, &m.out_proj->bias}) {
@@ -46,16 +45,14 @@ std::string why_not_devices_or_grad(const MultiheadAttentionImpl& m, const Tenso
 
 /// The module's conditions of Python's `why_not_fast_path`, after the inputs';
 /// `batch_first` among them only when `check_layout`.
-std::string why_not_module(const MultiheadAttentionImpl& m,
-                           const Tensor& query,
-                           bool check_layout) {
+std::string why_not_module(const AttentionWeights& m, const Tensor& query, bool check_layout) {
   const auto& o = m.options;
   const int64_t embed_dim = o.embed_dim();
   if (m.in_proj_bias.defined() && query.scalar_type() != m.in_proj_bias.scalar_type()) {
     return "dtypes of query and self.in_proj_bias don't match";
   }
   if (!m.in_proj_weight.defined()) return "in_proj_weight was None";
-  if (is_int8(m, "in_proj_weight", m.in_proj_weight) ||
+  if (is_int8(m.owner, "in_proj_weight", m.in_proj_weight) ||
       is_int8(*m.out_proj, "weight", m.out_proj->weight)) {
     return "the projections are int8 (mha::quantize_dynamic)";
   }
@@ -75,7 +72,7 @@ std::string why_not_module(const MultiheadAttentionImpl& m,
 }
 
 /// Python's `why_not_fast_path`, without its `batch_first` condition unless `check_layout`.
-std::string why_not_fast_path_checks(const MultiheadAttentionImpl& m,
+std::string why_not_fast_path_checks(const AttentionWeights& m,
                                      const AttentionCall& call,
                                      bool check_layout) {
   auto not_bool = [](const Tensor& mask) {
@@ -105,11 +102,11 @@ std::string why_not_fast_path_checks(const MultiheadAttentionImpl& m,
 
 }  // namespace
 
-std::string why_not_fast_path(const MultiheadAttentionImpl& m, const AttentionCall& call) {
+std::string why_not_fast_path(const AttentionWeights& m, const AttentionCall& call) {
   return why_not_fast_path_checks(m, call, /*check_layout=*/true);
 }
 
-bool takes_sequence_first_kernel(const MultiheadAttentionImpl& m, const AttentionCall& call) {
+bool takes_sequence_first_kernel(const AttentionWeights& m, const AttentionCall& call) {
   // The hint without its mask, or an empty query: Python's steps and their errors.
   const bool causal_without_mask = call.is_causal && !call.attn_mask.defined();
   const bool empty = call.query.is_nested() || call.query.numel() == 0;
@@ -129,13 +126,13 @@ AttentionKernel choose_fast_path_kernel(
   return need_weights ? AttentionKernel::kByHead : AttentionKernel::kFused;
 }
 
-bool has_prepacked_projections(const MultiheadAttentionImpl& module) {
+bool has_prepacked_projections(const AttentionWeights& module) {
   return is_placeholder(module.in_proj_weight) &&
          std::dynamic_pointer_cast<const PackedWeightImpl>(weight_form(module, "in_proj_weight")) !=
              nullptr;
 }
 
-bool takes_prefill_attention(const MultiheadAttentionImpl& module,
+bool takes_prefill_attention(const AttentionWeights& module,
                              const Tensor& q,
                              const Tensor& k,
                              const Tensor& v) {
@@ -146,7 +143,7 @@ bool causal_hint_drops_attn_mask(const AttentionCall& call) {
   return call.is_causal && !call.need_weights && !call.key_padding_mask.defined();
 }
 
-CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& call) {
+CallPlan plan_call(const AttentionWeights& module, const AttentionCall& call) {
   CallPlan plan;
   plan.why_not_fast_path = why_not_fast_path(module, call);
   if (plan.why_not_fast_path.empty() && module.in_proj_bias.defined()) {

@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "attention/attention_call.h"
+#include "attention/attention_weights.h"
 
 namespace mha {
-
-class MultiheadAttentionImpl;
 
 namespace detail {
 
@@ -91,13 +90,13 @@ AttentionKernel choose_fast_path_kernel(
     int64_t batch, int64_t seq_len, bool need_weights, bool masked, bool prepacked);
 
 /// Whether `module`'s `in_proj_weight` is prepacked (`mha::prepack`).
-bool has_prepacked_projections(const MultiheadAttentionImpl& module);
+bool has_prepacked_projections(const AttentionWeights& module);
 
 /// Whether a module kernel's unmasked, non-causal attention of q (N, H, L, hd)
 /// over k and v (N, H, S, hd) runs mha's prefill kernel: a prepacked module
 /// (within float32 rounding of Python anyway; float modules keep SDPA and
 /// Python's bits) and operands that `prefill_attention_takes`.
-bool takes_prefill_attention(const MultiheadAttentionImpl& module,
+bool takes_prefill_attention(const AttentionWeights& module,
                              const torch::Tensor& q,
                              const torch::Tensor& k,
                              const torch::Tensor& v);
@@ -120,7 +119,7 @@ struct CallPlan {
 /// reason, in Python's order and wording. Masks are judged as given: a float
 /// mask blocks the fast path (as in Python), and so does any other non-bool
 /// dtype, which the functional path then rejects with Python's error.
-std::string why_not_fast_path(const MultiheadAttentionImpl& module, const AttentionCall& call);
+std::string why_not_fast_path(const AttentionWeights& module, const AttentionCall& call);
 
 /// Whether `call` takes `kSequenceFirst`: the module is sequence-first, the
 /// call asks no weights, mha's kernels are on, the module has biases, the
@@ -129,7 +128,7 @@ std::string why_not_fast_path(const MultiheadAttentionImpl& module, const Attent
 /// Python's `why_not_fast_path` holds (eval, no grad, self-attention, bool
 /// masks, even heads, no `bias_k`/`bias_v`/`add_zero_attn`, kdim == vdim == E,
 /// not int8).
-bool takes_sequence_first_kernel(const MultiheadAttentionImpl& module, const AttentionCall& call);
+bool takes_sequence_first_kernel(const AttentionWeights& module, const AttentionCall& call);
 
 /// Whether Python's functional path drops `call.attn_mask` before checking its
 /// shape: the causal hint wins with `is_causal`, no weights and no key padding mask.
@@ -139,7 +138,7 @@ bool causal_hint_drops_attn_mask(const AttentionCall& call);
 /// the module has biases, without which Python's op is not called), with the
 /// kernel of `choose_fast_path_kernel`; `kSequenceFirst` where
 /// `takes_sequence_first_kernel`; else `kFunctional`.
-CallPlan plan_call(const MultiheadAttentionImpl& module, const AttentionCall& call);
+CallPlan plan_call(const AttentionWeights& module, const AttentionCall& call);
 
 /// Where a cached, paged or packed call's keys and values are kept.
 enum class KeyValueLayout {

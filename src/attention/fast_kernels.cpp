@@ -14,7 +14,6 @@
 #include "attention/small_sdpa.h"
 #include "linear/int8_linear.h"
 #include "linear/weight_form.h"
-#include "mha/multihead_attention.h"
 
 namespace mha {
 namespace detail {
@@ -27,14 +26,14 @@ namespace {
 /// to float and merged by `merge_masks` (kpm alone (N, S), type 1; any
 /// attn_mask expanded to (N, H, L, L), type 2). Prepacked weights
 /// (`mha::prepack`) are unpacked for it: Python's op takes float weights.
-std::tuple<Tensor, Tensor> python_native(const MultiheadAttentionImpl& m, const AttentionCall& c) {
+std::tuple<Tensor, Tensor> python_native(const AttentionWeights& m, const AttentionCall& c) {
   const auto dtype = c.query.scalar_type();
   const Tensor kpm = canonical_key_padding_mask(c.key_padding_mask, c.attn_mask, dtype);
   const Tensor mask = canonical_attn_mask(c.attn_mask, dtype);
   const auto [merged, mask_type] = merge_masks(mask, kpm, c.query, m.options.num_heads());
   return at::_native_multi_head_attention(
       c.query, c.query, c.query, m.options.embed_dim(), m.options.num_heads(),
-      float_weight(m, "in_proj_weight", m.in_proj_weight), m.in_proj_bias,
+      float_weight(m.owner, "in_proj_weight", m.in_proj_weight), m.in_proj_bias,
       float_weight(*m.out_proj, "weight", m.out_proj->weight), m.out_proj->bias, merged,
       c.need_weights, c.average_attn_weights, mask_type);
 }
@@ -44,8 +43,7 @@ std::tuple<Tensor, Tensor> python_native(const MultiheadAttentionImpl& m, const 
 /// 2; Python hands it float masks merged into (N, H, L, L), which it converts
 /// back to bool. The same mask in its smallest bool form masks the same
 /// scores, so the numbers are the same bits.
-std::tuple<Tensor, Tensor> native_lean_masks(const MultiheadAttentionImpl& m,
-                                             const AttentionCall& c) {
+std::tuple<Tensor, Tensor> native_lean_masks(const AttentionWeights& m, const AttentionCall& c) {
   const Tensor &query = c.query, &key_padding_mask = c.key_padding_mask, &attn_mask = c.attn_mask;
   const int64_t num_heads = m.options.num_heads();
   const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
@@ -71,7 +69,7 @@ std::tuple<Tensor, Tensor> native_lean_masks(const MultiheadAttentionImpl& m,
 /// The packed projection of the fast-path kernels: (N, L, 3E) viewed as
 /// (N, L, 3, H, hd), whose q, k and v slices keep a unit last stride, so that
 /// SDPA and the batched GEMMs read them in place.
-Tensor packed_qkv(const MultiheadAttentionImpl& m, const Tensor& query) {
+Tensor packed_qkv(const AttentionWeights& m, const Tensor& query) {
   const int64_t num_heads = m.options.num_heads();
   const int64_t bsz = query.size(0), seq_len = query.size(1), embed_dim = query.size(2);
   return Projector::of(m).fused_qkv(query).view(
@@ -81,7 +79,7 @@ Tensor packed_qkv(const MultiheadAttentionImpl& m, const Tensor& query) {
 /// The fused kernel: query (N, L, E) -> (N, L, E). Masks as the native op
 /// reads them (true = masked out); a row masked out entirely in any head gives
 /// a NaN output row, as the native op's softmax does (SDPA itself gives 0).
-Tensor fused_sdpa(const MultiheadAttentionImpl& m,
+Tensor fused_sdpa(const AttentionWeights& m,
                   const Tensor& query,
                   const Tensor& key_padding_mask,
                   const Tensor& attn_mask,
@@ -157,7 +155,7 @@ Tensor attend_rows(const Tensor& q,         // (N, L, hd), head h
 /// (output (N, L, E), weights (N, L, S) averaged or (N, H, L, S)). Heads are
 /// taken one at a time and rows in blocks of about 2^20 scores, so averaged
 /// weights hold the (N, L, S) result and two blocks, never (N, H, L, S).
-std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
+std::tuple<Tensor, Tensor> by_head_attention(const AttentionWeights& m,
                                              const Tensor& query,
                                              const Tensor& masked,
                                              bool average_attn_weights) {
@@ -200,7 +198,7 @@ std::tuple<Tensor, Tensor> by_head_attention(const MultiheadAttentionImpl& m,
 }  // namespace
 
 std::tuple<Tensor, Tensor> fast_path_forward(AttentionKernel kernel,
-                                             const MultiheadAttentionImpl& module,
+                                             const AttentionWeights& module,
                                              const AttentionCall& call) {
   switch (kernel) {
     case AttentionKernel::kPython:

@@ -9,11 +9,10 @@
 #include <tuple>
 
 #include "attention/attention_call.h"
+#include "attention/attention_weights.h"
 #include "attention/call_plan.h"
 
 namespace mha {
-
-class MultiheadAttentionImpl;
 
 namespace detail {
 
@@ -25,7 +24,7 @@ namespace detail {
 /// NaN, as the native op does. With `is_causal` and no key padding mask the
 /// fused kernel trusts `attn_mask` to be the causal mask.
 std::tuple<torch::Tensor, torch::Tensor> fast_path_forward(AttentionKernel kernel,
-                                                           const MultiheadAttentionImpl& module,
+                                                           const AttentionWeights& module,
                                                            const AttentionCall& call);
 
 }  // namespace detail

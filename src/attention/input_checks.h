@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "attention/attention_call.h"
-#include "mha/multihead_attention.h"
+#include "mha/multihead_attention_options.h"
 
 namespace mha {
 namespace detail {

@@ -68,9 +68,9 @@ class Projector {
                              std::shared_ptr<const WeightForm> k,
                              std::shared_ptr<const WeightForm> v,
                              torch::Tensor in_proj_bias);
-  /// A module's own form (`MultiheadAttentionImpl`, or a tensor-parallel
-  /// shard): packed when it has `in_proj_weight` (kdim == vdim == embed_dim),
-  /// converted when `mha::quantize_dynamic` or `mha::prepack` converted it.
+  /// A module's own form (a `MultiheadAttention`'s, its `AttentionWeights`
+  /// view, or a tensor-parallel shard's): packed when it has `in_proj_weight` (kdim == vdim ==
+  /// embed_dim), converted when `mha::quantize_dynamic` or `mha::prepack` converted it.
   template <typename Module>
   static Projector of(const Module& m) {
     if (is_placeholder(m.in_proj_weight)) {

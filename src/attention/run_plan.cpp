@@ -9,7 +9,6 @@
 #include "attention/sequence_first_kernel.h"
 #include "linear/int8_linear.h"
 #include "mha/functional_options.h"
-#include "mha/multihead_attention.h"
 
 namespace mha {
 namespace detail {
@@ -23,7 +22,7 @@ namespace {
 /// additive floats of the query's dtype (Python's order: other dtypes are
 /// rejected here, mismatched types warn), then `F.multi_head_attention_forward`
 /// in the sequence-first layout with the module's weights.
-std::tuple<Tensor, Tensor> functional_path(const MultiheadAttentionImpl& m,
+std::tuple<Tensor, Tensor> functional_path(const AttentionWeights& m,
                                            const AttentionCall& c,
                                            const std::string& why_not_fast_path) {
   const auto dtype = c.query.scalar_type();
@@ -67,7 +66,7 @@ std::tuple<Tensor, Tensor, Tensor> sequence_first(const Tensor& query,
 }
 
 std::tuple<Tensor, Tensor> run_plan(const CallPlan& plan,
-                                    const MultiheadAttentionImpl& module,
+                                    const AttentionWeights& module,
                                     const AttentionCall& call) {
   if (plan.kernel == AttentionKernel::kFunctional) {
     return functional_path(module, call, plan.why_not_fast_path);
@@ -78,7 +77,7 @@ std::tuple<Tensor, Tensor> run_plan(const CallPlan& plan,
   return fast_path_forward(plan.kernel, module, call);
 }
 
-std::tuple<Tensor, Tensor> attend(const MultiheadAttentionImpl& module, const AttentionCall& call) {
+std::tuple<Tensor, Tensor> attend(const AttentionWeights& module, const AttentionCall& call) {
   return run_plan(plan_call(module, call), module, call);
 }
 

@@ -10,11 +10,10 @@
 #include <tuple>
 
 #include "attention/attention_call.h"
+#include "attention/attention_weights.h"
 #include "attention/call_plan.h"
 
 namespace mha {
-
-class MultiheadAttentionImpl;
 
 namespace detail {
 
@@ -27,11 +26,11 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> sequence_first(const tor
 /// Computes `call` on `module` as `plan` says; the inputs are validated.
 /// Returns (output shaped as query, weights or undefined).
 std::tuple<torch::Tensor, torch::Tensor> run_plan(const CallPlan& plan,
-                                                  const MultiheadAttentionImpl& module,
+                                                  const AttentionWeights& module,
                                                   const AttentionCall& call);
 
 /// `plan_call` then `run_plan`: the module's forward for validated inputs.
-std::tuple<torch::Tensor, torch::Tensor> attend(const MultiheadAttentionImpl& module,
+std::tuple<torch::Tensor, torch::Tensor> attend(const AttentionWeights& module,
                                                 const AttentionCall& call);
 
 }  // namespace detail

@@ -147,10 +147,10 @@ Tensor attend_paged(const CallPlan& plan,
     if (length == 0 || plan.sequence_kernels[i] != AttentionKernel::kOverKeys) continue;
     const StoredKeyValues kv = store.read_sequence(i);  // (1, H, S, hd)
     // Self-attention: new query j sees key s iff s <= S - L + j; (L, S) additive.
-    const Tensor mask = call.causal && length > 1
-                            ? additive_mask(causal_mask(length, kv.keys.size(2), q.device()),
-                                            q.options())
-                            : Tensor();
+    const Tensor mask =
+        call.causal && length > 1
+            ? additive_mask(causal_mask(length, kv.keys.size(2), q.device()), q.options())
+            : Tensor();
     attend_sequence(AttentionKernel::kOverKeys, q, begin, length, kv.keys, kv.values, mask, out);
   }
   return out;
@@ -160,7 +160,7 @@ Tensor attend_paged(const CallPlan& plan,
 
 std::tuple<Tensor, Tensor> run_stored_plan(const CallPlan& plan,
                                            const StoredCall& call,
-                                           const MultiheadAttentionImpl& module,
+                                           const AttentionWeights& module,
                                            const Tensor& query,
                                            const Tensor& key,
                                            const Tensor& value,

@@ -9,12 +9,11 @@
 
 #include <tuple>
 
+#include "attention/attention_weights.h"
 #include "attention/call_plan.h"
 #include "attention/key_value_store.h"
 
 namespace mha {
-
-class MultiheadAttentionImpl;
 
 namespace detail {
 
@@ -25,7 +24,7 @@ namespace detail {
 /// as query, the weights (N, H, L, S) or undefined).
 std::tuple<torch::Tensor, torch::Tensor> run_stored_plan(const CallPlan& plan,
                                                          const StoredCall& call,
-                                                         const MultiheadAttentionImpl& module,
+                                                         const AttentionWeights& module,
                                                          const torch::Tensor& query,
                                                          const torch::Tensor& key,
                                                          const torch::Tensor& value,

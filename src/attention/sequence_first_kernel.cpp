@@ -9,14 +9,13 @@
 #include "attention/prefill/prefill_attention.h"
 #include "attention/projector.h"
 #include "attention/small_sdpa.h"
-#include "mha/multihead_attention.h"
 
 namespace mha {
 namespace detail {
 
 using torch::Tensor;
 
-Tensor sequence_first_attention(const MultiheadAttentionImpl& m, const AttentionCall& call) {
+Tensor sequence_first_attention(const AttentionWeights& m, const AttentionCall& call) {
   const Tensor& query = call.query;  // (L, N, E)
   const int64_t num_heads = m.options.num_heads();
   const int64_t tgt_len = query.size(0), bsz = query.size(1), embed_dim = query.size(2);

@@ -7,10 +7,9 @@
 #include <torch/types.h>
 
 #include "attention/attention_call.h"
+#include "attention/attention_weights.h"
 
 namespace mha {
-
-class MultiheadAttentionImpl;
 
 namespace detail {
 
@@ -21,8 +20,7 @@ namespace detail {
 /// as Python's float merge), Python's `permute(2, 0, 1, 3).contiguous()` and
 /// the output linear. Returns a contiguous (L, N, E): Python's bits on float
 /// weights; on prepacked weights, mha's GEMMs (within float32 rounding).
-torch::Tensor sequence_first_attention(const MultiheadAttentionImpl& module,
-                                       const AttentionCall& call);
+torch::Tensor sequence_first_attention(const AttentionWeights& module, const AttentionCall& call);
 
 }  // namespace detail
 }  // namespace mha

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "common/decode_dtypes.h"
 #include "cache/kv_cache_state.h"
+#include "common/decode_dtypes.h"
 #include "common/shape_format.h"
 
 namespace mha {
@@ -234,7 +234,9 @@ void KVCache::reorder(const Tensor& index) {
     state_->gathered_keys = state_->gathered_values = Tensor();
     return;
   }
-  if (index.size(0) == bsz && detail::decode_kernel_reads(state_->keys.scalar_type(), state_->keys.device())) {  // beams: a new map
+  if (index.size(0) == bsz &&
+      detail::decode_kernel_reads(state_->keys.scalar_type(),
+                                  state_->keys.device())) {  // beams: a new map
     const int64_t positions = state_->capacity + state_->extra;
     const Tensor map =
         state_->position_rows.defined() ? state_->position_rows : detail::own_rows(bsz, positions);

@@ -50,4 +50,6 @@ PagedKVCache& PagedStackCache::layer(int64_t i) { return detail::layer_at(layers
 
 const PagedKVCache& PagedStackCache::layer(int64_t i) const { return detail::layer_at(layers_, i); }
 
+std::vector<PagedKVCache>& detail::stack_layers(PagedStackCache& cache) { return cache.layers_; }
+
 }  // namespace mha

@@ -44,7 +44,8 @@ class DenseCacheStore final : public detail::KeyValueStore {
   detail::StoredKeyValues read(detail::AttentionKernel kernel) override {
     // A reordered cache's row map: the decode kernel reads through it in place.
     const Tensor rows = cache_.rows.defined() ? cache_.rows : cache_.position_rows;
-    if (kernel == detail::AttentionKernel::kDecode) return detail::StoredKeyValues::of(keys_, values_, rows);
+    if (kernel == detail::AttentionKernel::kDecode)
+      return detail::StoredKeyValues::of(keys_, values_, rows);
     if (!rows.defined()) return detail::StoredKeyValues::of(keys_, values_);
     // The others read row by row: a static cache's gathered once and kept, a
     // growing cache's settled.
@@ -127,8 +128,9 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
   const Tensor value = self_qkv ? query : batch(value_in);
   const detail::StoredCall stored = dense_call(*this, s, query, mask, need_weights);
   DenseCacheStore store(cache, *this, s.total_len);
-  auto [out, weights] = detail::run_stored_plan(detail::plan_stored_call(stored), stored, *this,
-                                                query, key, value, &store);
+  auto [out, weights] =
+      detail::run_stored_plan(detail::plan_stored_call(stored), stored,
+                              detail::AttentionWeights::of(*this), query, key, value, &store);
   if (weights.defined() && average_attn_weights) {
     weights = weights.mean(/*dim=*/1);  // (N, L, S + extra)
   }

@@ -103,7 +103,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_paged(
   stored.query_offsets = &offsets.queries;
   stored.causal = !state.is_static;
   PagedCacheStore store(state, seq_ids, offsets);
-  return detail::run_stored_plan(detail::plan_stored_call(stored), stored, *this, query, key, value,
+  return detail::run_stored_plan(detail::plan_stored_call(stored), stored,
+                                 detail::AttentionWeights::of(*this), query, key, value,
                                  &store);  // (T, E)
 }
 

@@ -103,14 +103,15 @@ void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
 }
 
 std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_call(const detail::AttentionCall& call) {
+  const auto weights = detail::AttentionWeights::of(*this);
   if (detail::ValidatedScope::covers(this)) {  // a layer's attention: the layer checked
-    return detail::attend(*this, call);
+    return detail::attend(weights, call);
   }
   detail::check_defined(call.query, call.key, call.value);
-  const detail::CallPlan plan = detail::plan_call(*this, call);
+  const detail::CallPlan plan = detail::plan_call(weights, call);
   detail::check_module_inputs(options, detail::Projector::first_weight(*this), call,
                               /*check_attn_mask_shape=*/!plan.attn_mask_dropped);
-  return detail::run_plan(plan, *this, call);
+  return detail::run_plan(plan, weights, call);
 }
 
 }  // namespace mha

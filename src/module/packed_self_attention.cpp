@@ -19,7 +19,6 @@ namespace detail {
 
 using torch::Tensor;
 
-
 std::vector<int64_t> checked_packed_offsets(const MultiheadAttentionImpl& module,
                                             const Tensor& x,
                                             const Tensor& cu_seqlens,
@@ -50,7 +49,8 @@ Tensor packed_self_attention(const MultiheadAttentionImpl& module,
   call.device = x.device();
   call.num_heads = module.options.num_heads();
   call.query_offsets = &offsets;
-  return std::get<0>(run_stored_plan(plan_stored_call(call), call, module, x, x, x,
+  return std::get<0>(run_stored_plan(plan_stored_call(call), call, AttentionWeights::of(module), x,
+                                     x, x,
                                      /*store=*/nullptr));  // (T, E)
 }
 

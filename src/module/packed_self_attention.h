@@ -2,7 +2,8 @@
 
 // Private: self-attention of sequences packed as rows, each over its own rows
 // only (no mask, no cache): the one pipeline of the cached and paged calls
-// (`plan_stored_call`, `run_stored_plan`), each sequence's keys its own rows. A transformer encoder's `forward_packed` calls it in each layer.
+// (`plan_stored_call`, `run_stored_plan`), each sequence's keys its own rows. A transformer
+// encoder's `forward_packed` calls it in each layer.
 
 #include <torch/types.h>
 

@@ -36,7 +36,7 @@ class CausalServingStack final : public ServingStack {
                      const torch::Tensor& cu_seqlens,
                      const char* fix) override {
     // its layers, its norm: (T, E)
-    return encoder_paged_step(*stack_, x, self_.layers(), ids, cu_seqlens, fix);
+    return encoder_paged_step(*stack_, x, stack_layers(self_), ids, cu_seqlens, fix);
   }
   void remove(int64_t id) override { self_.release(id); }
   int64_t memory_bytes() const override { return self_.memory_bytes(); }

@@ -94,12 +94,12 @@ void DecoderServingStack::write_memories(const std::vector<int64_t>& ids,
   const PagedOffsets offsets{std::vector<int64_t>(ids.size() + 1, 0), memory_offsets};
   // The memory table grows once for all layers; each layer writes its pool.
   PagedStackStep step(ids);
-  step.check(cross_.layers(), offsets,
+  step.check(stack_layers(cross_), offsets,
              "remove() finished requests or give the batch more memory blocks");
   step.open();
-  for (size_t i = 0; i < cross_.size(); ++i) {
-    layer(i).multihead_attn->forward_paged(no_queries, rows, rows, cross_[i], ids, query_offsets,
-                                           key_offsets);
+  for (int64_t i = 0; i < cross_.num_layers(); ++i) {
+    layer(i).multihead_attn->forward_paged(no_queries, rows, rows, cross_.layer(i), ids,
+                                           query_offsets, key_offsets);
   }
 }
 

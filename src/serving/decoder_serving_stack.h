@@ -29,8 +29,9 @@ class DecoderServingStack final : public ServingStack {
                      const std::vector<int64_t>& ids,
                      const torch::Tensor& cu_seqlens,
                      const char* fix) override {
-    return decoder_paged_step(*decoder_, x, torch::Tensor(), self_.layers(), cross_.layers(), ids,
-                              cu_seqlens, torch::Tensor(), fix);  // (T, E)
+    return decoder_paged_step(*decoder_, x, torch::Tensor(), stack_layers(self_),
+                              stack_layers(cross_), ids, cu_seqlens, torch::Tensor(),
+                              fix);  // (T, E)
   }
   void remove(int64_t id) override {
     self_.release(id);

@@ -203,12 +203,6 @@ Tensor TransformerEncoderImpl::forward_cached(const Tensor& src,
   return forward_cached_layers(*this, src, cache.layers(), key_padding_mask);
 }
 
-Tensor TransformerEncoderImpl::forward_cached(const Tensor& src,
-                                              std::vector<KVCache>& cache,
-                                              const Tensor& key_padding_mask) {
-  return forward_cached_layers(*this, src, cache, key_padding_mask);
-}
-
 MHA_DEFINE_LOAD_AND_CLONE(TransformerEncoderImpl)
 
 void TransformerEncoderImpl::pretty_print(std::ostream& stream) const {

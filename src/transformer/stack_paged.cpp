@@ -141,15 +141,8 @@ Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
                                              PagedStackCache& cache,
                                              const std::vector<int64_t>& seq_ids,
                                              const Tensor& cu_seqlens) {
-  return detail::encoder_paged_step(*this, src, cache.layers(), seq_ids, cu_seqlens,
+  return detail::encoder_paged_step(*this, src, detail::stack_layers(cache), seq_ids, cu_seqlens,
                                     kPagedStackFix);
-}
-
-Tensor TransformerEncoderImpl::forward_paged(const Tensor& src,
-                                             std::vector<PagedKVCache>& cache,
-                                             const std::vector<int64_t>& seq_ids,
-                                             const Tensor& cu_seqlens) {
-  return detail::encoder_paged_step(*this, src, cache, seq_ids, cu_seqlens, kPagedStackFix);
 }
 
 PagedStackCache TransformerDecoderImpl::make_paged_cache(const PagedKVCacheOptions& options) const {
@@ -175,19 +168,9 @@ Tensor TransformerDecoderImpl::forward_paged(const Tensor& tgt,
                                              const std::vector<int64_t>& seq_ids,
                                              const Tensor& cu_seqlens,
                                              const Tensor& cu_seqlens_memory) {
-  return detail::decoder_paged_step(*this, tgt, memory, self_cache.layers(), cross_cache.layers(),
-                                    seq_ids, cu_seqlens, cu_seqlens_memory, kPagedStackFix);
-}
-
-Tensor TransformerDecoderImpl::forward_paged(const Tensor& tgt,
-                                             const Tensor& memory,
-                                             std::vector<PagedKVCache>& self_cache,
-                                             std::vector<PagedKVCache>& cross_cache,
-                                             const std::vector<int64_t>& seq_ids,
-                                             const Tensor& cu_seqlens,
-                                             const Tensor& cu_seqlens_memory) {
-  return detail::decoder_paged_step(*this, tgt, memory, self_cache, cross_cache, seq_ids,
-                                    cu_seqlens, cu_seqlens_memory, kPagedStackFix);
+  return detail::decoder_paged_step(*this, tgt, memory, detail::stack_layers(self_cache),
+                                    detail::stack_layers(cross_cache), seq_ids, cu_seqlens,
+                                    cu_seqlens_memory, kPagedStackFix);
 }
 
 }  // namespace mha
