@@ -169,7 +169,7 @@ def export_plain(out):
 
 
 def export_bad(out):
-    """Files read_state_dict refuses (rows of tests/bad_input_table_test.cpp)."""
+    """Files read_state_dict refuses (rows of tests/bad_input/weights_file_rows_test.cpp)."""
     torch.save(nn.Linear(2, 2), os.path.join(out, "whole_module.pt"))
     t = torch.ones(2)
     torch.save({"a": {0: t, "0": t}}, os.path.join(out, "name_collision.pt"))

@@ -38,42 +38,64 @@ struct GenerateOutput {
   torch::Tensor sequences_scores;
 };
 
-/// transformers' `model.generate(...)` with `return_dict_in_generate=True`
-/// and `output_scores=True` for a sequence-to-sequence LM: `input_ids` (N, S)
-/// the sources, `attention_mask` (N, S) 1 for tokens and 0 for padding
-/// (undefined: none). Its sequences are (N * R, T) int64, R =
-/// `num_return_sequences` consecutive rows per input: the decoder start
-/// token, then the generated tokens; a sequence that ended continues with
-/// `pad_token_id` until the last one ends or `max_length` is reached, as
-/// transformers returns them (beam search: the best hypotheses, padded as
-/// transformers pads them). Samples (`do_sample`) draw from `generator`,
-/// or from the default CPU generator without one. `logits_processor` and
-/// `stopping_criteria`: the caller's own, transformers' arguments of those
-/// names (mha/logits_processors.h, mha/stopping_criteria.h: processors run
-/// after the config's processors and before its warpers, criteria after the
-/// config's; one of a built-in class replaces the config's). Runs under
-/// `torch::NoGradGuard`, on the CPU (a model or `input_ids` elsewhere is a
-/// c10::Error).
-GenerateOutput generate_with_scores(Seq2SeqLM& model,
-                                    const torch::Tensor& input_ids,
-                                    const torch::Tensor& attention_mask,
-                                    const GenerationConfig& config,
-                                    const std::optional<at::Generator>& generator = std::nullopt,
-                                    const LogitsProcessorList& logits_processor = {},
-                                    const StoppingCriteriaList& stopping_criteria = {});
+namespace detail {
 
-/// The same for a decoder-only LM: `input_ids` (N, L) left-padded prompts,
+/// One `generate_with_scores` call's arguments but the model.
+struct GenerateCall {
+  const torch::Tensor& input_ids;
+  const torch::Tensor& attention_mask;
+  const GenerationConfig& config;
+  const std::optional<at::Generator>& generator;
+  const LogitsProcessorList& logits_processor;
+  const StoppingCriteriaList& stopping_criteria;
+};
+
+/// `generate_with_scores` of a sequence-to-sequence LM.
+GenerateOutput generate_for(Seq2SeqLM& model, const GenerateCall& call);
+/// `generate_with_scores` of a decoder-only LM.
+GenerateOutput generate_for(CausalLM& model, const GenerateCall& call);
+
+}  // namespace detail
+
+/// transformers' `model.generate(...)` with `return_dict_in_generate=True`
+/// and `output_scores=True`, for a `Seq2SeqLM` or a `CausalLM`.
+///
+/// A sequence-to-sequence LM: `input_ids` (N, S) the sources,
+/// `attention_mask` (N, S) 1 for tokens and 0 for padding (undefined: none).
+/// Its sequences are (N * R, T) int64, R = `num_return_sequences`
+/// consecutive rows per input: the decoder start token, then the generated
+/// tokens; a sequence that ended continues with `pad_token_id` until the last
+/// one ends or `max_length` is reached, as transformers returns them (beam
+/// search: the best hypotheses, padded as transformers pads them).
+///
+/// A decoder-only LM: `input_ids` (N, L) left-padded prompts,
 /// `attention_mask` (N, L) 1 for tokens and 0 for the padding (undefined:
 /// none), positions counted over the mask as transformers' `generate`
 /// counts them. Its sequences are (N * R, L + T) int64: the prompts, then
 /// the generated tokens (finished sequences padded as above).
-GenerateOutput generate_with_scores(CausalLM& model,
+///
+/// Samples (`do_sample`) draw from `generator`, or from the default CPU
+/// generator without one. `logits_processor` and `stopping_criteria`: the
+/// caller's own, transformers' arguments of those names
+/// (mha/logits_processors.h, mha/stopping_criteria.h: processors run after
+/// the config's processors and before its warpers, criteria after the
+/// config's; one of a built-in class replaces the config's). Runs under
+/// `torch::NoGradGuard`, on the CPU (a model or `input_ids` elsewhere is a
+/// c10::Error).
+template <typename LanguageModel>
+GenerateOutput generate_with_scores(LanguageModel& model,
                                     const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask,
                                     const GenerationConfig& config,
                                     const std::optional<at::Generator>& generator = std::nullopt,
                                     const LogitsProcessorList& logits_processor = {},
-                                    const StoppingCriteriaList& stopping_criteria = {});
+                                    const StoppingCriteriaList& stopping_criteria = {}) {
+  static_assert(std::is_same_v<LanguageModel, Seq2SeqLM> || std::is_same_v<LanguageModel, CausalLM>,
+                "mha::generate and mha::generate_with_scores take a mha::Seq2SeqLM or a "
+                "mha::CausalLM");
+  return detail::generate_for(
+      model, {input_ids, attention_mask, config, generator, logits_processor, stopping_criteria});
+}
 
 /// transformers' `model.generate(input_ids, attention_mask=mask, generation_config=config)`
 /// for a `Seq2SeqLM` or a `CausalLM`: the sequences of `generate_with_scores`.
@@ -85,8 +107,6 @@ torch::Tensor generate(LanguageModel& model,
                        const std::optional<at::Generator>& generator = std::nullopt,
                        const LogitsProcessorList& logits_processor = {},
                        const StoppingCriteriaList& stopping_criteria = {}) {
-  static_assert(std::is_same_v<LanguageModel, Seq2SeqLM> || std::is_same_v<LanguageModel, CausalLM>,
-                "mha::generate takes a mha::Seq2SeqLM or a mha::CausalLM");
   return generate_with_scores(model, input_ids, attention_mask, config, generator, logits_processor,
                               stopping_criteria)
       .sequences;

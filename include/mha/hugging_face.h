@@ -194,8 +194,9 @@ struct HfAttentionBlock {
 /// for an unsupported model_type as the loaders do.
 std::vector<HfAttentionBlock> hf_attention_blocks(const HfCheckpoint& checkpoint);
 
-/// The C++ call that loads `checkpoint` ("mha::load_hf_encoder(...)" or
-/// "mha::load_hf_seq2seq(...)"), or "" for an unsupported model_type.
+/// The C++ code that loads `checkpoint`: `load_hf_model` (the whole model),
+/// and for an encoder or a seq2seq model also the layers-only path
+/// (`load_hf_encoder`, `load_hf_seq2seq`); "" for an unsupported model_type.
 std::string hf_load_code(const HfCheckpoint& checkpoint);
 
 /// An encoder read from a Hugging Face checkpoint.
@@ -216,7 +217,9 @@ struct HfEncoder {
   TransformerEncoderLayerOptions layer_options{1, 1};
 };
 
-/// Reads a Hugging Face encoder (`hf_encoder_model_types`): the options from
+/// The layers-only path: most users want `load_hf_model` (mha/hf_models.h),
+/// the whole model with its embeddings and pooler. This reads a Hugging Face
+/// encoder's layers alone (`hf_encoder_model_types`): the options from
 /// `config.json` (width, heads, FFN size, activation, `layer_norm_eps`, layer
 /// count; the norm order by model_type), the layers' q/k/v concatenated into
 /// `in_proj_weight`. Throws `c10::Error` for another model_type (naming it
@@ -255,8 +258,11 @@ struct HfSeq2Seq {
   std::map<std::string, torch::Tensor> tensors;
 };
 
-/// Reads a Hugging Face sequence-to-sequence model (`hf_seq2seq_model_types`)
-/// into a `mha::Transformer`, as `load_hf_encoder` does for encoders.
+/// The layers-only path: most users want `load_hf_model` (mha/hf_models.h),
+/// the whole `Seq2SeqLM` with its embeddings, head and `generate`. This reads
+/// a Hugging Face sequence-to-sequence model's stacks alone
+/// (`hf_seq2seq_model_types`) into a `mha::Transformer`, as `load_hf_encoder`
+/// does for encoders.
 HfSeq2Seq load_hf_seq2seq(const HfCheckpoint& checkpoint);
 
 }  // namespace mha

@@ -3,12 +3,12 @@
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
-#include "attention/paged_decode/paged_decode.h"
 #include "attention/prefill/prefill_attention.h"
 #include "common/decode_dtypes.h"
 #include "linear/int8_linear.h"
 #include "linear/packed_weight.h"
 #include "linear/weight_form.h"
+#include "mha/kernel_switches.h"
 
 namespace mha {
 namespace detail {

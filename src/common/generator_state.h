@@ -6,6 +6,7 @@
 // other threads (Python's `copy.deepcopy` draws none).
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/macros/Macros.h>
 #include <torch/nn/cloneable.h>
 #include <torch/types.h>
 
@@ -34,8 +35,7 @@ class NoDrawsGuard {
  public:
   NoDrawsGuard();
   ~NoDrawsGuard();
-  NoDrawsGuard(const NoDrawsGuard&) = delete;
-  NoDrawsGuard& operator=(const NoDrawsGuard&) = delete;
+  C10_DISABLE_COPY_AND_ASSIGN(NoDrawsGuard);
 
  private:
   std::optional<c10::impl::IncludeDispatchKeyGuard> intercept_;

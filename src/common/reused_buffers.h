@@ -11,6 +11,7 @@
 // the faults serialize (bench/results/reused-buffers-2026-12-05-epyc.md).
 
 #include <ATen/ATen.h>
+#include <c10/macros/Macros.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -33,8 +34,7 @@ class ReusedBuffers {
  public:
   ReusedBuffers();
   ~ReusedBuffers();
-  ReusedBuffers(const ReusedBuffers&) = delete;
-  ReusedBuffers& operator=(const ReusedBuffers&) = delete;
+  C10_DISABLE_COPY_AND_ASSIGN(ReusedBuffers);
 
   /// How many blocks this thread's live scope has handed out again (0 without one).
   static int64_t reuses();

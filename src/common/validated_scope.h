@@ -8,6 +8,7 @@
 // are covered and skip their checks; any other module, e.g. one called by a
 // user's activation function or norm, checks its inputs as usual.
 
+#include <c10/macros/Macros.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
@@ -26,8 +27,7 @@ class ValidatedScope {
     covered_.insert(covered_.end(), modules.begin(), modules.end());
   }
   ~ValidatedScope() { covered_.resize(mark_); }
-  ValidatedScope(const ValidatedScope&) = delete;
-  ValidatedScope& operator=(const ValidatedScope&) = delete;
+  C10_DISABLE_COPY_AND_ASSIGN(ValidatedScope);
 
   /// Whether an outer mha entry on this thread validated the inputs `module`
   /// is being called with.

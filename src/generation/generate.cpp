@@ -115,22 +115,16 @@ GenerateOutput decode(const GenerationConfig& config,
 
 }  // namespace
 
-GenerateOutput generate_with_scores(Seq2SeqLM& model,
-                                    const Tensor& input_ids,
-                                    const Tensor& attention_mask,
-                                    const GenerationConfig& config,
-                                    const std::optional<at::Generator>& generator,
-                                    const LogitsProcessorList& logits_processor,
-                                    const StoppingCriteriaList& stopping_criteria) {
+GenerateOutput detail::generate_for(Seq2SeqLM& model, const GenerateCall& call) {
   const detail::GenerationPlan plan =
-      checked_plan(model, input_ids, attention_mask, config, /*input_length=*/1);
+      checked_plan(model, call.input_ids, call.attention_mask, call.config, /*input_length=*/1);
   torch::NoGradGuard no_grad;
-  const int64_t rows = rows_per_input(config);
-  const Tensor source_mask =
-      attention_mask.defined() ? attention_mask.to(at::kLong) : attention_mask;  // (N, S)
-  const Tensor memory = model->encode(input_ids, source_mask);                   // (N, S, E)
-  const Tensor mask = repeat_rows(source_mask, rows);                            // (N R, S)
-  const FirstStepRows first(input_ids.size(0), rows);
+  const int64_t rows = rows_per_input(call.config);
+  const Tensor source_mask = call.attention_mask.defined() ? call.attention_mask.to(at::kLong)
+                                                           : call.attention_mask;  // (N, S)
+  const Tensor memory = model->encode(call.input_ids, source_mask);                // (N, S, E)
+  const Tensor mask = repeat_rows(source_mask, rows);                              // (N R, S)
+  const FirstStepRows first(call.input_ids.size(0), rows);
   TransformerDecoderCache cache = model->make_cache();
   detail::DecodingSteps steps;
   steps.next_logits = [&](const Tensor& sequences) {
@@ -149,28 +143,24 @@ GenerateOutput generate_with_scores(Seq2SeqLM& model,
   // Beams move within their source's rows, whose projected memories are the same.
   steps.reorder = [&](const Tensor& index) { cache.reorder_decoded(index); };
   const Tensor start = at::full({memory.size(0) * rows, 1}, *plan.start, at::kLong);  // (N R, 1)
-  return decode(config, plan, logits_processor, stopping_criteria, start, generator, steps);
+  return decode(call.config, plan, call.logits_processor, call.stopping_criteria, start,
+                call.generator, steps);
 }
 
-GenerateOutput generate_with_scores(CausalLM& model,
-                                    const Tensor& input_ids,
-                                    const Tensor& attention_mask,
-                                    const GenerationConfig& config,
-                                    const std::optional<at::Generator>& generator,
-                                    const LogitsProcessorList& logits_processor,
-                                    const StoppingCriteriaList& stopping_criteria) {
+GenerateOutput detail::generate_for(CausalLM& model, const GenerateCall& call) {
   detail::GenerationPlan plan =
-      checked_plan(model, input_ids, attention_mask, config, input_ids.size(1));
+      checked_plan(model, call.input_ids, call.attention_mask, call.config, call.input_ids.size(1));
   torch::NoGradGuard no_grad;
-  const int64_t rows = rows_per_input(config);
-  const Tensor prompts = repeat_rows(input_ids, rows);  // (N R, L)
-  Tensor mask = repeat_rows(
-      attention_mask.defined() ? attention_mask.to(at::kLong) : at::ones_like(input_ids), rows);
-  if (attention_mask.defined()) {  // the prompts' left padding: (N R)
+  const int64_t rows = rows_per_input(call.config);
+  const Tensor prompts = repeat_rows(call.input_ids, rows);  // (N R, L)
+  Tensor mask = repeat_rows(call.attention_mask.defined() ? call.attention_mask.to(at::kLong)
+                                                          : at::ones_like(call.input_ids),
+                            rows);
+  if (call.attention_mask.defined()) {  // the prompts' left padding: (N R)
     plan.prompt_padding = mask.ne(0).to(at::kInt).argmax(1);
   }
   TransformerEncoderCache cache = model->make_cache();
-  const FirstStepRows first(input_ids.size(0), rows);
+  const FirstStepRows first(call.input_ids.size(0), rows);
   int64_t fed = 0;  // tokens already in the cache
   detail::DecodingSteps steps;
   steps.next_logits = [&](const Tensor& sequences) {
@@ -193,7 +183,8 @@ GenerateOutput generate_with_scores(CausalLM& model,
     return logits.select(1, logits.size(1) - 1).index_select(0, first.each);  // (N R, V)
   };
   steps.reorder = [&](const Tensor& index) { cache.reorder(index); };
-  return decode(config, plan, logits_processor, stopping_criteria, prompts, generator, steps);
+  return decode(call.config, plan, call.logits_processor, call.stopping_criteria, prompts,
+                call.generator, steps);
 }
 
 }  // namespace mha

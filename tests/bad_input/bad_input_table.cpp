@@ -73,7 +73,6 @@ std::pair<int, std::string> run_parity_cli(std::vector<std::string> args) {
 
 }  // namespace
 
-
 void expect_contains_all(const std::string& message, const std::vector<std::string>& parts) {
   for (const auto& part : parts) {
     EXPECT_NE(message.find(part), std::string::npos)

@@ -12,9 +12,9 @@
 // runs the module's rows.
 
 #include <c10/util/Exception.h>
+#include <gtest/gtest.h>
 #include <mha/multihead_attention.h>
 #include <mha/state_dict.h>
-#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <functional>
@@ -57,16 +57,16 @@ struct Row {
 };
 
 inline Row construction(std::string name,
-                 MultiheadAttentionOptions options,
-                 std::vector<std::string> message) {
+                        MultiheadAttentionOptions options,
+                        std::vector<std::string> message) {
   return Row{std::move(name), std::move(message), Kind::kValueError, std::move(options), {}};
 }
 
 inline Row forward(std::string name,
-            std::function<void(MultiheadAttention&, const Inputs&)> call,
-            std::vector<std::string> message,
-            Kind kind = Kind::kError,
-            MultiheadAttentionOptions options = MultiheadAttentionOptions(8, 2)) {
+                   std::function<void(MultiheadAttention&, const Inputs&)> call,
+                   std::vector<std::string> message,
+                   Kind kind = Kind::kError,
+                   MultiheadAttentionOptions options = MultiheadAttentionOptions(8, 2)) {
   return Row{std::move(name), std::move(message), kind, std::move(options), std::move(call)};
 }
 
@@ -74,18 +74,20 @@ inline Row forward(std::string name,
 constexpr int64_t kFixtureEmbedDim = 16, kFixtureHeads = 4;
 
 inline Row loader(std::string name,
-           std::function<std::string(const std::string&)> file,
-           std::vector<std::string> message,
-           mha::LoadOptions load_options = {},
-           MultiheadAttentionOptions options = MultiheadAttentionOptions(kFixtureEmbedDim,
-                                                                         kFixtureHeads)) {
+                  std::function<std::string(const std::string&)> file,
+                  std::vector<std::string> message,
+                  mha::LoadOptions load_options = {},
+                  MultiheadAttentionOptions options = MultiheadAttentionOptions(kFixtureEmbedDim,
+                                                                                kFixtureHeads)) {
   Row row{std::move(name), std::move(message), Kind::kError, std::move(options), {}};
   row.file = std::move(file);
   row.load_options = std::move(load_options);
   return row;
 }
 
-inline Row parity_cli(std::string name, std::vector<std::string> args, std::vector<std::string> message) {
+inline Row parity_cli(std::string name,
+                      std::vector<std::string> args,
+                      std::vector<std::string> message) {
   Row row{
       std::move(name), std::move(message), Kind::kExitStatus2, MultiheadAttentionOptions(8, 2), {}};
   row.cli = std::move(args);

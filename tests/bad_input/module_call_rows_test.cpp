@@ -301,7 +301,10 @@ std::vector<Row> module_call_rows() {
   return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(ModuleCalls, BadInputTable, ::testing::ValuesIn(module_call_rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(ModuleCalls,
+                         BadInputTable,
+                         ::testing::ValuesIn(module_call_rows()),
+                         row_name);
 
 }  // namespace bad_input
 }  // namespace test

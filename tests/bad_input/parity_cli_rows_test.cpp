@@ -70,7 +70,10 @@ std::vector<Row> parity_cli_rows() {
                  {"embed_dim must be divisible by num_heads, got embed_dim=16 and num_heads=3"})};
 }
 
-INSTANTIATE_TEST_SUITE_P(ParityCli, BadInputTable, ::testing::ValuesIn(parity_cli_rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(ParityCli,
+                         BadInputTable,
+                         ::testing::ValuesIn(parity_cli_rows()),
+                         row_name);
 
 }  // namespace bad_input
 }  // namespace test

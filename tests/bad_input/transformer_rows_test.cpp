@@ -16,7 +16,6 @@ namespace test {
 namespace bad_input {
 namespace {
 
-
 mha::TransformerLayerOptions layer_options(bool batch_first) {
   return mha::TransformerLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).batch_first(
       batch_first);

@@ -20,7 +20,6 @@ using mha::test::torch_archive;
 using mha::test::u64;
 using mha::test::write_bytes;
 
-
 std::string in(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
 /// A file of `module`'s weights (as save_state_dict writes it).
@@ -31,7 +30,6 @@ std::string weights_of(const std::string& path, const torch::nn::Module& module)
 
 // Views that reach past their storage (the check of pickle_tensors.cpp).
 constexpr const char* kPastStorage = "reaches past its storage: the storage holds 16 bytes";
-
 
 /// Loaders: the file is bad (the message starts with its path).
 std::vector<Row> bad_file_rows() {
@@ -450,7 +448,10 @@ std::vector<Row> weights_file_rows() {
   return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(WeightsFiles, BadInputTable, ::testing::ValuesIn(weights_file_rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(WeightsFiles,
+                         BadInputTable,
+                         ::testing::ValuesIn(weights_file_rows()),
+                         row_name);
 
 }  // namespace bad_input
 }  // namespace test
