@@ -17,6 +17,9 @@ namespace mha {
 namespace test {
 namespace bad_input {
 
+namespace {
+
+/// Whether `e` is of `kind` (a plain c10::Error: Python's RuntimeError).
 bool of_kind(const c10::Error& e, Kind kind) {
   switch (kind) {
     case Kind::kValueError:
@@ -31,6 +34,16 @@ bool of_kind(const c10::Error& e, Kind kind) {
              dynamic_cast<const c10::IndexError*>(&e) == nullptr;
   }
 }
+
+/// Expects `message` to contain every one of `parts`.
+void expect_contains_all(const std::string& message, const std::vector<std::string>& parts) {
+  for (const auto& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "error message:\n  " << message << "\ndoes not contain:\n  " << part;
+  }
+}
+
+}  // namespace
 
 const char* kind_name(Kind kind) {
   switch (kind) {
@@ -73,11 +86,18 @@ std::pair<int, std::string> run_parity_cli(std::vector<std::string> args) {
 
 }  // namespace
 
-void expect_contains_all(const std::string& message, const std::vector<std::string>& parts) {
-  for (const auto& part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos)
-        << "error message:\n  " << message << "\ndoes not contain:\n  " << part;
+std::optional<std::string> raised_message(const std::function<void()>& call,
+                                          Kind kind,
+                                          const std::vector<std::string>& parts) {
+  try {
+    call();
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    EXPECT_TRUE(of_kind(e, kind)) << "expected a " << kind_name(kind) << ", got: " << message;
+    expect_contains_all(message, parts);
+    return message;
   }
+  return std::nullopt;
 }
 
 TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
@@ -97,27 +117,22 @@ TEST_P(BadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
 
   const std::string file =
       row.file ? row.file(mha::test::scratch_dir("bad_input_table/" + row.name)) : "";
-  bool thrown = false;
-  try {
-    if (row.file) {
-      mha::load_state_dict(m, file, row.load_options);  // the holder overload
-    } else if (row.call) {
-      row.call(m, inputs);
-    } else {
-      MultiheadAttention attempt(row.options);
-    }
-  } catch (const c10::Error& e) {
-    thrown = true;
-    const std::string message = e.what_without_backtrace();
-    EXPECT_TRUE(of_kind(e, row.kind))
-        << "expected a " << kind_name(row.kind) << ", got: " << message;
-    expect_contains_all(message, row.message);
-    if (row.file) {
-      EXPECT_EQ(message.rfind(file + ": ", 0), 0u)
-          << "the message does not start with the file:\n  " << message;
-    }
+  const std::optional<std::string> message = raised_message(
+      [&] {
+        if (row.file) {
+          mha::load_state_dict(m, file, row.load_options);  // the holder overload
+        } else if (row.call) {
+          row.call(m, inputs);
+        } else {
+          MultiheadAttention attempt(row.options);
+        }
+      },
+      row.kind, row.message);
+  ASSERT_TRUE(message) << "expected a " << kind_name(row.kind) << " containing: " << row.message[0];
+  if (row.file) {
+    EXPECT_EQ(message->rfind(file + ": ", 0), 0u)
+        << "the message does not start with the file:\n  " << *message;
   }
-  ASSERT_TRUE(thrown) << "expected a " << kind_name(row.kind) << " containing: " << row.message[0];
 
   if (!m) {
     // Forward rows draw their own arguments; a construction row draws nothing.

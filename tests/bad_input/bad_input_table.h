@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -102,12 +103,15 @@ inline MultiheadAttentionOptions opts(int64_t embed_dim, int64_t num_heads) {
 /// A bool mask of `shape`, all false.
 inline Tensor bools(std::vector<int64_t> shape) { return torch::zeros(shape, torch::kBool); }
 
-/// Whether `e` is of `kind` (a plain c10::Error: Python's RuntimeError).
-bool of_kind(const c10::Error& e, Kind kind);
 /// The exception type `kind` stands for, for messages.
 const char* kind_name(Kind kind);
-/// Expects `message` to contain every one of `parts`.
-void expect_contains_all(const std::string& message, const std::vector<std::string>& parts);
+/// Runs `call`; when it raises a c10::Error, expects it of `kind` (a plain
+/// c10::Error: Python's RuntimeError, none of its subclasses) and its message
+/// to contain every one of `parts`, and returns the message; nullopt when
+/// nothing was raised.
+std::optional<std::string> raised_message(const std::function<void()>& call,
+                                          Kind kind,
+                                          const std::vector<std::string>& parts);
 /// gtest prints a row by its name.
 void PrintTo(const Row& row, std::ostream* os);
 

@@ -338,17 +338,8 @@ TEST_P(TransformerBadInputTable, RaisesNamingTheArgumentAndChangesNothing) {
     before.push_back(mha::support::snapshot(*m));
     training_before.push_back(m->is_training());
   }
-  bool thrown = false;
-  try {
-    row.call(subjects);
-  } catch (const c10::Error& e) {
-    thrown = true;
-    const std::string message = e.what_without_backtrace();
-    EXPECT_TRUE(of_kind(e, row.kind))
-        << "expected a " << kind_name(row.kind) << ", got: " << message;
-    expect_contains_all(message, row.message);
-  }
-  ASSERT_TRUE(thrown) << "expected a " << kind_name(row.kind) << " containing: " << row.message[0];
+  ASSERT_TRUE(raised_message([&] { row.call(subjects); }, row.kind, row.message))
+      << "expected a " << kind_name(row.kind) << " containing: " << row.message[0];
   const auto modules = subjects.modules();
   for (size_t i = 0; i < modules.size(); ++i) {
     EXPECT_EQ(mha::support::state_difference(mha::support::snapshot(*modules[i]), before[i]), "")
