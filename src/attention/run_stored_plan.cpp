@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "attention/cached_attention.h"
@@ -100,35 +101,36 @@ Tensor attend_packed(const CallPlan& plan,
   return out;
 }
 
-/// kPaged's kDecode sequences of q (T, H, hd): the decode kernel in one call
-/// over the pools in place, each sequence's one query, into their rows of
-/// `out` (T, E'); or, when every sequence decodes, the whole output.
-Tensor decode_paged(const CallPlan& plan,
-                    const StoredCall& call,
-                    const Tensor& q,
-                    KeyValueStore& store,
-                    Tensor out) {
-  const std::vector<AttentionKernel>& kernels = plan.sequence_kernels;
+/// The decode kernel over the pools in place: `queries` (n, H, hd), one per
+/// sequence, with those sequences' block table and lengths. -> (n, E').
+Tensor decode_in_pools(const StoredKeyValues& pools,
+                       const Tensor& queries,
+                       const Tensor& table,
+                       const Tensor& lengths) {
+  return paged_decode_attention({queries, pools.keys, pools.values, table, lengths})
+      .flatten(1);  // (n, H, hd) -> (n, E')
+}
+
+/// kPaged's kDecode sequences of q (T, H, hd), in one call of the decode
+/// kernel over the pools in place, into their rows of `out` (T, E').
+void decode_paged(const CallPlan& plan,
+                  const StoredCall& call,
+                  const Tensor& q,
+                  KeyValueStore& store,
+                  Tensor& out) {
   std::vector<int64_t> seqs, rows;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    if (kernels[i] != AttentionKernel::kDecode) continue;
+  for (size_t i = 0; i < plan.sequence_kernels.size(); ++i) {
+    if (plan.sequence_kernels[i] != AttentionKernel::kDecode) continue;
     seqs.push_back(static_cast<int64_t>(i));
     rows.push_back((*call.query_offsets)[i]);
   }
-  if (seqs.empty()) return out;
+  if (seqs.empty()) return;
   const StoredKeyValues pools = store.read(AttentionKernel::kDecode);
-  auto decode = [&](const Tensor& queries, const Tensor& table, const Tensor& lengths) {
-    return paged_decode_attention({queries, pools.keys, pools.values, table, lengths})
-        .flatten(1);  // (n, H, hd) -> (n, E')
-  };
-  if (seqs.size() == kernels.size() && q.size(0) == static_cast<int64_t>(seqs.size())) {
-    return decode(q, pools.block_table, pools.lengths);  // every sequence decodes one query
-  }
   const Tensor seq_index = torch::tensor(seqs), row_index = torch::tensor(rows);
   out.index_copy_(0, row_index,
-                  decode(q.index_select(0, row_index), pools.block_table.index_select(0, seq_index),
-                         pools.lengths.index_select(0, seq_index)));
-  return out;
+                  decode_in_pools(pools, q.index_select(0, row_index),
+                                  pools.block_table.index_select(0, seq_index),
+                                  pools.lengths.index_select(0, seq_index)));
 }
 
 /// kPaged: q (T, H, hd) over each sequence's stored keys: the kDecode
@@ -139,8 +141,17 @@ Tensor attend_paged(const CallPlan& plan,
                     const StoredCall& call,
                     const Tensor& q,
                     KeyValueStore& store) {
+  const std::vector<AttentionKernel>& kernels = plan.sequence_kernels;
+  const bool every_one_decodes = q.size(0) == static_cast<int64_t>(kernels.size()) &&
+                                 std::all_of(kernels.begin(), kernels.end(), [](AttentionKernel k) {
+                                   return k == AttentionKernel::kDecode;
+                                 });
+  if (every_one_decodes) {  // a decode step: one call, no output to assemble
+    const StoredKeyValues pools = store.read(AttentionKernel::kDecode);
+    return decode_in_pools(pools, q, pools.block_table, pools.lengths);  // (T, E')
+  }
   Tensor out = at::empty({q.size(0), q.size(1) * q.size(2)}, q.options());  // (T, E')
-  out = decode_paged(plan, call, q, store, out);
+  decode_paged(plan, call, q, store, out);
   const std::vector<int64_t>& offsets = *call.query_offsets;
   for (size_t i = 0; i + 1 < offsets.size(); ++i) {
     const int64_t begin = offsets[i], length = offsets[i + 1] - begin;
