@@ -1,4 +1,4 @@
-// One paged cache per stack (PagedKVCache::for_layers, make_paged_cache): the
+// One paged cache per stack (make_paged_cache): the
 // layers' caches share one block table (ids, lengths, free list); a stack
 // step grows it once for every layer, all or nothing; fork and copy on write
 // act in every layer's pool; a layer's own call on a shared table adds no
@@ -88,9 +88,9 @@ TEST(PagedStackCache, TheLayersShareIdsAndOneBlockTable) {
   MHA_ASSERT_THROWS_WITH(
       stack->forward_paged(torch::randn({1, kE}), five_layers, {e}, offsets({1})),
       "expected cache to hold one cache per layer (6), but got 5");
-  MHA_ASSERT_THROWS_WITH(mha::PagedKVCache::for_layers({}, mha::PagedKVCacheOptions(4)),
+  MHA_ASSERT_THROWS_WITH(mha::PagedStackCache({}, mha::PagedKVCacheOptions(4)),
                          "expected at least one module");
-  MHA_ASSERT_THROWS_WITH(mha::PagedKVCache::for_layers({nullptr}, mha::PagedKVCacheOptions(4)),
+  MHA_ASSERT_THROWS_WITH(mha::PagedStackCache({nullptr}, mha::PagedKVCacheOptions(4)),
                          "expected modules[0] to be a module, but got nullptr");
 }
 

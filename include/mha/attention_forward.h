@@ -1,8 +1,12 @@
 #pragma once
 
 // The `forward` of Python's `torch.nn.MultiheadAttention` (its arguments,
-// their order and defaults), written once for mha's attention modules.
+// their order and defaults) and its parameters, written once for mha's
+// attention modules.
 
+#include <torch/nn/modules/common.h>
+#include <torch/nn/modules/container/any_value.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include <tuple>
@@ -46,4 +50,37 @@ class AttentionForward {
       const detail::AttentionCall& call) = 0;
 };
 
+/// The parameters of Python's `MultiheadAttention`, named as its
+/// `state_dict` names them. `MultiheadAttentionImpl` holds the whole module's
+/// (E' = E); `TensorParallelMultiheadAttentionImpl` this rank's shard of each
+/// (E' = E / world size rows of the input projections and their bias, columns
+/// of `bias_k`/`bias_v` and of `out_proj.weight`, whose bias stays whole).
+struct AttentionParameters {
+  /// Packed [q; k; v] input projection (3E', E), when kdim == vdim == embed_dim.
+  torch::Tensor in_proj_weight;
+  /// Separate input projections (E', E), (E', kdim), (E', vdim), otherwise.
+  torch::Tensor q_proj_weight;
+  /// See `q_proj_weight`.
+  torch::Tensor k_proj_weight;
+  /// See `q_proj_weight`.
+  torch::Tensor v_proj_weight;
+  /// Packed input projection bias (3E'), when `bias`.
+  torch::Tensor in_proj_bias;
+  /// Learned key/value bias rows (1, 1, E'), when `add_bias_kv`.
+  torch::Tensor bias_k;
+  /// See `bias_k`.
+  torch::Tensor bias_v;
+  /// Output projection E' -> E, registered as the submodule `out_proj`.
+  torch::nn::Linear out_proj{nullptr};
+};
+
 }  // namespace mha
+
+/// `AttentionForward::forward`'s defaults (Python's: no masks,
+/// `need_weights`, `average_attn_weights`, not causal) for `AnyModule` and
+/// `Sequential`, in an attention module class's `protected:` part.
+#define MHA_ATTENTION_FORWARD_DEFAULT_ARGS                            \
+  FORWARD_HAS_DEFAULT_ARGS({3, torch::nn::AnyValue(torch::Tensor())}, \
+                           {4, torch::nn::AnyValue(true)},            \
+                           {5, torch::nn::AnyValue(torch::Tensor())}, \
+                           {6, torch::nn::AnyValue(true)}, {7, torch::nn::AnyValue(false)})

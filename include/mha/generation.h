@@ -40,14 +40,16 @@ struct GenerateOutput {
 
 namespace detail {
 
-/// One `generate_with_scores` call's arguments but the model.
+/// One `generate_with_scores` call's arguments but the model; the optional
+/// ones (copies of the caller's: the lists hold shared pointers) default as
+/// `generate`'s do.
 struct GenerateCall {
   const torch::Tensor& input_ids;
   const torch::Tensor& attention_mask;
   const GenerationConfig& config;
-  const std::optional<at::Generator>& generator;
-  const LogitsProcessorList& logits_processor;
-  const StoppingCriteriaList& stopping_criteria;
+  std::optional<at::Generator> generator = std::nullopt;
+  LogitsProcessorList logits_processor = {};
+  StoppingCriteriaList stopping_criteria = {};
 };
 
 /// `generate_with_scores` of a sequence-to-sequence LM.
@@ -58,7 +60,27 @@ GenerateOutput generate_for(CausalLM& model, const GenerateCall& call);
 }  // namespace detail
 
 /// transformers' `model.generate(...)` with `return_dict_in_generate=True`
-/// and `output_scores=True`, for a `Seq2SeqLM` or a `CausalLM`.
+/// and `output_scores=True`: `generate`'s arguments (below), its sequences
+/// and their scores. The optional arguments are objects of their types (an
+/// `mha::LogitsProcessorList{...}`, not a braced list, which does not deduce).
+template <typename LanguageModel, typename... Optional>
+GenerateOutput generate_with_scores(LanguageModel& model,
+                                    const torch::Tensor& input_ids,
+                                    const torch::Tensor& attention_mask,
+                                    const GenerationConfig& config,
+                                    const Optional&... generator_processors_criteria) {
+  static_assert(std::is_same_v<LanguageModel, Seq2SeqLM> || std::is_same_v<LanguageModel, CausalLM>,
+                "mha::generate and mha::generate_with_scores take a mha::Seq2SeqLM or a "
+                "mha::CausalLM");
+  static_assert(sizeof...(Optional) <= 3,
+                "mha::generate_with_scores: after the config, at most a generator, a "
+                "LogitsProcessorList and a StoppingCriteriaList");
+  return detail::generate_for(model, detail::GenerateCall{input_ids, attention_mask, config,
+                                                          generator_processors_criteria...});
+}
+
+/// transformers' `model.generate(input_ids, attention_mask=mask, generation_config=config)`
+/// for a `Seq2SeqLM` or a `CausalLM`: the sequences.
 ///
 /// A sequence-to-sequence LM: `input_ids` (N, S) the sources,
 /// `attention_mask` (N, S) 1 for tokens and 0 for padding (undefined: none).
@@ -82,23 +104,6 @@ GenerateOutput generate_for(CausalLM& model, const GenerateCall& call);
 /// config's; one of a built-in class replaces the config's). Runs under
 /// `torch::NoGradGuard`, on the CPU (a model or `input_ids` elsewhere is a
 /// c10::Error).
-template <typename LanguageModel>
-GenerateOutput generate_with_scores(LanguageModel& model,
-                                    const torch::Tensor& input_ids,
-                                    const torch::Tensor& attention_mask,
-                                    const GenerationConfig& config,
-                                    const std::optional<at::Generator>& generator = std::nullopt,
-                                    const LogitsProcessorList& logits_processor = {},
-                                    const StoppingCriteriaList& stopping_criteria = {}) {
-  static_assert(std::is_same_v<LanguageModel, Seq2SeqLM> || std::is_same_v<LanguageModel, CausalLM>,
-                "mha::generate and mha::generate_with_scores take a mha::Seq2SeqLM or a "
-                "mha::CausalLM");
-  return detail::generate_for(
-      model, {input_ids, attention_mask, config, generator, logits_processor, stopping_criteria});
-}
-
-/// transformers' `model.generate(input_ids, attention_mask=mask, generation_config=config)`
-/// for a `Seq2SeqLM` or a `CausalLM`: the sequences of `generate_with_scores`.
 template <typename LanguageModel>
 torch::Tensor generate(LanguageModel& model,
                        const torch::Tensor& input_ids,

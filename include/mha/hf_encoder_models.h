@@ -5,10 +5,10 @@
 // electra) from token ids, vision (vit, deit) from pixels; the embeddings,
 // mha's `TransformerEncoder` and the pooler where the checkpoint has one.
 
+#include <mha/convertible_module.h>
 #include <mha/layer_norm.h>
 #include <mha/transformer_coder.h>
 #include <torch/arg.h>
-#include <torch/nn/cloneable.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -65,7 +65,7 @@ struct TextEncoderModelOptions {
 /// `DistilBertModel`, `ElectraModel`): word, position and token-type
 /// embeddings and their LayerNorm (electra: then `embeddings_project`), the
 /// layers as a `TransformerEncoder` (`encoder.layers.*`), and the pooler.
-class TextEncoderModelImpl : public torch::nn::Cloneable<TextEncoderModelImpl> {
+class TextEncoderModelImpl : public detail::WholeModel<TextEncoderModelImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
   explicit TextEncoderModelImpl(TextEncoderModelOptions options);
@@ -86,18 +86,6 @@ class TextEncoderModelImpl : public torch::nn::Cloneable<TextEncoderModelImpl> {
 
   /// Registers the submodules.
   void reset() override;
-  /// `torch::load`'s step, int8 and prepacked weights included.
-  void load(torch::serialize::InputArchive& archive) override;
-  /// A deep copy that leaves the global RNG alone.
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
-  /// `Module::to`; prepacked weights (`load_hf_model`'s default) are
-  /// unpacked first (`mha::unpack`) when the dtype or device changes.
-  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  /// See the overload above.
-  void to(torch::Dtype dtype, bool non_blocking = false) override;
-  /// See the overload above.
-  void to(torch::Device device, bool non_blocking = false) override;
   /// Prints `mha::TextEncoderModel(model_type=bert, num_layers=12)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -148,7 +136,7 @@ struct VisionEncoderModelOptions {
 /// `Conv2d`, the CLS token (and deit's distillation token), position
 /// embeddings, the pre-norm layers with the final `layernorm` as the
 /// encoder's norm, and the pooler.
-class VisionEncoderModelImpl : public torch::nn::Cloneable<VisionEncoderModelImpl> {
+class VisionEncoderModelImpl : public detail::WholeModel<VisionEncoderModelImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
   explicit VisionEncoderModelImpl(VisionEncoderModelOptions options);
@@ -163,18 +151,6 @@ class VisionEncoderModelImpl : public torch::nn::Cloneable<VisionEncoderModelImp
 
   /// Registers the submodules and parameters.
   void reset() override;
-  /// `torch::load`'s step, int8 and prepacked weights included.
-  void load(torch::serialize::InputArchive& archive) override;
-  /// A deep copy that leaves the global RNG alone.
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
-  /// `Module::to`; prepacked weights (`load_hf_model`'s default) are
-  /// unpacked first (`mha::unpack`) when the dtype or device changes.
-  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  /// See the overload above.
-  void to(torch::Dtype dtype, bool non_blocking = false) override;
-  /// See the overload above.
-  void to(torch::Device device, bool non_blocking = false) override;
   /// Prints `mha::VisionEncoderModel(model_type=vit, num_layers=12)`.
   void pretty_print(std::ostream& stream) const override;
 

@@ -8,13 +8,13 @@
 // one copy of the values in memory, listed under both names (as Python's
 // `state_dict`), kept tied by `clone()`, `to()` and `torch::load`.
 
+#include <mha/convertible_module.h>
 #include <mha/kv_cache.h>
 #include <mha/layer_norm.h>
 #include <mha/paged_kv_cache.h>
 #include <mha/transformer.h>
 #include <mha/transformer_cache.h>
 #include <torch/arg.h>
-#include <torch/nn/cloneable.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -70,7 +70,7 @@ struct Seq2SeqLMOptions {
 /// embeddings, each stack's positions and embedding norm, a
 /// `mha::Transformer` (`transformer.encoder.*`, `transformer.decoder.*`),
 /// the LM head and `final_logits_bias`.
-class Seq2SeqLMImpl : public torch::nn::Cloneable<Seq2SeqLMImpl> {
+class Seq2SeqLMImpl : public detail::WholeModel<Seq2SeqLMImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
   explicit Seq2SeqLMImpl(Seq2SeqLMOptions options);
@@ -110,19 +110,6 @@ class Seq2SeqLMImpl : public torch::nn::Cloneable<Seq2SeqLMImpl> {
 
   /// Registers the submodules and ties the head.
   void reset() override;
-  /// `torch::load`'s step; the head stays tied.
-  void load(torch::serialize::InputArchive& archive) override;
-  /// A deep copy that keeps the head tied and leaves the global RNG alone.
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
-  /// `Module::to`, then the head tied again; prepacked weights
-  /// (`load_hf_model`'s default) are unpacked first (`mha::unpack`) when the
-  /// dtype or device changes.
-  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  /// See the overload above.
-  void to(torch::Dtype dtype, bool non_blocking = false) override;
-  /// See the overload above.
-  void to(torch::Device device, bool non_blocking = false) override;
   /// Prints `mha::Seq2SeqLM(model_type=marian, ...)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -158,7 +145,7 @@ class Seq2SeqLMImpl : public torch::nn::Cloneable<Seq2SeqLMImpl> {
                       const torch::nn::Embedding& tokens,
                       const torch::nn::Embedding& positions,
                       const LayerNorm& norm) const;
-  void tie_weights();
+  void tie_weights() override;
 };
 
 /// A `ModuleHolder` for `Seq2SeqLMImpl`.
@@ -198,7 +185,7 @@ struct CausalLMOptions {
 /// Left-padded batches: pass the `attention_mask` (0 on padding); the
 /// padding is masked as keys in every layer, in `forward`, `forward_cached`
 /// and each step after. Logits at padded positions are not meaningful.
-class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
+class CausalLMImpl : public detail::WholeModel<CausalLMImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
   explicit CausalLMImpl(CausalLMOptions options);
@@ -265,19 +252,6 @@ class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
 
   /// Registers the submodules and ties the head.
   void reset() override;
-  /// `torch::load`'s step; the head stays tied.
-  void load(torch::serialize::InputArchive& archive) override;
-  /// A deep copy that keeps the head tied and leaves the global RNG alone.
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
-  /// `Module::to`, then the head tied again; prepacked weights
-  /// (`load_hf_model`'s default) are unpacked first (`mha::unpack`) when the
-  /// dtype or device changes.
-  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  /// See the overload above.
-  void to(torch::Dtype dtype, bool non_blocking = false) override;
-  /// See the overload above.
-  void to(torch::Device device, bool non_blocking = false) override;
   /// Prints `mha::CausalLM(model_type=gpt2, num_layers=12)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -297,7 +271,7 @@ class CausalLMImpl : public torch::nn::Cloneable<CausalLMImpl> {
   torch::nn::Linear lm_head{nullptr};
 
  private:
-  void tie_weights();
+  void tie_weights() override;
 };
 
 /// A `ModuleHolder` for `CausalLMImpl`.

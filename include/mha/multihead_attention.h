@@ -1,10 +1,10 @@
 #pragma once
 
 #include <mha/attention_forward.h>
+#include <mha/convertible_module.h>
 #include <mha/kernel_switches.h>
 #include <mha/multihead_attention_options.h>
 #include <torch/arg.h>
-#include <torch/nn/cloneable.h>
 #include <torch/nn/modules/common.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -34,8 +34,9 @@ class PagedKVCache;
 /// auto x = torch::randn({5, 3, 8});               // (L, N, E)
 /// auto [out, weights] = attn(x, x, x);            // (5, 3, 8), (3, 5, 5)
 /// ```
-class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImpl>,
-                               public AttentionForward {
+class MultiheadAttentionImpl : public detail::ConvertibleModule<MultiheadAttentionImpl>,
+                               public AttentionForward,
+                               public AttentionParameters {
  public:
   /// Same as `MultiheadAttentionImpl(MultiheadAttentionOptions(embed_dim, num_heads))`.
   MultiheadAttentionImpl(int64_t embed_dim, int64_t num_heads)
@@ -106,16 +107,6 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   /// biases, xavier_normal_ `bias_k`/`bias_v`, default Linear init for
   /// `out_proj.weight`.
   void reset_parameters();
-  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
-  /// (the copy's `reset()` draws, then the original's values replace them), as
-  /// Python's `copy.deepcopy` does.
-  /// `torch::load`'s step: a c10::Error before anything loads when the
-  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
-  /// module's, then LibTorch's load (int8 weights included).
-  void load(torch::serialize::InputArchive& archive) override;
-
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
 
   /// Prints e.g. `mha::MultiheadAttention(embed_dim=8, num_heads=2, batch_first=true)`.
   void pretty_print(std::ostream& stream) const override;
@@ -123,33 +114,12 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
   /// The options this module was constructed with.
   MultiheadAttentionOptions options;
 
-  /// Packed [q; k; v] input projection (3E, E), when kdim == vdim == embed_dim.
-  torch::Tensor in_proj_weight;
-  /// Separate input projections (E, E), (E, kdim), (E, vdim), otherwise.
-  torch::Tensor q_proj_weight;
-  /// See `q_proj_weight`.
-  torch::Tensor k_proj_weight;
-  /// See `q_proj_weight`.
-  torch::Tensor v_proj_weight;
-  /// Packed input projection bias (3E), when `bias`.
-  torch::Tensor in_proj_bias;
-  /// Learned key/value bias rows (1, 1, E), when `add_bias_kv`.
-  torch::Tensor bias_k;
-  /// See `bias_k`.
-  torch::Tensor bias_v;
-  /// Output projection, registered as the submodule `out_proj`.
-  torch::nn::Linear out_proj{nullptr};
-
  protected:
   /// `forward`'s call: checked (unless the layer that runs it checked it),
   /// planned and run.
   std::tuple<torch::Tensor, torch::Tensor> forward_call(const detail::AttentionCall& call) override;
 
-  FORWARD_HAS_DEFAULT_ARGS({3, torch::nn::AnyValue(torch::Tensor())},
-                           {4, torch::nn::AnyValue(true)},
-                           {5, torch::nn::AnyValue(torch::Tensor())},
-                           {6, torch::nn::AnyValue(true)},
-                           {7, torch::nn::AnyValue(false)})
+  MHA_ATTENTION_FORWARD_DEFAULT_ARGS
 
  private:
   /// True when kdim == vdim == embed_dim (Python's `_qkv_same_embed_dim`).

@@ -5,6 +5,7 @@
 // sequence a table of blocks (vLLM's paged attention, on the CPU). Filled by
 // `MultiheadAttentionImpl::forward_paged`. See docs/decoding.md.
 
+#include <mha/paged_sequences.h>
 #include <torch/arg.h>
 #include <torch/types.h>
 
@@ -16,12 +17,19 @@ namespace mha {
 
 class MultiheadAttentionImpl;
 class PagedKVCache;
+struct PagedKVCacheOptions;
 
 namespace detail {
 struct PagedKVCacheState;
 class PagedBlockManager;
 /// Private access for `MultiheadAttentionImpl::forward_paged`.
 PagedKVCacheState& paged_kv_cache_state(PagedKVCache& cache);
+/// One cache per module of `modules` (each its heads, head_dim, dtype,
+/// device) over one block table of `options.num_blocks()` blocks shared by
+/// all: what a `PagedStackCache` holds. Throws `c10::Error` for no modules or
+/// a null one.
+std::vector<PagedKVCache> caches_over_one_table(
+    const std::vector<const MultiheadAttentionImpl*>& modules, const PagedKVCacheOptions& options);
 }  // namespace detail
 
 /// The pool's size: `num_blocks` blocks of `block_size` positions each.
@@ -55,7 +63,7 @@ struct PagedKVCacheOptions {
 /// Errors (`c10::Error`, nothing changed): an unknown id, a call that needs
 /// more blocks than are free. Not thread-safe: one thread uses a cache at a time.
 ///
-/// A stack's caches can share one block table (`for_layers`, vLLM's block
+/// A stack's caches share one block table (`PagedStackCache`, vLLM's block
 /// manager over per-layer pools): one free list, one table per sequence and
 /// one id counter for all of them, so `add_sequence`, `fork` and `release` on
 /// any of them act on all. Such a table grows only in a stack step
@@ -76,7 +84,7 @@ struct PagedKVCacheOptions {
 /// auto x = torch::randn({5, 64});  // 3 new positions of a, then 2 of b
 /// auto [y, w] = attn->forward_paged(x, x, x, cache, {a, b}, torch::tensor({0, 3, 5}));
 /// ```
-class PagedKVCache {
+class PagedKVCache : public PagedSequences {
  public:
   /// A pool for `module`'s keys and values (its heads, head_dim, dtype, device).
   PagedKVCache(const MultiheadAttentionImpl& module, const PagedKVCacheOptions& options);
@@ -86,43 +94,14 @@ class PagedKVCache {
   PagedKVCache& operator=(const PagedKVCache&) = delete;
   ~PagedKVCache();
 
-  /// One cache per module of `modules` (each its heads, head_dim, dtype,
-  /// device) over one block table of `options.num_blocks()` blocks shared by
-  /// all: the caches of a stack's layers (`TransformerEncoderImpl::make_paged_cache`,
-  /// `TransformerDecoderImpl::make_paged_cache`). Each pool has
-  /// `num_blocks * block_size` rows. Throws `c10::Error` for no modules or a null one.
-  static std::vector<PagedKVCache> for_layers(
-      const std::vector<const MultiheadAttentionImpl*>& modules,
-      const PagedKVCacheOptions& options);
-
-  /// A new, empty sequence; its id.
-  int64_t add_sequence();
-  /// Cached positions of sequence `id`.
-  int64_t length(int64_t id) const;
-  /// Forgets sequence `id` and frees the blocks no other sequence shares.
-  void release(int64_t id);
-  /// A new sequence holding `id`'s positions, sharing its blocks (beam search,
-  /// several samples of one prompt); its id.
-  int64_t fork(int64_t id);
-  /// Whether `id` is a sequence of this cache.
-  bool contains(int64_t id) const;
-  /// The ids of the sequences, ascending.
-  std::vector<int64_t> sequence_ids() const;
-
-  /// Blocks no sequence holds.
-  int64_t num_free_blocks() const;
-  /// Blocks in the pool.
-  int64_t num_blocks() const;
-  /// Positions per block.
-  int64_t block_size() const;
   /// Bytes of the key and value pools.
   int64_t memory_bytes() const;
   /// Bytes of the blocks the sequences hold (a shared block once).
   int64_t used_bytes() const;
   /// Whether it holds memories for cross-attention (`static_kv`).
   bool is_static() const;
-  /// Whether `other` shares this cache's block table (`for_layers`; a cache
-  /// shares its own).
+  /// Whether `other` shares this cache's block table (a `PagedStackCache`'s
+  /// layers do; a cache shares its own).
   bool shares_blocks_with(const PagedKVCache& other) const;
 
  private:
@@ -131,6 +110,9 @@ class PagedKVCache {
                const PagedKVCacheOptions& options,
                std::shared_ptr<detail::PagedBlockManager> blocks);
   friend detail::PagedKVCacheState& detail::paged_kv_cache_state(PagedKVCache& cache);
+  friend std::vector<PagedKVCache> detail::caches_over_one_table(
+      const std::vector<const MultiheadAttentionImpl*>& modules,
+      const PagedKVCacheOptions& options);
   std::unique_ptr<detail::PagedKVCacheState> state_;
 };
 

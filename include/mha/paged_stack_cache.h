@@ -40,7 +40,7 @@ std::vector<PagedKVCache>& stack_layers(PagedStackCache& cache);
 ///                                            torch::tensor({0, 5}));
 /// const int64_t b = cache.fork(a);  // shares a's blocks in every layer
 /// ```
-class PagedStackCache {
+class PagedStackCache : public PagedSequences {
  public:
   /// A pool per module of `modules` (a stack's attention modules, in layer
   /// order) over one table of `options.num_blocks()` blocks. Throws
@@ -52,26 +52,6 @@ class PagedStackCache {
   PagedStackCache(const PagedStackCache&) = delete;
   PagedStackCache& operator=(const PagedStackCache&) = delete;
 
-  /// A new, empty sequence in every layer; its id.
-  int64_t add_sequence();
-  /// A new sequence sharing `id`'s blocks in every layer (copy on write:
-  /// beam search, several samples of one prompt); its id.
-  int64_t fork(int64_t id);
-  /// Forgets sequence `id` and frees the blocks no other sequence shares.
-  void release(int64_t id);
-  /// Whether `id` is a sequence of this cache.
-  bool contains(int64_t id) const;
-  /// The ids of the sequences, ascending.
-  std::vector<int64_t> sequence_ids() const;
-  /// Cached positions of sequence `id` (the same in every layer).
-  int64_t length(int64_t id) const;
-
-  /// Blocks no sequence holds.
-  int64_t num_free_blocks() const;
-  /// Blocks in the table (each layer's pool has this many).
-  int64_t num_blocks() const;
-  /// Positions per block.
-  int64_t block_size() const;
   /// Bytes of every layer's key and value pools.
   int64_t memory_bytes() const;
   /// Bytes of the blocks the sequences hold, in every layer's pools.
@@ -88,6 +68,8 @@ class PagedStackCache {
   const PagedKVCache& layer(int64_t i) const;
 
  private:
+  /// The stack's cache over `layers` (which share one block table).
+  explicit PagedStackCache(std::vector<PagedKVCache> layers);
   friend std::vector<PagedKVCache>& detail::stack_layers(PagedStackCache& cache);
 
   std::vector<PagedKVCache> layers_;

@@ -89,7 +89,8 @@ struct TensorParallelOptions {
 /// ```
 class TensorParallelMultiheadAttentionImpl
     : public torch::nn::Cloneable<TensorParallelMultiheadAttentionImpl>,
-      public AttentionForward {
+      public AttentionForward,
+      public AttentionParameters {
  public:
   /// Validates `options` as `MultiheadAttention` does, plus `num_heads`
   /// divisible by the group's size, and allocates and initialises only this
@@ -152,23 +153,6 @@ class TensorParallelMultiheadAttentionImpl
   /// How the shard is initialised.
   TensorParallelOptions parallel_options;
 
-  /// This rank's [q; k; v] rows (3E/p, E), when kdim == vdim == embed_dim.
-  torch::Tensor in_proj_weight;
-  /// This rank's rows (E/p, E), (E/p, kdim), (E/p, vdim), otherwise.
-  torch::Tensor q_proj_weight;
-  /// See `q_proj_weight`.
-  torch::Tensor k_proj_weight;
-  /// See `q_proj_weight`.
-  torch::Tensor v_proj_weight;
-  /// This rank's [q; k; v] bias entries (3E/p), when `bias`.
-  torch::Tensor in_proj_bias;
-  /// This rank's columns (1, 1, E/p) of `bias_k`, when `add_bias_kv`.
-  torch::Tensor bias_k;
-  /// See `bias_k`.
-  torch::Tensor bias_v;
-  /// Row-parallel output projection: weight (E, E/p), whole bias (E).
-  torch::nn::Linear out_proj{nullptr};
-
  protected:
   /// `forward` (`AttentionForward`'s): `MultiheadAttention`'s semantics (masks,
   /// `batch_first`, unbatched input, `is_causal`, dropout); the whole output
@@ -179,11 +163,7 @@ class TensorParallelMultiheadAttentionImpl
   /// equal the single-process module's within float rounding.
   std::tuple<torch::Tensor, torch::Tensor> forward_call(const detail::AttentionCall& call) override;
 
-  FORWARD_HAS_DEFAULT_ARGS({3, torch::nn::AnyValue(torch::Tensor())},
-                           {4, torch::nn::AnyValue(true)},
-                           {5, torch::nn::AnyValue(torch::Tensor())},
-                           {6, torch::nn::AnyValue(true)},
-                           {7, torch::nn::AnyValue(false)})
+  MHA_ATTENTION_FORWARD_DEFAULT_ARGS
 
  private:
   /// The collective check of the first forward, done once per shard.

@@ -5,9 +5,9 @@
 // keeps it (torch/nn/modules/transformer.h); including this header gives the
 // stacks and the layers too.
 
+#include <mha/convertible_module.h>
 #include <mha/transformer_coder.h>
 #include <torch/arg.h>
-#include <torch/nn/cloneable.h>
 #include <torch/nn/modules/common.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/pimpl.h>
@@ -72,7 +72,7 @@ struct TransformerOptions {
 /// auto tgt_mask = mha::generate_square_subsequent_mask(5);
 /// auto y = model(torch::randn({7, 2, 16}), torch::randn({5, 2, 16}), torch::Tensor(), tgt_mask);
 /// ```
-class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
+class TransformerImpl : public detail::ConvertibleModule<TransformerImpl> {
  public:
   /// Builds the encoder and decoder (or takes the custom ones) and re-initialises.
   explicit TransformerImpl(TransformerOptions options = {});
@@ -122,16 +122,6 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
 
   /// Registers `encoder` and `decoder` and calls `reset_parameters`.
   void reset() override;
-  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
-  /// (the copy's `reset()` draws, then the original's values replace them), as
-  /// Python's `copy.deepcopy` does.
-  /// `torch::load`'s step: a c10::Error before anything loads when the
-  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
-  /// module's, then LibTorch's load (int8 weights included).
-  void load(torch::serialize::InputArchive& archive) override;
-
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Python's `_reset_parameters`: `xavier_uniform_` on every parameter with dim > 1.
   void reset_parameters();
   /// Prints `mha::Transformer(d_model=16, nhead=4, ...)`.

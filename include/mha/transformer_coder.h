@@ -4,11 +4,11 @@
 // layers), as PyTorch's C++ frontend keeps them apart from Transformer
 // (torch/nn/modules/transformercoder.h); the causal-mask helpers they use.
 
+#include <mha/convertible_module.h>
 #include <mha/paged_stack_cache.h>
 #include <mha/transformer_cache.h>
 #include <mha/transformer_layers.h>
 #include <torch/arg.h>
-#include <torch/nn/cloneable.h>
 #include <torch/nn/modules/common.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -62,7 +62,7 @@ struct TransformerEncoderOptions {
 ///     mha::TransformerEncoderLayer(mha::TransformerEncoderLayerOptions(16, 4)), 2));
 /// auto y = encoder(torch::randn({5, 2, 16}));
 /// ```
-class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImpl> {
+class TransformerEncoderImpl : public detail::ConvertibleModule<TransformerEncoderImpl> {
  public:
   /// Clones the layer `num_layers` times; warns as Python does when
   /// `enable_nested_tensor` is set but the layer cannot use nested tensors,
@@ -122,16 +122,6 @@ class TransformerEncoderImpl : public torch::nn::Cloneable<TransformerEncoderImp
 
   /// Registers `layers` (fresh clones of the options' layer) and `norm`.
   void reset() override;
-  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
-  /// (the copy's `reset()` draws, then the original's values replace them), as
-  /// Python's `copy.deepcopy` does.
-  /// `torch::load`'s step: a c10::Error before anything loads when the
-  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
-  /// module's, then LibTorch's load (int8 weights included).
-  void load(torch::serialize::InputArchive& archive) override;
-
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints `mha::TransformerEncoder(num_layers=2)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -173,7 +163,7 @@ struct TransformerDecoderOptions {
 };
 
 /// Python's `torch.nn.TransformerDecoder`: `layers.0.*` ... and `norm.*`.
-class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImpl> {
+class TransformerDecoderImpl : public detail::ConvertibleModule<TransformerDecoderImpl> {
  public:
   /// Clones the layer `num_layers` times.
   explicit TransformerDecoderImpl(TransformerDecoderOptions options);
@@ -245,16 +235,6 @@ class TransformerDecoderImpl : public torch::nn::Cloneable<TransformerDecoderImp
 
   /// Registers `layers` (fresh clones of the options' layer) and `norm`.
   void reset() override;
-  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
-  /// (the copy's `reset()` draws, then the original's values replace them), as
-  /// Python's `copy.deepcopy` does.
-  /// `torch::load`'s step: a c10::Error before anything loads when the
-  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
-  /// module's, then LibTorch's load (int8 weights included).
-  void load(torch::serialize::InputArchive& archive) override;
-
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints `mha::TransformerDecoder(num_layers=2)`.
   void pretty_print(std::ostream& stream) const override;
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <mha/convertible_module.h>
 #include <mha/kv_cache.h>
 #include <mha/layer_norm.h>
 #include <mha/multihead_attention.h>
@@ -7,7 +8,6 @@
 #include <mha/transformer_cache.h>
 #include <torch/arg.h>
 #include <torch/enum.h>
-#include <torch/nn/cloneable.h>
 #include <torch/nn/modules/common.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
@@ -76,7 +76,7 @@ using TransformerDecoderLayerOptions = TransformerLayerOptions;
 ///     mha::TransformerEncoderLayerOptions(16, 4).dim_feedforward(32).batch_first(true));
 /// auto y = layer(torch::randn({2, 5, 16}));  // (N, L, E)
 /// ```
-class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncoderLayerImpl> {
+class TransformerEncoderLayerImpl : public detail::ConvertibleModule<TransformerEncoderLayerImpl> {
  public:
   /// Same as `TransformerEncoderLayerImpl(TransformerEncoderLayerOptions(d_model, nhead))`.
   TransformerEncoderLayerImpl(int64_t d_model, int64_t nhead)
@@ -93,6 +93,14 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
                         const torch::Tensor& src_mask = {},
                         const torch::Tensor& src_key_padding_mask = {},
                         bool is_causal = false);
+
+  /// `forward` of several sequences at once, without masks, eval only: `src`
+  /// (T, E) holds their rows one after another, sequence i's at
+  /// [cu_seqlens[i], cu_seqlens[i + 1]). Each sequence attends over its own
+  /// rows only; the projections and the feed-forward run once over all T
+  /// rows (no padding). Returns (T, E), each sequence's rows within float32
+  /// rounding of `forward` on it alone.
+  torch::Tensor forward_packed(const torch::Tensor& src, const torch::Tensor& cu_seqlens);
 
   /// Incremental decoding of a causal (decoder-only) layer, eval only: `src`
   /// holds the new positions, shaped as for `forward`; they attend to the
@@ -116,26 +124,8 @@ class TransformerEncoderLayerImpl : public torch::nn::Cloneable<TransformerEncod
                               const std::vector<int64_t>& seq_ids,
                               const torch::Tensor& cu_seqlens);
 
-  /// `forward` of several sequences at once, without masks, eval only: `src`
-  /// (T, E) holds their rows one after another, sequence i's at
-  /// [cu_seqlens[i], cu_seqlens[i + 1]). Each sequence attends over its own
-  /// rows only; the projections and the feed-forward run once over all T
-  /// rows (no padding). Returns (T, E), each sequence's rows within float32
-  /// rounding of `forward` on it alone.
-  torch::Tensor forward_packed(const torch::Tensor& src, const torch::Tensor& cu_seqlens);
-
   /// Registers the submodules in Python's order and initialises them.
   void reset() override;
-  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
-  /// (the copy's `reset()` draws, then the original's values replace them), as
-  /// Python's `copy.deepcopy` does.
-  /// `torch::load`'s step: a c10::Error before anything loads when the
-  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
-  /// module's, then LibTorch's load (int8 weights included).
-  void load(torch::serialize::InputArchive& archive) override;
-
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints the options, e.g. `mha::TransformerEncoderLayer(d_model=16, nhead=4, ...)`.
   void pretty_print(std::ostream& stream) const override;
 
@@ -188,7 +178,7 @@ TORCH_MODULE(TransformerEncoderLayer);
 /// mha::TransformerDecoderLayer layer(mha::TransformerDecoderLayerOptions(16, 4));
 /// auto y = layer(torch::randn({5, 2, 16}), torch::randn({7, 2, 16}));  // (T, N, E)
 /// ```
-class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecoderLayerImpl> {
+class TransformerDecoderLayerImpl : public detail::ConvertibleModule<TransformerDecoderLayerImpl> {
  public:
   /// Same as `TransformerDecoderLayerImpl(TransformerDecoderLayerOptions(d_model, nhead))`.
   TransformerDecoderLayerImpl(int64_t d_model, int64_t nhead)
@@ -248,16 +238,6 @@ class TransformerDecoderLayerImpl : public torch::nn::Cloneable<TransformerDecod
 
   /// Registers the submodules in Python's order and initialises them.
   void reset() override;
-  /// A deep copy, as `Cloneable::clone`, that leaves the global RNG as it was
-  /// (the copy's `reset()` draws, then the original's values replace them), as
-  /// Python's `copy.deepcopy` does.
-  /// `torch::load`'s step: a c10::Error before anything loads when the
-  /// archive's int8 weights (`mha::quantize_dynamic`) do not match this
-  /// module's, then LibTorch's load (int8 weights included).
-  void load(torch::serialize::InputArchive& archive) override;
-
-  std::shared_ptr<torch::nn::Module> clone(
-      const std::optional<torch::Device>& device = std::nullopt) const override;
   /// Prints the options, e.g. `mha::TransformerDecoderLayer(d_model=16, nhead=4, ...)`.
   void pretty_print(std::ostream& stream) const override;
 

@@ -1,5 +1,5 @@
 // mha::PagedKVCache: one layer's key and value pool over a block manager
-// (cache/paged_block_manager.h), its own or a stack's (for_layers). Its
+// (cache/paged_block_manager.h), its own or a stack's (PagedStackCache). Its
 // constructors read the module: src/module/module_caches.cpp.
 
 #include "mha/paged_kv_cache.h"
@@ -48,29 +48,11 @@ PagedKVCache::PagedKVCache(PagedKVCache&&) noexcept = default;
 PagedKVCache& PagedKVCache::operator=(PagedKVCache&&) noexcept = default;
 PagedKVCache::~PagedKVCache() = default;
 
-int64_t PagedKVCache::add_sequence() { return state_->blocks->add_sequence(); }
-
-int64_t PagedKVCache::length(int64_t id) const { return state_->blocks->sequence(id).length(); }
-
-void PagedKVCache::release(int64_t id) { state_->blocks->release(id); }
-
-int64_t PagedKVCache::fork(int64_t id) { return state_->blocks->fork(id); }
-
-bool PagedKVCache::contains(int64_t id) const { return state_->blocks->contains(id); }
-
-std::vector<int64_t> PagedKVCache::sequence_ids() const { return state_->blocks->ids(); }
-
-int64_t PagedKVCache::num_free_blocks() const { return state_->blocks->num_free_blocks(); }
-
-int64_t PagedKVCache::num_blocks() const { return state_->blocks->num_blocks(); }
-
 bool PagedKVCache::is_static() const { return state_->is_static; }
 
 bool PagedKVCache::shares_blocks_with(const PagedKVCache& other) const {
   return state_->blocks == other.state_->blocks;
 }
-
-int64_t PagedKVCache::block_size() const { return state_->blocks->block_size(); }
 
 int64_t PagedKVCache::memory_bytes() const {
   return static_cast<int64_t>(state_->keys.nbytes() + state_->values.nbytes());

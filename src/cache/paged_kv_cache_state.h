@@ -2,7 +2,7 @@
 
 // Private: the state behind mha::PagedKVCache: one layer's key and value pool
 // over a block manager (the block tables), its own or shared with the other
-// layers of a stack (PagedKVCache::for_layers).
+// layers of a stack (PagedStackCache).
 
 #include <torch/types.h>
 
@@ -24,7 +24,7 @@ struct PagedKVCacheState {
   /// The block tables: this pool's alone, or shared by a stack's pools.
   std::shared_ptr<PagedBlockManager> blocks;
 
-  /// Whether other pools share the block tables (a stack's, `for_layers`).
+  /// Whether other pools share the block tables (a `PagedStackCache`'s).
   bool shares_blocks() const { return blocks.use_count() > 1; }
   /// Makes a step's copies on write in this pool: (block_size, H, hd) each.
   void copy_blocks(const std::vector<BlockCopy>& copies);

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "common/generator_state.h"
+#include "mha/convertible_module.h"
 
 namespace mha {
 namespace detail {
@@ -58,17 +59,22 @@ std::shared_ptr<torch::nn::Module> clone_module(const Impl& module,
   return copy;
 }
 
+/// `ConvertibleModule`'s `load` (`load_checking_converted`), for the class that
+/// instantiates it (`template class detail::ConvertibleModule<Impl>;` in its .cpp).
+template <typename Derived>
+void ConvertibleModule<Derived>::load(torch::serialize::InputArchive& archive) {
+  load_checking_converted(*this, archive);
+  tie_weights();
+}
+
+/// `ConvertibleModule`'s `clone` (`clone_module`).
+template <typename Derived>
+std::shared_ptr<torch::nn::Module> ConvertibleModule<Derived>::clone(
+    const std::optional<torch::Device>& device) const {
+  auto copy = clone_module(static_cast<const Derived&>(*this), device);
+  static_cast<ConvertibleModule&>(static_cast<Derived&>(*copy)).tie_weights();
+  return copy;
+}
+
 }  // namespace detail
 }  // namespace mha
-
-/// Defines `Impl::load` (`load_checking_converted`) and `Impl::clone`
-/// (`clone_module`) of an mha module class (in namespace mha), the same for
-/// every one of them.
-#define MHA_DEFINE_LOAD_AND_CLONE(Impl)                                                      \
-  void Impl::load(torch::serialize::InputArchive& archive) {                                 \
-    detail::load_checking_converted(*this, archive);                                         \
-  }                                                                                          \
-  std::shared_ptr<torch::nn::Module> Impl::clone(const std::optional<torch::Device>& device) \
-      const {                                                                                \
-    return detail::clone_module(*this, device);                                              \
-  }

@@ -52,7 +52,7 @@ PagedKVCache::PagedKVCache(const MultiheadAttentionImpl& module, const PagedKVCa
 PagedKVCache::PagedKVCache(const MultiheadAttentionImpl& module,
                            const PagedKVCacheOptions& options,
                            std::shared_ptr<detail::PagedBlockManager> blocks)
-    : state_(std::make_unique<detail::PagedKVCacheState>()) {
+    : PagedSequences(blocks.get()), state_(std::make_unique<detail::PagedKVCacheState>()) {
   const Tensor& param = detail::Projector::first_weight(module);
   const int64_t heads = module.options.num_heads();
   const int64_t rows = blocks->num_blocks() * blocks->block_size();
@@ -64,11 +64,11 @@ PagedKVCache::PagedKVCache(const MultiheadAttentionImpl& module,
   s.blocks = std::move(blocks);
 }
 
-std::vector<PagedKVCache> PagedKVCache::for_layers(
+std::vector<PagedKVCache> detail::caches_over_one_table(
     const std::vector<const MultiheadAttentionImpl*>& modules, const PagedKVCacheOptions& options) {
-  TORCH_CHECK_VALUE(!modules.empty(), "PagedKVCache::for_layers: expected at least one module");
+  TORCH_CHECK_VALUE(!modules.empty(), "PagedStackCache: expected at least one module");
   for (size_t i = 0; i < modules.size(); ++i) {
-    TORCH_CHECK_VALUE(modules[i] != nullptr, "PagedKVCache::for_layers: expected modules[", i,
+    TORCH_CHECK_VALUE(modules[i] != nullptr, "PagedStackCache: expected modules[", i,
                       "] to be a module, but got nullptr");
   }
   const auto blocks = make_block_manager(options);

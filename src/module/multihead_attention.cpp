@@ -22,7 +22,8 @@ namespace mha {
 using torch::Tensor;
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& options_)
-    : torch::nn::Cloneable<MultiheadAttentionImpl>("mha::MultiheadAttention"), options(options_) {
+    : detail::ConvertibleModule<MultiheadAttentionImpl>("mha::MultiheadAttention"),
+      options(options_) {
   reset();
 }
 
@@ -87,7 +88,7 @@ void MultiheadAttentionImpl::reset_parameters() {
   }
 }
 
-MHA_DEFINE_LOAD_AND_CLONE(MultiheadAttentionImpl)
+template class detail::ConvertibleModule<MultiheadAttentionImpl>;
 
 void MultiheadAttentionImpl::pretty_print(std::ostream& stream) const {
   std::string text = fmt::format("mha::MultiheadAttention(embed_dim={}, num_heads={}",

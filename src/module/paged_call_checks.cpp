@@ -182,7 +182,7 @@ detail::PagedOffsets detail::check_paged_call(const MultiheadAttentionImpl& modu
   TORCH_CHECK(!state.shares_blocks() || std::all_of(new_positions.begin(), new_positions.end(),
                                                     [](int64_t n) { return n == 0; }),
               "forward_paged: this cache shares its block table with other layers' caches "
-              "(PagedKVCache::for_layers), which grows only in a stack step: call the stack's "
+              "(a PagedStackCache's layers), which grows only in a stack step: call the stack's "
               "forward_paged (TransformerEncoder, TransformerDecoder) or ContinuousBatch::step, "
               "which grow the table once for every layer");
   state.blocks->check_room(call.seq_ids, new_positions);

@@ -41,7 +41,7 @@ std::vector<int64_t> checked_host_offsets(const torch::Tensor& offsets,
 /// stack step on `cache`'s block table: the step's offsets and ids; outside:
 /// `cu_seqlens` (and a static cache's `cu_seqlens_kv`) checked and copied,
 /// the blocks' room, and no new positions when the table is shared
-/// (PagedKVCache::for_layers).
+/// (a PagedStackCache's layers).
 PagedOffsets check_paged_call(const MultiheadAttentionImpl& module,
                               PagedKVCache& cache,
                               const PagedCall& call);

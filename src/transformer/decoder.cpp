@@ -100,7 +100,7 @@ Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
   return output;
 }
 
-MHA_DEFINE_LOAD_AND_CLONE(TransformerDecoderImpl)
+template class detail::ConvertibleModule<TransformerDecoderImpl>;
 
 void TransformerDecoderImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::TransformerDecoder(num_layers=" << options.num_layers() << ")";

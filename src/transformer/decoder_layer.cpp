@@ -167,7 +167,7 @@ Tensor TransformerDecoderLayerImpl::mha_block_cached(const Tensor& x,
   return std::get<0>(multihead_attn->forward_cached(x, memory, memory, cache, key_padding_mask));
 }
 
-MHA_DEFINE_LOAD_AND_CLONE(TransformerDecoderLayerImpl)
+template class detail::ConvertibleModule<TransformerDecoderLayerImpl>;
 
 void TransformerDecoderLayerImpl::pretty_print(std::ostream& stream) const {
   detail::print_layer_options(stream, "mha::TransformerDecoderLayer", options);

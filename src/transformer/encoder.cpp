@@ -203,7 +203,7 @@ Tensor TransformerEncoderImpl::forward_cached(const Tensor& src,
   return forward_cached_layers(*this, src, cache.layers(), key_padding_mask);
 }
 
-MHA_DEFINE_LOAD_AND_CLONE(TransformerEncoderImpl)
+template class detail::ConvertibleModule<TransformerEncoderImpl>;
 
 void TransformerEncoderImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::TransformerEncoder(num_layers=" << options.num_layers() << ")";

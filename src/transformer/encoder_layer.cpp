@@ -114,7 +114,7 @@ Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {
   return dropout2(detail::feed_forward(options.activation(), *linear1, *dropout, *linear2, x));
 }
 
-MHA_DEFINE_LOAD_AND_CLONE(TransformerEncoderLayerImpl)
+template class detail::ConvertibleModule<TransformerEncoderLayerImpl>;
 
 void TransformerEncoderLayerImpl::pretty_print(std::ostream& stream) const {
   detail::print_layer_options(stream, "mha::TransformerEncoderLayer", options);

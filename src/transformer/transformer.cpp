@@ -183,7 +183,7 @@ Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz,
   return mha::generate_square_subsequent_mask(sz, options);
 }
 
-MHA_DEFINE_LOAD_AND_CLONE(TransformerImpl)
+template class detail::ConvertibleModule<TransformerImpl>;
 
 void TransformerImpl::pretty_print(std::ostream& stream) const {
   stream << fmt::format(

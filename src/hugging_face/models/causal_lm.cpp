@@ -173,7 +173,8 @@ Tensor CausalLMImpl::forward_paged(const Tensor& input_ids,
   return logits(project(decoder->forward_paged(x, cache, seq_ids, cu_seqlens)));      // (T, V)
 }
 
-MHA_DEFINE_TIED_MODEL_STEPS(CausalLMImpl)
+template class detail::ConvertibleModule<CausalLMImpl>;
+template class detail::WholeModel<CausalLMImpl>;
 
 void CausalLMImpl::pretty_print(std::ostream& stream) const {
   detail::print_model(stream, "mha::CausalLM", options.model_type(), options.num_layers());

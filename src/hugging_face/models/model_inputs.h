@@ -11,6 +11,8 @@
 #include <ostream>
 #include <string>
 
+#include "mha/convertible_module.h"
+
 namespace mha {
 
 struct EncoderModelOutput;
@@ -78,39 +80,27 @@ void to_unpacking(torch::nn::Module& module,
                   std::optional<torch::Dtype> dtype,
                   bool non_blocking);
 
+/// `WholeModel`'s `to` overloads (`to_unpacking`, then the tie made again), for
+/// the model class that instantiates it (`template class detail::WholeModel<Impl>;`).
+template <typename Derived>
+void WholeModel<Derived>::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  to_unpacking(*this, device, dtype, non_blocking);
+  this->tie_weights();
+}
+
+/// See the overload above.
+template <typename Derived>
+void WholeModel<Derived>::to(torch::Dtype dtype, bool non_blocking) {
+  to_unpacking(*this, std::nullopt, dtype, non_blocking);
+  this->tie_weights();
+}
+
+/// See the overload above.
+template <typename Derived>
+void WholeModel<Derived>::to(torch::Device device, bool non_blocking) {
+  to_unpacking(*this, device, std::nullopt, non_blocking);
+  this->tie_weights();
+}
+
 }  // namespace detail
 }  // namespace mha
-
-/// Defines the three `to` overloads of a whole model class: `to_unpacking`,
-/// then the statement `after`.
-#define MHA_DEFINE_MODEL_TO(Impl, after)                                       \
-  void Impl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) { \
-    detail::to_unpacking(*this, device, dtype, non_blocking);                  \
-    after;                                                                     \
-  }                                                                            \
-  void Impl::to(torch::Dtype dtype, bool non_blocking) {                       \
-    detail::to_unpacking(*this, std::nullopt, dtype, non_blocking);            \
-    after;                                                                     \
-  }                                                                            \
-  void Impl::to(torch::Device device, bool non_blocking) {                     \
-    detail::to_unpacking(*this, device, std::nullopt, non_blocking);           \
-    after;                                                                     \
-  }
-
-/// Defines `load`, `clone` and the three `to` overloads of a model class
-/// whose LM head is tied (`Impl::tie_weights`): LibTorch's step (the
-/// converted-weight-aware `load` and `clone` of mha's modules, `to_unpacking`),
-/// then the tie made again, since each of them gives every parameter its own
-/// storage.
-#define MHA_DEFINE_TIED_MODEL_STEPS(Impl)                                                    \
-  void Impl::load(torch::serialize::InputArchive& archive) {                                 \
-    detail::load_checking_converted(*this, archive);                                         \
-    tie_weights();                                                                           \
-  }                                                                                          \
-  std::shared_ptr<torch::nn::Module> Impl::clone(const std::optional<torch::Device>& device) \
-      const {                                                                                \
-    auto copy = std::dynamic_pointer_cast<Impl>(detail::clone_module(*this, device));        \
-    copy->tie_weights();                                                                     \
-    return copy;                                                                             \
-  }                                                                                          \
-  MHA_DEFINE_MODEL_TO(Impl, tie_weights())

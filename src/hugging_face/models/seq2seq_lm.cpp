@@ -161,7 +161,8 @@ Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {
   return mha::linear(*lm_head, hidden) + final_logits_bias;  // (..., V)
 }
 
-MHA_DEFINE_TIED_MODEL_STEPS(Seq2SeqLMImpl)
+template class detail::ConvertibleModule<Seq2SeqLMImpl>;
+template class detail::WholeModel<Seq2SeqLMImpl>;
 
 void Seq2SeqLMImpl::pretty_print(std::ostream& stream) const {
   stream << "mha::Seq2SeqLM(model_type=" << options.model_type()

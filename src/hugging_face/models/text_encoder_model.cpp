@@ -86,8 +86,8 @@ EncoderModelOutput TextEncoderModelImpl::forward(const Tensor& input_ids,
   return detail::encoder_model_output(encoder(x, Tensor(), padding), pooler);
 }
 
-MHA_DEFINE_LOAD_AND_CLONE(TextEncoderModelImpl)
-MHA_DEFINE_MODEL_TO(TextEncoderModelImpl, )
+template class detail::ConvertibleModule<TextEncoderModelImpl>;
+template class detail::WholeModel<TextEncoderModelImpl>;
 
 void TextEncoderModelImpl::pretty_print(std::ostream& stream) const {
   detail::print_model(stream, "mha::TextEncoderModel", options.model_type(), options.num_layers());

@@ -71,8 +71,8 @@ EncoderModelOutput VisionEncoderModelImpl::forward(const Tensor& pixel_values) {
   return detail::encoder_model_output(encoder(embed(pixel_values)), pooler);  // (N, T, E)
 }
 
-MHA_DEFINE_LOAD_AND_CLONE(VisionEncoderModelImpl)
-MHA_DEFINE_MODEL_TO(VisionEncoderModelImpl, )
+template class detail::ConvertibleModule<VisionEncoderModelImpl>;
+template class detail::WholeModel<VisionEncoderModelImpl>;
 
 void VisionEncoderModelImpl::pretty_print(std::ostream& stream) const {
   detail::print_model(stream, "mha::VisionEncoderModel", options.model_type(),
