@@ -160,7 +160,8 @@ class TransformerEncoderLayerImpl : public detail::ConvertibleModule<Transformer
                          const torch::Tensor& key_padding_mask,
                          bool is_causal);
   torch::Tensor ff_block(const torch::Tensor& x);
-  // forward_cached's, forward_paged's and forward_packed's steps with their self-attention call.
+  // The layer's body (Python's forward past the fast path) with `self_block` as
+  // its self-attention: forward's, forward_cached's, forward_paged's, forward_packed's.
   torch::Tensor forward_with(const torch::Tensor& src,
                              const std::function<torch::Tensor(const torch::Tensor&)>& self_block);
 };
@@ -288,6 +289,11 @@ class TransformerDecoderLayerImpl : public detail::ConvertibleModule<Transformer
                           const torch::Tensor& key_padding_mask,
                           bool is_causal);
   torch::Tensor ff_block(const torch::Tensor& x);
+  // The layer's body with `self_block` and `cross_block` as its attentions:
+  // forward's, forward_cached's and forward_paged's.
+  torch::Tensor forward_with(const torch::Tensor& tgt,
+                             const std::function<torch::Tensor(const torch::Tensor&)>& self_block,
+                             const std::function<torch::Tensor(const torch::Tensor&)>& cross_block);
   // forward_cached's attention blocks (eval only, so without dropout).
   torch::Tensor sa_block_cached(const torch::Tensor& x,
                                 KVCache& cache,

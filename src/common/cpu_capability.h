@@ -55,6 +55,10 @@ const char* capability_name(CpuCapability capability);
 #define MHA_CAPABILITY_ENTRY(capability, prefix, suffix) prefix##_default##suffix
 #endif
 
-namespace mha {
-namespace detail {}  // namespace detail
-}  // namespace mha
+/// Defines, in one capability object of a kernel (cmake/MhaCpuKernels.cmake),
+/// the entry `name`: `void name parameters`, which calls `kernel::run
+/// arguments`; and `name`_compiled_for: `kernel::compiled_for()`, the
+/// capability that object was compiled for.
+#define MHA_DEFINE_CAPABILITY_ENTRY(name, kernel, parameters, arguments) \
+  void mha::detail::name parameters { kernel::run arguments; }           \
+  const char* mha::detail::name##_compiled_for() { return kernel::compiled_for(); }

@@ -46,20 +46,12 @@ Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt,
         *this, {tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask});
   }
   const detail::ValidatedScope validated({self_attn.get(), multihead_attn.get()});
-  // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as tgt throughout
-  Tensor x = tgt;
-  if (options.norm_first()) {
-    x = detail::residual_add(x, sa_block(norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal));
-    x = detail::residual_add(
-        x, mha_block(norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal));
-    x = detail::residual_add(x, ff_block(norm3(x)));
-  } else {
-    x = norm1(detail::residual_add(x, sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal)));
-    x = norm2(detail::residual_add(
-        x, mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal)));
-    x = norm3(detail::residual_add(x, ff_block(x)));
-  }
-  return x;
+  return forward_with(
+      tgt,
+      [&](const Tensor& x) { return sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal); },
+      [&](const Tensor& x) {
+        return mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal);
+      });
 }
 
 Tensor TransformerDecoderLayerImpl::sa_block(const Tensor& x,
@@ -99,20 +91,12 @@ Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,
   torch::NoGradGuard no_grad;
   // The first call projects the memory into the cache; later calls read it there.
   const Tensor new_memory = cache.multihead_attn.length() > 0 ? Tensor() : memory;
-  // x: the new positions, shaped as tgt throughout
-  Tensor x = tgt;
-  if (options.norm_first()) {
-    x = detail::residual_add(x, sa_block_cached(norm1(x), cache.self_attn, tgt_key_padding_mask));
-    x = detail::residual_add(
-        x, mha_block_cached(norm2(x), new_memory, cache.multihead_attn, memory_key_padding_mask));
-    x = detail::residual_add(x, ff_block(norm3(x)));
-  } else {
-    x = norm1(detail::residual_add(x, sa_block_cached(x, cache.self_attn, tgt_key_padding_mask)));
-    x = norm2(detail::residual_add(
-        x, mha_block_cached(x, new_memory, cache.multihead_attn, memory_key_padding_mask)));
-    x = norm3(detail::residual_add(x, ff_block(x)));
-  }
-  return x;
+  return forward_with(
+      tgt,  // the new positions
+      [&](const Tensor& x) { return sa_block_cached(x, cache.self_attn, tgt_key_padding_mask); },
+      [&](const Tensor& x) {
+        return mha_block_cached(x, new_memory, cache.multihead_attn, memory_key_padding_mask);
+      });
 }
 
 Tensor TransformerDecoderLayerImpl::forward_paged(const Tensor& tgt,
@@ -139,17 +123,17 @@ Tensor TransformerDecoderLayerImpl::forward_paged(const Tensor& tgt,
     return std::get<0>(multihead_attn->forward_paged(x, memory, memory, cross_cache, seq_ids,
                                                      cu_seqlens, cu_seqlens_memory));
   };
-  Tensor x = tgt;  // (T, E) throughout
-  if (options.norm_first()) {
-    x = detail::residual_add(x, self_block(norm1(x)));
-    x = detail::residual_add(x, cross_block(norm2(x)));
-    x = detail::residual_add(x, ff_block(norm3(x)));
-  } else {
-    x = norm1(detail::residual_add(x, self_block(x)));
-    x = norm2(detail::residual_add(x, cross_block(x)));
-    x = norm3(detail::residual_add(x, ff_block(x)));
-  }
-  return x;
+  return forward_with(tgt, self_block, cross_block);  // (T, E)
+}
+
+Tensor TransformerDecoderLayerImpl::forward_with(
+    const Tensor& tgt,
+    const std::function<Tensor(const Tensor&)>& self_block,
+    const std::function<Tensor(const Tensor&)>& cross_block) {
+  return detail::residual_sublayers(tgt, options.norm_first(),
+                                    {{*norm1, self_block},
+                                     {*norm2, cross_block},
+                                     {*norm3, [this](const Tensor& x) { return ff_block(x); }}});
 }
 
 Tensor TransformerDecoderLayerImpl::sa_block_cached(const Tensor& x,

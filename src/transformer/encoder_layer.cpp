@@ -45,16 +45,7 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src,
       !detail::layer_takes_mha_kernels(*this, src, mask, kpm)) {
     return detail::layer_fast_path(*this, src, mask, kpm);
   }
-  // see Fig. 1 of https://arxiv.org/pdf/2002.04745v1.pdf; x: shaped as src throughout
-  Tensor x = src;
-  if (options.norm_first()) {
-    x = detail::residual_add(x, sa_block(norm1(x), mask, kpm, is_causal));
-    x = detail::residual_add(x, ff_block(norm2(x)));
-  } else {
-    x = norm1(detail::residual_add(x, sa_block(x, mask, kpm, is_causal)));
-    x = norm2(detail::residual_add(x, ff_block(x)));
-  }
-  return x;
+  return forward_with(src, [&](const Tensor& x) { return sa_block(x, mask, kpm, is_causal); });
 }
 
 Tensor TransformerEncoderLayerImpl::sa_block(const Tensor& x,
@@ -98,16 +89,10 @@ Tensor TransformerEncoderLayerImpl::forward_packed(const Tensor& src, const Tens
 
 Tensor TransformerEncoderLayerImpl::forward_with(
     const Tensor& src, const std::function<Tensor(const Tensor&)>& self_block) {
-  // Python's forward without the fast path, eval (no dropout): x shaped as src throughout
-  Tensor x = src;
-  if (options.norm_first()) {
-    x = detail::residual_add(x, self_block(norm1(x)));
-    x = detail::residual_add(x, ff_block(norm2(x)));
-  } else {
-    x = norm1(detail::residual_add(x, self_block(x)));
-    x = norm2(detail::residual_add(x, ff_block(x)));
-  }
-  return x;
+  // Python's forward without the fast path
+  return detail::residual_sublayers(
+      src, options.norm_first(),
+      {{*norm1, self_block}, {*norm2, [this](const Tensor& x) { return ff_block(x); }}});
 }
 
 Tensor TransformerEncoderLayerImpl::ff_block(const Tensor& x) {

@@ -107,6 +107,17 @@ torch::Tensor residual_add(const torch::Tensor& x, torch::Tensor block_out) {
   return block_out.add_(x);  // (..., E)
 }
 
+torch::Tensor residual_sublayers(const torch::Tensor& x,
+                                 bool norm_first,
+                                 std::initializer_list<Sublayer> sublayers) {
+  torch::Tensor y = x;  // shaped as x throughout
+  for (const Sublayer& sublayer : sublayers) {
+    y = norm_first ? residual_add(y, sublayer.block(sublayer.norm.forward(y)))
+                   : sublayer.norm.forward(residual_add(y, sublayer.block(y)));
+  }
+  return y;
+}
+
 torch::Tensor self_attention_block(MultiheadAttentionImpl& self_attn,
                                    torch::nn::DropoutImpl& dropout,
                                    const torch::Tensor& x,

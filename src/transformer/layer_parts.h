@@ -5,6 +5,8 @@
 
 #include <torch/types.h>
 
+#include <functional>
+#include <initializer_list>
 #include <ostream>
 
 #include "mha/transformer_layers.h"
@@ -67,6 +69,21 @@ torch::Tensor self_attention_block(MultiheadAttentionImpl& self_attn,
 /// shape and dtype, the sum is written into it in place: no buffer per
 /// residual to map and fault in, and the same bits (float addition commutes).
 torch::Tensor residual_add(const torch::Tensor& x, torch::Tensor block_out);
+
+/// One residual sublayer of a layer: its norm and its block (the layer's
+/// input shape in and out).
+struct Sublayer {
+  LayerNormImpl& norm;
+  std::function<torch::Tensor(const torch::Tensor&)> block;
+};
+
+/// Python's layer body over `sublayers` in order (Fig. 1 of
+/// https://arxiv.org/pdf/2002.04745v1.pdf): with `norm_first`, x = x +
+/// block(norm(x)) for each; else x = norm(x + block(x)). `x` and the result
+/// are shaped as the layer's input.
+torch::Tensor residual_sublayers(const torch::Tensor& x,
+                                 bool norm_first,
+                                 std::initializer_list<Sublayer> sublayers);
 
 /// Writes `name(d_model=.., nhead=.., dim_feedforward=.., dropout=.., activation=..,
 /// layer_norm_eps=.., batch_first=.., norm_first=.., bias=..)`.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attention/paged_decode/paged_decode_args.h"
+#include "common/cpu_capability.h"
 
 namespace mha {
 namespace detail {
@@ -31,7 +32,6 @@ using Vec = at::vec::Vectorized<float>;
 
 /// The capability this object's body was compiled for: "DEFAULT", "AVX2", "AVX512".
 inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
-
 /// `count` elements of `src` as float into `dst`.
 inline void to_float(const float* src, float* dst, int64_t count) {
   std::copy(src, src + count, dst);
@@ -332,11 +332,10 @@ inline void run(const PagedDecodeOperands& a,
 }  // namespace detail
 }  // namespace mha
 
-/// Defines the kernel entry `name` (paged_decode_args.h) in the including
-/// object, and `name##_compiled_for`.
-#define MHA_DEFINE_PAGED_DECODE_KERNEL(name)                                            \
-  void mha::detail::name(const PagedDecodeOperands& operands, const DecodeItems& items, \
-                         int64_t begin, int64_t end) {                                  \
-    paged_decode_kernel::run(operands, items, begin, end);                              \
-  }                                                                                     \
-  const char* mha::detail::name##_compiled_for() { return paged_decode_kernel::compiled_for(); }
+/// Defines the kernel entry `name` and `name`_compiled_for in the including
+/// capability object.
+#define MHA_DEFINE_PAGED_DECODE_KERNEL(name)                                                       \
+  MHA_DEFINE_CAPABILITY_ENTRY(                                                                     \
+      name, paged_decode_kernel,                                                                   \
+      (const PagedDecodeOperands& operands, const DecodeItems& items, int64_t begin, int64_t end), \
+      (operands, items, begin, end))

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention/prefill/prefill_args.h"
+#include "common/cpu_capability.h"
 
 namespace mha {
 namespace detail {
@@ -40,7 +41,6 @@ constexpr int64_t kValueCols = kRowVecs * Vec::size();
 
 /// The capability this object's body was compiled for: "DEFAULT", "AVX2", "AVX512".
 inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
-
 /// s (Rows, s_pad) = scale * q (Rows, hd; rows `q_row` apart) x the head's keys
 /// (their panels; scores past kv_len are 0 and never read).
 template <int Rows>
@@ -195,6 +195,11 @@ void tile(const PrefillArgs& a,
   weighted_values<Rows>(a, s, s_pad, inv, panels.values.data(), out, a.out_stride[2]);
 }
 
+/// `tile<r>` at index r - 1: the tile of a call's last rows, fewer than 6.
+inline constexpr decltype(&tile<1>) kTileOfRows[] = {tile<1>, tile<2>, tile<3>,
+                                                     tile<4>, tile<5>, tile<6>};
+static_assert(sizeof(kTileOfRows) / sizeof(kTileOfRows[0]) == kPrefillTileRows);
+
 /// Row tiles [begin, end) of the flattened (N, H, ceil(L / 6)) tiles; each
 /// head's panels laid out once per call (its tiles are consecutive).
 inline void run(const PrefillArgs& a, int64_t begin, int64_t end) {
@@ -211,26 +216,8 @@ inline void run(const PrefillArgs& a, int64_t begin, int64_t end) {
       lay_out(a, n, h, s_pad, panels);
       laid_out = pair;
     }
-    switch (std::min<int64_t>(kPrefillTileRows, a.q_len - row)) {
-      case 6:
-        tile<6>(a, n, h, row, panels, s.data(), s_pad);
-        break;
-      case 5:
-        tile<5>(a, n, h, row, panels, s.data(), s_pad);
-        break;
-      case 4:
-        tile<4>(a, n, h, row, panels, s.data(), s_pad);
-        break;
-      case 3:
-        tile<3>(a, n, h, row, panels, s.data(), s_pad);
-        break;
-      case 2:
-        tile<2>(a, n, h, row, panels, s.data(), s_pad);
-        break;
-      default:
-        tile<1>(a, n, h, row, panels, s.data(), s_pad);
-        break;
-    }
+    const int64_t rows = std::min<int64_t>(kPrefillTileRows, a.q_len - row);
+    kTileOfRows[rows - 1](a, n, h, row, panels, s.data(), s_pad);
   }
 }
 
@@ -239,9 +226,9 @@ inline void run(const PrefillArgs& a, int64_t begin, int64_t end) {
 }  // namespace detail
 }  // namespace mha
 
-/// Defines the entry `name` and `name`_compiled_for of one capability object.
-#define MHA_DEFINE_PREFILL_ATTENTION_KERNEL(name)                               \
-  void mha::detail::name(const PrefillArgs& args, int64_t begin, int64_t end) { \
-    prefill_kernel::run(args, begin, end);                                      \
-  }                                                                             \
-  const char* mha::detail::name##_compiled_for() { return prefill_kernel::compiled_for(); }
+/// Defines the kernel entry `name` and `name`_compiled_for in the including
+/// capability object.
+#define MHA_DEFINE_PREFILL_ATTENTION_KERNEL(name)                                    \
+  MHA_DEFINE_CAPABILITY_ENTRY(name, prefill_kernel,                                  \
+                              (const PrefillArgs& args, int64_t begin, int64_t end), \
+                              (args, begin, end))

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <utility>
 
+#include "common/cpu_capability.h"
 #include "linear/panel_gemm/panel_gemm_args.h"
 
 namespace mha {
@@ -239,9 +240,9 @@ inline void run(const PanelGemmArgs& a, int64_t begin, int64_t end) {
 }  // namespace detail
 }  // namespace mha
 
-/// Defines the entry `name` and `name`_compiled_for of one capability object.
-#define MHA_DEFINE_PANEL_GEMM_KERNEL(name)                                        \
-  void mha::detail::name(const PanelGemmArgs& args, int64_t begin, int64_t end) { \
-    panel_gemm_kernel::run(args, begin, end);                                     \
-  }                                                                               \
-  const char* mha::detail::name##_compiled_for() { return panel_gemm_kernel::compiled_for(); }
+/// Defines the kernel entry `name` and `name`_compiled_for in the including
+/// capability object.
+#define MHA_DEFINE_PANEL_GEMM_KERNEL(name)                                             \
+  MHA_DEFINE_CAPABILITY_ENTRY(name, panel_gemm_kernel,                                 \
+                              (const PanelGemmArgs& args, int64_t begin, int64_t end), \
+                              (args, begin, end))
