@@ -1,9 +1,9 @@
 // The stacks' caches as objects: mha::PagedStackCache (one block table for
 // every layer's pool: add_sequence, fork, release, length, memory_bytes on
 // the object) and mha::TransformerEncoderCache (a causal stack's dense caches,
-// reorder for beams). A paged stack step checks each attention call once
-// (counted through the "mha::check_paged_call" profiler events). At E = 512
-// (the packed GEMMs run).
+// reorder for beams). A paged or cached stack step checks each attention call
+// once (counted through the "mha::check_paged_call" and "mha::check_cached_call"
+// profiler events), all before any cache changes. At E = 512 (the packed GEMMs run).
 
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "stack_fixtures.h"
@@ -33,25 +34,38 @@ Tensor offsets(const std::vector<int64_t>& lengths) {
   return torch::tensor(cu, torch::kLong);
 }
 
-/// Counts, on this thread while it lives, the attention calls checked for
-/// forward_paged (one "mha::check_paged_call" profiler event each).
-class PagedCheckCounter {
+/// Counts, on this thread while it lives, the profiler events named `name`:
+/// one per attention call checked ("mha::check_paged_call" for forward_paged,
+/// "mha::check_cached_call" for forward_cached).
+class CheckCounter {
  public:
-  PagedCheckCounter() {
+  explicit CheckCounter(const char* name) {
     count_ = 0;
+    name_ = name;
     handle_ = at::addThreadLocalCallback(
         at::RecordFunctionCallback([](const at::RecordFunction& fn)
                                        -> std::unique_ptr<at::ObserverContext> {
-          if (std::strcmp(fn.name(), "mha::check_paged_call") == 0) ++count_;
+          if (std::strcmp(fn.name(), name_) == 0) ++count_;
           return nullptr;
         }).needsInputs(false));
   }
-  ~PagedCheckCounter() { at::removeCallback(handle_); }
+  ~CheckCounter() { at::removeCallback(handle_); }
   int count() const { return count_; }
 
  private:
   at::CallbackHandle handle_;
   static inline thread_local int count_ = 0;
+  static inline thread_local const char* name_ = nullptr;
+};
+
+/// A `CheckCounter` of forward_paged's checks.
+struct PagedCheckCounter : CheckCounter {
+  PagedCheckCounter() : CheckCounter("mha::check_paged_call") {}
+};
+
+/// A `CheckCounter` of forward_cached's checks.
+struct CachedCheckCounter : CheckCounter {
+  CachedCheckCounter() : CheckCounter("mha::check_cached_call") {}
 };
 
 TEST(StackCache, APagedStackCacheActsOnEveryLayerOnce) {
@@ -174,6 +188,56 @@ TEST(StackCache, AReorderedEncoderCacheDecodesTheSelectedBeams) {
                          "cache must come from this stack's make_cache()");
   cache.clear();
   EXPECT_EQ(cache.length(), 0);
+}
+
+TEST(StackCache, ACachedStackStepChecksEachAttentionCallOnce) {
+  constexpr int64_t kLayers = 3;
+  torch::NoGradGuard no_grad;
+  auto stack = make_causal_stack(kLayers);
+  auto cache = stack->make_cache();
+  {
+    CachedCheckCounter checks;
+    stack->forward_cached(torch::randn({2, 1, kE}), cache);
+    EXPECT_EQ(checks.count(), kLayers);  // each layer's attention call, once
+  }
+  auto decoder = make_decoder(kLayers);
+  auto decoder_cache = decoder->make_cache();
+  const Tensor memory = torch::randn({3, 1, kE});
+  for (const int64_t length : {2, 1}) {
+    CachedCheckCounter checks;
+    decoder->forward_cached(torch::randn({length, 1, kE}), memory, decoder_cache);
+    EXPECT_EQ(checks.count(), 2 * kLayers);  // each layer's two attention calls, once each
+  }
+  CachedCheckCounter checks;
+  auto& layer = *decoder->layers[0]->as<mha::TransformerDecoderLayerImpl>();
+  mha::TransformerDecoderLayerCache layer_cache;
+  layer.forward_cached(torch::randn({2, 1, kE}), memory, layer_cache);
+  EXPECT_EQ(checks.count(), 2);  // the layer alone checks its two calls once each
+}
+
+TEST(StackCache, ACachedStackStepThatOneLayerCannotTakeChangesNoLayer) {
+  torch::NoGradGuard no_grad;
+  auto stack = make_causal_stack(3);
+  auto cache = stack->make_cache();
+  stack->forward_cached(torch::randn({2, 1, kE}), cache);
+  cache.layer(2).clear();  // layer 2 now holds 0 positions, the others 2
+  const Tensor padding = torch::zeros({1, 3}, torch::kBool);  // (N, S): 2 cached + 1 new
+  MHA_ASSERT_THROWS_WITH(stack->forward_cached(torch::randn({1, 1, kE}), cache, padding),
+                         "key_padding_mask");
+  for (const int64_t i : {0, 1}) EXPECT_EQ(cache.layer(i).length(), 2);
+  EXPECT_EQ(cache.layer(2).length(), 0);
+
+  // A decoder layer whose cross-attention cannot take the step: its
+  // self-attention, checked and run first, writes nothing either.
+  auto decoder = make_decoder(2);
+  auto decoder_cache = decoder->make_cache();
+  decoder->forward_cached(torch::randn({2, 1, kE}), torch::randn({3, 1, kE}), decoder_cache);
+  std::swap(decoder_cache.layer(0).multihead_attn, decoder_cache.layer(1).multihead_attn);
+  auto& layer = *decoder->layers[0]->as<mha::TransformerDecoderLayerImpl>();
+  MHA_ASSERT_THROWS_WITH(
+      layer.forward_cached(torch::randn({1, 1, kE}), Tensor(), decoder_cache.layer(0)),
+      "the cache was filled by another module");
+  EXPECT_EQ(decoder_cache.layer(0).self_attn.length(), 2);
 }
 
 }  // namespace

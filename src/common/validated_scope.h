@@ -47,5 +47,17 @@ inline std::vector<const torch::nn::Module*> modules_of(const torch::nn::ModuleL
   return modules;
 }
 
+/// The `Layer`s of `layers` and their attention modules `Layer::*attns`, for
+/// the `ValidatedScope` of a stack step that checked every layer's calls.
+template <typename Layer, typename... Attention>
+std::vector<const torch::nn::Module*> checked_modules(const torch::nn::ModuleList& layers,
+                                                      Attention Layer::*... attns) {
+  std::vector<const torch::nn::Module*> modules = modules_of(layers);
+  for (const auto& layer : *layers) {
+    (modules.push_back((layer->as<Layer>()->*attns).get()), ...);
+  }
+  return modules;
+}
+
 }  // namespace detail
 }  // namespace mha

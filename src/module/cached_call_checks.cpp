@@ -3,6 +3,7 @@
 #include "module/cached_call_checks.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
@@ -84,18 +85,14 @@ void check_tensors(const MultiheadAttentionImpl& m, const detail::AttentionCall&
   }
 }
 
-/// Batch and sequence sizes of the call against each other, the cache and its capacity.
-detail::CachedCallShape check_sizes(const MultiheadAttentionImpl& m,
-                                    const detail::KVCacheState& cache,
-                                    const detail::AttentionCall& call) {
-  const Tensor &query = call.query, &key = call.key, &value = call.value;
-  detail::CachedCallShape s;
-  s.batched = query.dim() == 3;
-  s.batch_first = !s.batched || m.options.batch_first();
+/// Batch and sequence sizes of the call (sized `s`) against each other, the
+/// cache and its capacity.
+void check_sizes(const detail::CachedCallShape& s,
+                 const detail::KVCacheState& cache,
+                 const detail::AttentionCall& call) {
+  const Tensor &key = call.key, &value = call.value;
   const int64_t seq_dim = s.batched && !s.batch_first ? 0 : 1;
   const int64_t batch_dim = 1 - seq_dim;
-  s.tgt_len = query.size(s.batched ? seq_dim : 0);
-  s.bsz = s.batched ? query.size(batch_dim) : 1;
   int64_t src_len = 0;
   if (key.defined()) {
     src_len = key.size(s.batched ? seq_dim : 0);
@@ -115,22 +112,17 @@ detail::CachedCallShape check_sizes(const MultiheadAttentionImpl& m,
       !holds_batch || detail::batch_of(cache) == s.bsz,
       fmt::format("expected query batch size {} (the cache's; reorder() changes it), but got {}",
                   detail::batch_of(cache), s.bsz));
-  if (cache.is_static) {
-    s.total_len = cache.filled ? cache.length : src_len;
-    return s;
-  }
+  if (cache.is_static) return;
   TORCH_CHECK(
       src_len == s.tgt_len,
       fmt::format(
           "expected key sequence length {} (the query's: a self-attention cache appends one key "
           "per new query), but got {}",
           s.tgt_len, src_len));
-  s.total_len = cache.length + s.tgt_len;
   TORCH_CHECK(
       cache.max_len == 0 || s.total_len <= cache.max_len,
       fmt::format("the cache is full: it holds {} of max_len {} positions, and query adds {}",
                   cache.length, cache.max_len, s.tgt_len));
-  return s;
 }
 
 }  // namespace
@@ -138,6 +130,7 @@ detail::CachedCallShape check_sizes(const MultiheadAttentionImpl& m,
 detail::CachedCallShape detail::check_cached_call(const MultiheadAttentionImpl& m,
                                                   const KVCacheState& cache,
                                                   const AttentionCall& call) {
+  RECORD_FUNCTION("mha::check_cached_call", std::vector<c10::IValue>());
   const Tensor &query = call.query, &key = call.key, &value = call.value;
   const Tensor &key_padding_mask = call.key_padding_mask, &attn_mask = call.attn_mask;
   check_cache_use(m, cache, call);
@@ -145,7 +138,8 @@ detail::CachedCallShape detail::check_cached_call(const MultiheadAttentionImpl& 
   mha_shape_check(query, key.defined() ? key : query, value.defined() ? value : query,
                   key_padding_mask, Tensor(), m.options.num_heads());
   check_tensors(m, call);
-  const CachedCallShape s = check_sizes(m, cache, call);
+  const CachedCallShape s = cached_call_shape(m, cache, call);
+  check_sizes(s, cache, call);
   if (attn_mask.defined()) {
     check_attn_mask_shape(attn_mask, s.tgt_len, s.total_len, s.bsz * m.options.num_heads());
   }
@@ -156,6 +150,35 @@ detail::CachedCallShape detail::check_cached_call(const MultiheadAttentionImpl& 
     check_key_padding_mask_shape(kpm, s.total_len, s.bsz);
   }
   return s;
+}
+
+detail::CachedCallShape detail::cached_call_shape(const MultiheadAttentionImpl& m,
+                                                  const KVCacheState& cache,
+                                                  const AttentionCall& call) {
+  const Tensor &query = call.query, &key = call.key;
+  CachedCallShape s;
+  s.batched = query.dim() == 3;
+  s.batch_first = !s.batched || m.options.batch_first();
+  const int64_t seq_dim = s.batched && !s.batch_first ? 0 : 1;
+  s.tgt_len = query.size(s.batched ? seq_dim : 0);
+  s.bsz = s.batched ? query.size(1 - seq_dim) : 1;
+  const int64_t src_len = key.defined() ? key.size(s.batched ? seq_dim : 0) : 0;
+  if (cache.is_static) {
+    s.total_len = cache.filled ? cache.length : src_len;
+  } else {
+    s.total_len = cache.length + s.tgt_len;
+  }
+  return s;
+}
+
+void detail::check_cached_attention(const MultiheadAttentionImpl& module,
+                                    KVCache& cache,
+                                    const Tensor& query,
+                                    const Tensor& key_value,
+                                    const Tensor& key_padding_mask) {
+  check_cached_call(module, kv_cache_state(cache),
+                    {query, key_value, key_value, key_padding_mask, Tensor(),
+                     /*need_weights=*/false, /*average_attn_weights=*/true, /*is_causal=*/false});
 }
 
 }  // namespace mha

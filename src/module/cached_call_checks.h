@@ -33,5 +33,21 @@ CachedCallShape check_cached_call(const MultiheadAttentionImpl& module,
                                   const KVCacheState& cache,
                                   const AttentionCall& call);
 
+/// The sizes of a call `check_cached_call` passed (it checks nothing): what
+/// `forward_cached` reads of a call its layer or stack checked.
+CachedCallShape cached_call_shape(const MultiheadAttentionImpl& module,
+                                  const KVCacheState& cache,
+                                  const AttentionCall& call);
+
+/// `check_cached_call` of `module.forward_cached(query, key_value, key_value,
+/// cache, key_padding_mask)`: what a layer or stack checks of each of its
+/// attention calls before the first one writes its cache (the attention's
+/// input has the shape, dtype and device of the layer's).
+void check_cached_attention(const MultiheadAttentionImpl& module,
+                            KVCache& cache,
+                            const torch::Tensor& query,
+                            const torch::Tensor& key_value,
+                            const torch::Tensor& key_padding_mask);
+
 }  // namespace detail
 }  // namespace mha

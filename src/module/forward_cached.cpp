@@ -17,6 +17,7 @@
 #include "attention/projector.h"
 #include "attention/run_stored_plan.h"
 #include "cache/kv_cache_state.h"
+#include "common/validated_scope.h"
 #include "mha/kv_cache.h"
 #include "mha/multihead_attention.h"
 #include "module/cached_call_checks.h"
@@ -109,7 +110,10 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward_cached(const Tensor& 
                                    need_weights,
                                    average_attn_weights,
                                    /*is_causal=*/false};
-  const detail::CachedCallShape s = detail::check_cached_call(*this, cache, call);
+  // Checked here, or by the layer or stack that makes this call (before any cache changes).
+  const detail::CachedCallShape s = detail::ValidatedScope::covers(this)
+                                        ? detail::cached_call_shape(*this, cache, call)
+                                        : detail::check_cached_call(*this, cache, call);
   // Unbatched key_padding_mask (S) -> (1, S); the mask over the cached keys.
   const Tensor kpm =
       s.batched || !key_padding_mask.defined() ? key_padding_mask : key_padding_mask.unsqueeze(0);

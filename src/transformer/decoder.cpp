@@ -77,15 +77,23 @@ Tensor TransformerDecoderImpl::forward_cached(const Tensor& tgt,
               fmt::format("cache must come from this decoder's make_cache() ({} layers), but it "
                           "was made by another decoder ({} layers)",
                           layers->size(), cache.num_layers()));
-  // Every layer's caches hold the same positions and batch: checked once here,
-  // a bad call fails before the first layer writes its cache.
+  // The step checked once (every layer's caches hold the same positions and
+  // batch), then each layer's attention calls once: a bad call fails before
+  // the first layer writes its cache.
   if (!detail::ValidatedScope::covers(this)) {
     const Tensor none;
-    detail::check_cached_step(
-        *layers[0]->as<TransformerDecoderLayerImpl>(), cache.layer(0),
-        {tgt, memory, none, none, tgt_key_padding_mask, memory_key_padding_mask});
+    const detail::DecoderInputs inputs{
+        tgt, memory, none, none, tgt_key_padding_mask, memory_key_padding_mask};
+    detail::check_cached_step(*layers[0]->as<TransformerDecoderLayerImpl>(), cache.layer(0),
+                              inputs);
+    for (size_t i = 0; i < layers->size(); ++i) {
+      detail::check_cached_attentions(*layers[i]->as<TransformerDecoderLayerImpl>(),
+                                      cache.layer(static_cast<int64_t>(i)), inputs);
+    }
   }
-  const detail::ValidatedScope validated(detail::modules_of(layers));
+  const detail::ValidatedScope validated(detail::checked_modules<TransformerDecoderLayerImpl>(
+      layers, &TransformerDecoderLayerImpl::self_attn,
+      &TransformerDecoderLayerImpl::multihead_attn));
   torch::NoGradGuard no_grad;
   const detail::ReusedBuffers reused;
   Tensor output = tgt;  // (L, N, E) or (N, L, E): the new positions

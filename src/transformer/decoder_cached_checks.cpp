@@ -4,6 +4,7 @@
 
 #include "attention/input_checks.h"
 #include "common/shape_format.h"
+#include "module/cached_call_checks.h"
 #include "transformer/input_checks.h"
 
 namespace mha {
@@ -80,6 +81,16 @@ void check_cached_step(const TransformerDecoderLayerImpl& layer,
                      SequenceShape{t.batch, memory_length});
   check_mask_type(tgt_key_padding_mask, "tgt_key_padding_mask", param);
   check_mask_type(memory_key_padding_mask, "memory_key_padding_mask", param);
+}
+
+void check_cached_attentions(const TransformerDecoderLayerImpl& layer,
+                             TransformerDecoderLayerCache& cache,
+                             const DecoderInputs& inputs) {
+  check_cached_attention(*layer.self_attn, cache.self_attn, inputs.tgt, inputs.tgt,
+                         inputs.tgt_key_padding_mask);
+  const Tensor new_memory = cache.multihead_attn.length() > 0 ? Tensor() : inputs.memory;
+  check_cached_attention(*layer.multihead_attn, cache.multihead_attn, inputs.tgt, new_memory,
+                         inputs.memory_key_padding_mask);
 }
 
 }  // namespace detail

@@ -23,5 +23,14 @@ void check_cached_step(const TransformerDecoderLayerImpl& layer,
                        const TransformerDecoderLayerCache& cache,
                        const DecoderInputs& inputs);
 
+/// The checks of the layer's two attention calls of a cached step
+/// (`check_cached_attention`: the caches' kind, module, dtype and device,
+/// sizes and capacity), before either writes its cache: the self-attention
+/// over `tgt`, the cross-attention over `memory` on the first step (later
+/// steps read the memory the cache holds).
+void check_cached_attentions(const TransformerDecoderLayerImpl& layer,
+                             TransformerDecoderLayerCache& cache,
+                             const DecoderInputs& inputs);
+
 }  // namespace detail
 }  // namespace mha

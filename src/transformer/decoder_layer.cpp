@@ -83,11 +83,16 @@ Tensor TransformerDecoderLayerImpl::forward_cached(const Tensor& tgt,
                                                    TransformerDecoderLayerCache& cache,
                                                    const Tensor& tgt_key_padding_mask,
                                                    const Tensor& memory_key_padding_mask) {
+  // The step and both attention calls checked before either writes its cache,
+  // unless a stack step checked them; then neither module checks again.
   if (!detail::ValidatedScope::covers(this)) {
     const Tensor none;
-    detail::check_cached_step(
-        *this, cache, {tgt, memory, none, none, tgt_key_padding_mask, memory_key_padding_mask});
+    const detail::DecoderInputs inputs{
+        tgt, memory, none, none, tgt_key_padding_mask, memory_key_padding_mask};
+    detail::check_cached_step(*this, cache, inputs);
+    detail::check_cached_attentions(*this, cache, inputs);
   }
+  const detail::ValidatedScope checked({self_attn.get(), multihead_attn.get()});
   torch::NoGradGuard no_grad;
   // The first call projects the memory into the cache; later calls read it there.
   const Tensor new_memory = cache.multihead_attn.length() > 0 ? Tensor() : memory;

@@ -12,6 +12,7 @@
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
 #include "mha/transformer_coder.h"
+#include "module/cached_call_checks.h"
 #include "transformer/encoder_layer_fast_path.h"
 #include "transformer/input_checks.h"
 #include "transformer/layer_parts.h"
@@ -182,7 +183,15 @@ Tensor forward_cached_layers(TransformerEncoderImpl& stack,
   TORCH_CHECK_VALUE(cache.size() == stack.layers->size(),
                     fmt::format("expected one cache per layer ({}), but got {}",
                                 stack.layers->size(), cache.size()));
-  // Layer 0 checks the call before it writes its cache; the others see the same shapes.
+  // Every layer's attention call checked once, before the first writes its cache.
+  if (!detail::ValidatedScope::covers(&stack)) {
+    for (size_t i = 0; i < stack.layers->size(); ++i) {
+      detail::check_cached_attention(*stack.layers[i]->as<TransformerEncoderLayerImpl>()->self_attn,
+                                     cache[i], src, src, key_padding_mask);
+    }
+  }
+  const detail::ValidatedScope validated(detail::checked_modules<TransformerEncoderLayerImpl>(
+      stack.layers, &TransformerEncoderLayerImpl::self_attn));
   const detail::ReusedBuffers reused;
   Tensor output = src;
   for (size_t i = 0; i < stack.layers->size(); ++i) {

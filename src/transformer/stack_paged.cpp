@@ -33,18 +33,6 @@ void check_paged_stack_caches(const char* stack,
                                 layers, cache.size()));
 }
 
-/// The `Layer`s of `layers` and their attention modules `Layer::*attns`, for
-/// the step's `ValidatedScope`.
-template <typename Layer, typename... Attention>
-std::vector<const torch::nn::Module*> checked_modules(const torch::nn::ModuleList& layers,
-                                                      Attention Layer::*... attns) {
-  std::vector<const torch::nn::Module*> modules = detail::modules_of(layers);
-  for (const auto& layer : *layers) {
-    (modules.push_back((layer->as<Layer>()->*attns).get()), ...);
-  }
-  return modules;
-}
-
 /// The self-attention of each layer of `layers`, a ModuleList of `Layer`s.
 template <typename Layer>
 std::vector<const MultiheadAttentionImpl*> self_attentions(const torch::nn::ModuleList& layers) {
