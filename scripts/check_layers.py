@@ -46,6 +46,8 @@ HOMES = {
     "kv_cache.h": "cache",
     "paged_kv_cache.h": "cache",
     "paged_stack_cache.h": "cache",
+    "paged_sequences.h": "cache",
+    "convertible_module.h": "linear",
     "state_dict.h": "state_dict",
     "attention_blocks.h": "state_dict",
     "layer_norm.h": "transformer",
