@@ -223,7 +223,7 @@ TEST(StackCache, ACachedStackStepThatOneLayerCannotTakeChangesNoLayer) {
   cache.layer(2).clear();  // layer 2 now holds 0 positions, the others 2
   const Tensor padding = torch::zeros({1, 3}, torch::kBool);  // (N, S): 2 cached + 1 new
   MHA_ASSERT_THROWS_WITH(stack->forward_cached(torch::randn({1, 1, kE}), cache, padding),
-                         "key_padding_mask");
+                         "Expected key_padded_mask.shape[1] to be 1, but got 3");  // layer 2's
   for (const int64_t i : {0, 1}) EXPECT_EQ(cache.layer(i).length(), 2);
   EXPECT_EQ(cache.layer(2).length(), 0);
 
