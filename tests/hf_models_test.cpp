@@ -4,10 +4,10 @@
 // with transformers' own outputs at the real (not padded) positions, within
 // 1e-5 in float32: encoders' `model(input_ids, attention_mask,
 // token_type_ids)` and `model(pixel_values)`, seq2seq LMs'
-// `model(input_ids, attention_mask, decoder_input_ids).logits`, causal LMs'
-// `model(input_ids, attention_mask, position_ids).logits` (left padding) and
-// their cached and paged steps; then what a LibTorch user does with a module
-// (save, load, clone, to, prepack, quantize_dynamic) and the errors.
+// `model(input_ids, attention_mask, decoder_input_ids).logits` and their
+// cached and paged steps, causal LMs' `model(input_ids, attention_mask,
+// position_ids).logits` (left padding) and their cached and paged steps; then what a LibTorch user
+// does with a module (save, load, clone, to, prepack, quantize_dynamic) and the errors.
 
 #include <mha/hf_models.h>
 #include <mha/prepack.h>
@@ -15,6 +15,7 @@
 #include <mha/state_dict.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,76 @@ TEST_P(Seq2SeqLMParity, TeacherForcedLogitsAndCachedSteps) {
   EXPECT_TRUE(tensors_close(torch::cat(steps, 1), logits, 0.0, kAtol));
 }
 
+/// Logits of a paged step of `model`: `rows0` and `rows1` (decoder tokens) of
+/// sequences a and b, with their `memory` rows on their first step.
+struct Seq2SeqPagedSteps {
+  mha::Seq2SeqLM model;
+  mha::PagedStackCache self, memories;
+  int64_t a, b;
+
+  explicit Seq2SeqPagedSteps(mha::Seq2SeqLM m)
+      : model(std::move(m)),
+        self(model->make_paged_cache(mha::PagedKVCacheOptions(16, 4))),
+        memories(model->make_paged_memory_cache(mha::PagedKVCacheOptions(16, 4))),
+        a(self.add_sequence()),
+        b(self.add_sequence()) {
+    EXPECT_EQ(memories.add_sequence(), a);  // the same ids in both tables
+    EXPECT_EQ(memories.add_sequence(), b);
+  }
+  /// (n0 + n1, V), or with `last_rows_only` (2, V).
+  Tensor step(const Tensor& rows0,
+              const Tensor& rows1,
+              const Tensor& memory0 = {},
+              const Tensor& memory1 = {},
+              bool last_rows_only = false) {
+    const int64_t n0 = rows0.size(0), n1 = rows1.size(0);
+    const Tensor memory = memory0.defined() ? torch::cat({memory0, memory1}) : Tensor();
+    const Tensor memory_offsets =
+        memory0.defined()
+            ? torch::tensor({int64_t{0}, memory0.size(0), memory0.size(0) + memory1.size(0)})
+            : Tensor();
+    return model->forward_paged(torch::cat({rows0, rows1}), memory, self, memories, {a, b},
+                                torch::tensor({int64_t{0}, n0, n0 + n1}), memory_offsets,
+                                last_rows_only);
+  }
+};
+
+TEST_P(Seq2SeqLMParity, PagedStepsGiveEachSequencesLogits) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference(GetParam());
+  auto model = mha::load_hf_model(model_dir(GetParam())).as<mha::Seq2SeqLM>();
+  const Tensor& ids = ref.at("input_ids");  // (2, 6), row 1 right-padded to 3 tokens
+  const Tensor& mask = ref.at("attention_mask");
+  const Tensor& decoder_ids = ref.at("decoder_input_ids");  // (2, 5)
+  // transformers' logits where the reference has them, else the teacher-forced forward's.
+  const Tensor expected =
+      ref.count("logits") ? ref.at("logits") : model(ids, mask, decoder_ids);  // (2, 5, V)
+  const Tensor memory = model->encode(ids, mask);                              // (2, 6, E)
+  // Each source's real positions as memory rows: (6, E) and (3, E).
+  const Tensor memory0 = memory[0].index_select(0, mask[0].nonzero().squeeze(1));
+  const Tensor memory1 = memory[1].index_select(0, mask[1].nonzero().squeeze(1));
+  Seq2SeqPagedSteps paged(model), last(model);
+  auto rows = [&](int64_t row, int64_t begin, int64_t count) {
+    return decoder_ids[row].narrow(0, begin, count);  // (count)
+  };
+  // Decoder prompts of 3 and 1 tokens with the memories; one token each; then 1 and 3.
+  const std::vector<std::array<int64_t, 4>> steps{{0, 3, 0, 1}, {3, 1, 1, 1}, {4, 1, 2, 3}};
+  std::vector<Tensor> got0, got1;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto [b0, n0, b1, n1] = steps[i];
+    const Tensor m0 = i == 0 ? memory0 : Tensor(), m1 = i == 0 ? memory1 : Tensor();
+    const Tensor logits = paged.step(rows(0, b0, n0), rows(1, b1, n1), m0, m1);  // (n0 + n1, V)
+    got0.push_back(logits.narrow(0, 0, n0));
+    got1.push_back(logits.narrow(0, n0, n1));
+    // Only the last rows' logits: those rows of the full step's.
+    const Tensor ends = torch::tensor({n0 - 1, n0 + n1 - 1});
+    EXPECT_TRUE(tensors_close(last.step(rows(0, b0, n0), rows(1, b1, n1), m0, m1, true),
+                              logits.index_select(0, ends), 0.0, kAtol));
+  }
+  EXPECT_TRUE(tensors_close(torch::cat(got0), expected[0], 0.0, kAtol));
+  EXPECT_TRUE(tensors_close(torch::cat(got1), expected[1], 0.0, kAtol));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models,
                          Seq2SeqLMParity,
                          ::testing::Values("bart",
@@ -227,6 +298,12 @@ TEST_P(CausalLMParity, PagedStepsEqualEachSequenceAlone) {
   step(row0.narrow(0, 6, 1), row1.narrow(0, 3, 1));
   const Tensor alone0 = model(row0.unsqueeze(0)).squeeze(0);  // (7, V)
   EXPECT_TRUE(tensors_close(torch::cat(got0), alone0, 0.0, kAtol));
+  // Only each sequence's last row: the logits a decoding step samples from.
+  auto last = model->make_paged_cache(mha::PagedKVCacheOptions(16, 4));
+  const int64_t c = last.add_sequence(), d = last.add_sequence();
+  const Tensor last_rows = model->forward_paged(torch::cat({row0, row1}), last, {c, d},
+                                                torch::tensor({0, 7, 11}), Tensor(), true);
+  EXPECT_TRUE(tensors_close(last_rows, torch::stack({alone0[6], got1.back()[0]}), 0.0, kAtol));
   // transformers' logits of row 1 alone, unpadded.
   EXPECT_TRUE(
       tensors_close(torch::cat(got1), ref.at("prompt_logits_unpadded").squeeze(0), 0.0, kAtol));
@@ -441,6 +518,11 @@ TEST(HfModelErrors, AFailedStepLeavesTheCachesAsTheyWere) {
   MHA_ASSERT_THROWS_WITH(
       opt->forward_paged(torch::tensor({5, 99}), paged, {id}, torch::tensor({0, 2})),
       "input_ids: token id 99");
+  // Only the last rows of a step in which a sequence has none: nothing to sample from.
+  const int64_t none = paged.add_sequence();
+  MHA_ASSERT_THROWS_WITH(opt->forward_paged(torch::tensor({5, 9}), paged, {id, none},
+                                            torch::tensor({0, 2, 2}), Tensor(), true),
+                         "last_rows_only: expected every sequence to have new rows");
   EXPECT_EQ(paged.length(id), 0);
   EXPECT_EQ(paged.num_free_blocks(), free);
   // The cache still continues the sequence as before.

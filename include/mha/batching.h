@@ -5,11 +5,13 @@
 // of any subset of them as one variable-length batch through paged caches. See docs/decoding.md.
 
 #include <mha/paged_kv_cache.h>
+#include <mha/paged_stack_cache.h>
 #include <mha/transformer.h>
 #include <torch/arg.h>
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,8 +19,23 @@
 
 namespace mha {
 
+class ContinuousBatch;
+
 namespace detail {
 class ServingStack;
+/// A whole model's paged step on a batch's caches: `self_cache` (every
+/// layer's self-attention), `memory_cache` (a decoder's memories, or null),
+/// `cu_seqlens` (P + 1) the new rows' offsets; the model's output.
+using BatchStep = std::function<torch::Tensor(
+    PagedStackCache& self_cache, PagedStackCache* memory_cache, const torch::Tensor& cu_seqlens)>;
+/// Private access for `GenerationServer`, which steps its model through the
+/// model's own paged call: `step` on `batch`'s caches for the new rows of
+/// `ids` (`lengths[i]` each), checked and run as `ContinuousBatch::step`
+/// (under its lock, in its batch invariance).
+torch::Tensor step_model(ContinuousBatch& batch,
+                         const std::vector<int64_t>& ids,
+                         const std::vector<int64_t>& lengths,
+                         const BatchStep& step);
 }  // namespace detail
 
 /// The pools of a `ContinuousBatch`: per layer, one for the self-attention's
@@ -143,11 +160,16 @@ class ContinuousBatch {
   /// The decoder or the causal stack, with its paged caches (each kind of
   /// self-attention and memory caches over one block table for all layers).
   std::unique_ptr<detail::ServingStack> stack_;
-  /// The step of `rows` (T, E), checked, for `ids` (known, distinct) of
-  /// `lengths`; the mutex held.
-  torch::Tensor run_step(const torch::Tensor& rows,
-                         const std::vector<int64_t>& ids,
-                         const std::vector<int64_t>& lengths);
+  /// Throws unless `ids` are known and `lengths` (one each) non-negative;
+  /// the sum of `lengths`. The mutex held.
+  int64_t checked_rows(const std::vector<int64_t>& ids, const std::vector<int64_t>& lengths) const;
+  /// `step` of new rows of `lengths` (their ids checked), in the batch's
+  /// invariance; the mutex held.
+  torch::Tensor run_step(const std::vector<int64_t>& lengths, const detail::BatchStep& step);
+  friend torch::Tensor detail::step_model(ContinuousBatch& batch,
+                                          const std::vector<int64_t>& ids,
+                                          const std::vector<int64_t>& lengths,
+                                          const detail::BatchStep& step);
 
   /// The model whose encoder `add_sources` calls; empty unless made from one.
   Transformer model_{nullptr};

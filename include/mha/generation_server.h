@@ -176,13 +176,9 @@ class GenerationServer {
   /// `r`'s next token (or beam step) from its sequences' `logits` (k, V);
   /// whether it ended.
   bool advance(detail::ServedRequest& r, const torch::Tensor& logits);
-  /// `advance` from `r`'s rows of the step's `logits` (P, V) (undefined:
-  /// its rows of `last` (P, E) through the head alone) from `row` on, an
-  /// error ending `r` alone; whether it ended.
-  bool advance_alone(detail::ServedRequest& r,
-                     const torch::Tensor& last,
-                     const torch::Tensor& logits,
-                     int64_t row);
+  /// `advance` from `r`'s rows of the step's `logits` (P, V) from `row` on,
+  /// an error ending `r` alone; whether it ended.
+  bool advance_alone(detail::ServedRequest& r, const torch::Tensor& logits, int64_t row);
   /// Fails the requests whose deadline has passed; appends their ids to `ended`.
   void fail_late(std::vector<int64_t>& ended);
   /// Admits waiting requests in order while their blocks are free.

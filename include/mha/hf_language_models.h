@@ -100,12 +100,40 @@ class Seq2SeqLMImpl : public detail::WholeModel<Seq2SeqLMImpl> {
                               TransformerDecoderCache& cache,
                               const torch::Tensor& attention_mask = {});
 
-  /// The decoder's hidden states (N, T, E) -> logits (N, T, vocab_size).
+  /// The decoder's paged caches (its layers' self-attention pools over one
+  /// block table), for `forward_paged`.
+  PagedStackCache make_paged_cache(const PagedKVCacheOptions& options) const;
+  /// The decoder's memory caches (its layers' cross-attention pools over
+  /// another block table), for `forward_paged`. Add, fork and release each
+  /// sequence in both caches, so that its id is the same in both.
+  PagedStackCache make_paged_memory_cache(const PagedKVCacheOptions& options) const;
+
+  /// Several decoder sequences at once, each without padding:
+  /// `decoder_input_ids` (T) their new tokens as rows, sequence i's at
+  /// [cu_seqlens[i], cu_seqlens[i + 1]), at the positions after its cached
+  /// ones; `memory` (S_total, E) the encoder outputs (`encode`'s rows, the
+  /// source's padding left out) of the sequences whose memory `memory_cache`
+  /// does not hold yet, sequence i's at [cu_seqlens_memory[i],
+  /// cu_seqlens_memory[i + 1]), or undefined. Returns (T, vocab_size): each
+  /// sequence's rows equal its `decode_cached` alone within float32 rounding;
+  /// with `last_rows_only`, (num_sequences, vocab_size), the logits of each
+  /// sequence's last row. All or nothing: every layer's calls are checked
+  /// before any cache changes.
+  torch::Tensor forward_paged(const torch::Tensor& decoder_input_ids,
+                              const torch::Tensor& memory,
+                              PagedStackCache& self_cache,
+                              PagedStackCache& memory_cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens,
+                              const torch::Tensor& cu_seqlens_memory = {},
+                              bool last_rows_only = false);
+
+  /// The decoder's hidden states (..., E) -> logits (..., vocab_size).
   torch::Tensor logits(const torch::Tensor& hidden) const;
 
   /// The decoder stack's input for `decoder_input_ids` (N, t) at positions
   /// [start, start + t): token and position embeddings (and the embedding
-  /// norm), (N, t, E); what a server feeds `ContinuousBatch` with.
+  /// norm), (N, t, E).
   torch::Tensor embed_decoder(const torch::Tensor& decoder_input_ids, int64_t start) const;
 
   /// Registers the submodules and ties the head.
@@ -138,12 +166,12 @@ class Seq2SeqLMImpl : public detail::WholeModel<Seq2SeqLMImpl> {
   torch::Tensor final_logits_bias;
 
  private:
-  /// Token embeddings from `tokens` and position embeddings of `ids` (N, L)
-  /// at positions [start, start + L).
+  /// Token embeddings from `tokens` and position embeddings from `table` of
+  /// `ids` (N, L) at `position_ids` (L), then `norm`: (N, L, E).
   torch::Tensor embed(const torch::Tensor& ids,
-                      int64_t start,
+                      const torch::Tensor& position_ids,
                       const torch::nn::Embedding& tokens,
-                      const torch::nn::Embedding& positions,
+                      const torch::nn::Embedding& table,
                       const LayerNorm& norm) const;
   void tie_weights() override;
 };
@@ -234,12 +262,15 @@ class CausalLMImpl : public detail::WholeModel<CausalLMImpl> {
   /// new tokens as rows, sequence i's at [cu_seqlens[i], cu_seqlens[i + 1]),
   /// at positions after each one's cached ones (`position_ids` (T) to give
   /// others). Returns (T, vocab_size): each sequence's rows equal its
-  /// `forward_cached` alone within float32 rounding.
+  /// `forward_cached` alone within float32 rounding; with `last_rows_only`,
+  /// (num_sequences, vocab_size), the logits of each sequence's last row
+  /// (what a decoding step samples from: the head runs on those rows only).
   torch::Tensor forward_paged(const torch::Tensor& input_ids,
                               PagedStackCache& cache,
                               const std::vector<int64_t>& seq_ids,
                               const torch::Tensor& cu_seqlens,
-                              const torch::Tensor& position_ids = {});
+                              const torch::Tensor& position_ids = {},
+                              bool last_rows_only = false);
 
   /// Hidden states (..., word_embed_proj_dim or E) -> logits (..., vocab_size).
   torch::Tensor logits(const torch::Tensor& hidden) const;

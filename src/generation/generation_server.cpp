@@ -99,19 +99,19 @@ void record_failure(detail::ServedRequest& r, std::string error) {
   r.error = std::move(error);
 }
 
-/// A step's inputs: each sequence's id in the batch, new rows (embedded) and their count.
+/// A step's inputs: each sequence's id in the batch, new tokens and their count.
 struct StepInputs {
-  std::vector<Tensor> rows;  ///< (t, E) each
+  std::vector<Tensor> tokens;  ///< (t) each
   std::vector<int64_t> ids, lengths;
 };
 
 /// Appends `r`'s sequences' new positions to `in`: a prompt (or decoder
 /// start), or each beam's last token.
-void gather(const detail::ServedModel& model, const detail::ServedRequest& r, StepInputs& in) {
+void gather(const detail::ServedRequest& r, StepInputs& in) {
   const Tensor sequences = r.search->sequences();  // (rows, t)
   const int64_t t = sequences.size(1) - r.fed;
   for (size_t j = 0; j < r.batch_ids.size(); ++j) {
-    in.rows.push_back(model.embed(sequences[j].narrow(0, r.fed, t), r.fed));  // (t, E)
+    in.tokens.push_back(sequences[j].narrow(0, r.fed, t));  // (t)
     in.ids.push_back(r.batch_ids[j]);
     in.lengths.push_back(t);
   }
@@ -191,33 +191,24 @@ std::vector<int64_t> GenerationServer::step() {
   StepInputs in;
   for (auto& [id, r] : requests_) {
     if (!r->running()) continue;
-    gather(*model_, *r, in);
+    gather(*r, in);
     active.push_back(r.get());
   }
   if (active.empty()) return ended;
-  const Tensor out = batch_->step(at::cat(in.rows), in.ids, in.lengths);  // (T, E)
-  const Tensor ends_at = torch::tensor(in.lengths, torch::kLong).cumsum(0) - 1;
-  const Tensor last = out.index_select(0, ends_at);  // (P, E): each sequence's last row
-  // Batch invariance: the head runs on each sequence's row alone.
-  const Tensor logits = options_.batch_invariant() ? Tensor() : model_->logits(last);  // (P, V)
+  // The model's paged call: each sequence's last row's logits, (P, V).
+  const Tensor logits = model_->step(*batch_, at::cat(in.tokens), in.ids, in.lengths);
   int64_t row = 0;
   for (detail::ServedRequest* r : active) {
     const auto k = static_cast<int64_t>(r->batch_ids.size());
-    if (advance_alone(*r, last, logits, row)) ended.push_back(r->id);
+    if (advance_alone(*r, logits, row)) ended.push_back(r->id);
     row += k;
   }
   return ended;
 }
 
-bool GenerationServer::advance_alone(detail::ServedRequest& r,
-                                     const Tensor& last,
-                                     const Tensor& logits,
-                                     int64_t row) {
-  const auto k = static_cast<int64_t>(r.batch_ids.size());
+bool GenerationServer::advance_alone(detail::ServedRequest& r, const Tensor& logits, int64_t row) {
   try {
-    const Tensor rows = logits.defined() ? logits.narrow(0, row, k)  // (k, V)
-                                         : model_->logits(last.narrow(0, row, k));
-    return advance(r, rows);
+    return advance(r, logits.narrow(0, row, static_cast<int64_t>(r.batch_ids.size())));  // (k, V)
   } catch (const std::exception& e) {
     record_failure(r, message_of(e));
     finish(r, RequestState::kFailed);

@@ -92,20 +92,21 @@ class ServedLM final : public ServedModel {
       return batch.add();
     }
   }
-  Tensor embed(const Tensor& tokens, int64_t start) const override {
-    if constexpr (kSeq2Seq) {
-      return model_->embed_decoder(tokens.unsqueeze(0), start).squeeze(0);  // (t, E)
-    } else {
-      const Tensor positions = torch::arange(start, start + tokens.size(0), torch::kLong);  // (t)
-      return model_->embed(tokens.unsqueeze(0), positions.unsqueeze(0)).squeeze(0);  // (t, E)
-    }
-  }
-  Tensor logits(const Tensor& hidden) const override {
-    if constexpr (kSeq2Seq) {
-      return model_->logits(hidden);  // (R, V)
-    } else {
-      return model_->logits(model_->project(hidden));  // (R, V)
-    }
+  Tensor step(ContinuousBatch& batch,
+              const Tensor& tokens,
+              const std::vector<int64_t>& ids,
+              const std::vector<int64_t>& lengths) override {
+    const auto paged_call = [&](PagedStackCache& self, PagedStackCache* memory,
+                                const Tensor& cu_seqlens) {
+      if constexpr (kSeq2Seq) {  // the memories: admitted into `memory` already
+        return model_->forward_paged(tokens, Tensor(), self, *memory, ids, cu_seqlens, Tensor(),
+                                     /*last_rows_only=*/true);
+      } else {
+        return model_->forward_paged(tokens, self, ids, cu_seqlens, Tensor(),
+                                     /*last_rows_only=*/true);
+      }
+    };
+    return step_model(batch, ids, lengths, paged_call);  // (P, V)
   }
 
  private:

@@ -1,14 +1,15 @@
 #pragma once
 
 // Private: what `GenerationServer` needs of a whole language model around a
-// `ContinuousBatch` of its stack: admitting a request, the stack's input for
-// new tokens, and the logits of the stack's output.
+// `ContinuousBatch` of its stack: admitting a request, and a step of the
+// model's own paged call on the batch's caches.
 
 #include <mha/batching.h>
 #include <mha/hf_language_models.h>
 #include <torch/types.h>
 
 #include <memory>
+#include <vector>
 
 #include "generation/generation_plan.h"
 
@@ -29,10 +30,13 @@ class ServedModel {
                                      const GenerationPlan& plan) const = 0;
   /// Admits `input_ids` (L) into `batch` (a source is encoded first); its id there.
   virtual int64_t admit(ContinuousBatch& batch, const torch::Tensor& input_ids) = 0;
-  /// The stack's input for `tokens` (t) at positions [start, start + t): (t, E).
-  virtual torch::Tensor embed(const torch::Tensor& tokens, int64_t start) const = 0;
-  /// The stack's outputs (R, E) -> logits (R, V).
-  virtual torch::Tensor logits(const torch::Tensor& hidden) const = 0;
+  /// The logits of each sequence's last new row, (P, V): `tokens` (T) the
+  /// new tokens of `ids` (`lengths[i]` each, after the positions `batch`
+  /// holds), through the model's own paged call on `batch`'s caches.
+  virtual torch::Tensor step(ContinuousBatch& batch,
+                             const torch::Tensor& tokens,
+                             const std::vector<int64_t>& ids,
+                             const std::vector<int64_t>& lengths) = 0;
 };
 
 /// `model` served (eval mode).

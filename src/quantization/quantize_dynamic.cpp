@@ -9,6 +9,7 @@
 
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
+#include "linear/packed_linear.h"
 #include "quantization/conversion_plan.h"
 
 namespace mha {
@@ -31,8 +32,9 @@ void quantize_dynamic(torch::nn::Module& module, const QuantizeOptions& options)
 bool is_quantized(const torch::nn::Module& module) { return detail::holds_int8(module); }
 
 torch::Tensor linear(const torch::nn::LinearImpl& linear, const torch::Tensor& x) {
-  if (const auto form = detail::linear_form(linear)) return form->forward(x, linear.bias);
-  return at::linear(x, linear.weight, linear.bias);  // LinearImpl::forward's F::linear
+  // The form's GEMM, or LinearImpl::forward's F::linear; in fixed row blocks
+  // inside a batch-invariant step (ContinuousBatchOptions::batch_invariant).
+  return detail::linear_rows(x, linear.weight, linear.bias, detail::linear_form(linear).get());
 }
 
 }  // namespace mha

@@ -46,6 +46,19 @@ void check_stack(const torch::nn::Module& stack, size_t layers, bool batch_invar
                     "(mha::quantize_dynamic) are quantized per call, over all of a step's rows");
 }
 
+/// `stack`'s layers and final norm on `rows` (T, E), the new rows of `ids`:
+/// a step of the batch's stack alone (its caller embeds and projects).
+detail::BatchStep stack_step(detail::ServingStack& stack,
+                             const Tensor& rows,
+                             const std::vector<int64_t>& ids) {
+  return [&stack, rows, &ids](PagedStackCache&, PagedStackCache*, const Tensor& cu_seqlens) {
+    // The stack step checks every layer's call once and counts the blocks once.
+    return stack.step(rows, ids, cu_seqlens,  // (T, E)
+                      "ContinuousBatch::step: remove() finished requests, step fewer of them, "
+                      "or give the batch more blocks (ContinuousBatchOptions::num_blocks)");
+  };
+}
+
 /// `model`'s decoder, checked to be a `TransformerDecoder`.
 TransformerDecoder decoder_of(const Transformer& model) {
   TORCH_CHECK_VALUE(!model.is_empty(), "ContinuousBatch: expected a Transformer, not nullptr");
@@ -121,7 +134,7 @@ std::map<int64_t, Tensor> ContinuousBatch::step(const std::map<int64_t, Tensor>&
     rows.push_back(x);
   }
   if (ids.empty()) return {};
-  const Tensor x = run_step(at::cat(rows), ids, lengths);  // (T, E)
+  const Tensor x = run_step(lengths, stack_step(*stack_, at::cat(rows), ids));  // (T, E)
   std::map<int64_t, Tensor> outputs;
   int64_t begin = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -136,6 +149,17 @@ Tensor ContinuousBatch::step(const Tensor& rows,
                              const std::vector<int64_t>& lengths) {
   const std::lock_guard<std::mutex> lock(mutex_);
   detail::check_serving_rows(rows, "rows", stack_->input_attention());
+  const int64_t total = checked_rows(ids, lengths);
+  TORCH_CHECK_VALUE(total == rows.size(0),
+                    fmt::format("ContinuousBatch::step: expected rows of {} positions (the sum of "
+                                "lengths), but got {}",
+                                total, rows.size(0)));
+  if (ids.empty()) return rows;
+  return run_step(lengths, stack_step(*stack_, rows, ids));  // (T, E)
+}
+
+int64_t ContinuousBatch::checked_rows(const std::vector<int64_t>& ids,
+                                      const std::vector<int64_t>& lengths) const {
   TORCH_CHECK_VALUE(ids.size() == lengths.size(),
                     fmt::format("ContinuousBatch::step: expected one length per id ({}), but "
                                 "got {} lengths",
@@ -147,17 +171,11 @@ Tensor ContinuousBatch::step(const Tensor& rows,
                       "] >= 0, but got ", lengths[i]);
     total += lengths[i];
   }
-  TORCH_CHECK_VALUE(total == rows.size(0),
-                    fmt::format("ContinuousBatch::step: expected rows of {} positions (the sum of "
-                                "lengths), but got {}",
-                                total, rows.size(0)));
-  if (ids.empty()) return rows;
-  return run_step(rows, ids, lengths);
+  return total;
 }
 
-Tensor ContinuousBatch::run_step(const Tensor& rows,
-                                 const std::vector<int64_t>& ids,
-                                 const std::vector<int64_t>& lengths) {
+Tensor ContinuousBatch::run_step(const std::vector<int64_t>& lengths,
+                                 const detail::BatchStep& step) {
   TORCH_CHECK(!(invariant_rows_ > 0 && is_quantized(stack_->module())),
               "ContinuousBatch::step: the batch was made with "
               "ContinuousBatchOptions::batch_invariant(true), but its stack has int8 weights now "
@@ -168,10 +186,7 @@ Tensor ContinuousBatch::run_step(const Tensor& rows,
   if (invariant_rows_ > 0) fixed_rows.emplace(invariant_rows_);
   std::vector<int64_t> offsets{0};
   for (const int64_t length : lengths) offsets.push_back(offsets.back() + length);
-  // The stack step checks every layer's call once and counts the blocks once.
-  return stack_->step(rows, ids, torch::tensor(offsets),  // (T, E): layers, final norm
-                      "ContinuousBatch::step: remove() finished requests, step fewer of them, or "
-                      "give the batch more blocks (ContinuousBatchOptions::num_blocks)");
+  return step(stack_->self_cache(), stack_->memory_cache(), torch::tensor(offsets));
 }
 
 void ContinuousBatch::remove(int64_t id) {
@@ -211,4 +226,16 @@ int64_t ContinuousBatch::used_bytes() const {
   return stack_->used_bytes();
 }
 
+namespace detail {
+
+Tensor step_model(ContinuousBatch& batch,
+                  const std::vector<int64_t>& ids,
+                  const std::vector<int64_t>& lengths,
+                  const BatchStep& step) {
+  const std::lock_guard<std::mutex> lock(batch.mutex_);
+  batch.checked_rows(ids, lengths);
+  return batch.run_step(lengths, step);
+}
+
+}  // namespace detail
 }  // namespace mha

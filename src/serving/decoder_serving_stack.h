@@ -43,6 +43,7 @@ class DecoderServingStack final : public ServingStack {
     TORCH_CHECK(cross_.fork(id) == forked, "ContinuousBatch::fork: the block tables' ids diverged");
     return forked;
   }
+  PagedStackCache* memory_cache() override { return &cross_; }
   int64_t memory_bytes() const override { return self_.memory_bytes() + cross_.memory_bytes(); }
   int64_t used_bytes() const override { return self_.used_bytes() + cross_.used_bytes(); }
 

@@ -57,6 +57,10 @@ class ServingStack {
   /// The layers' self-attention caches (one block table for all): the
   /// requests, their lengths, the free blocks.
   const PagedStackCache& table() const { return self_; }
+  /// See `table`: for a whole model's paged step.
+  PagedStackCache& self_cache() { return self_; }
+  /// A decoder's memory caches (another block table), or null.
+  virtual PagedStackCache* memory_cache() { return nullptr; }
 
  protected:
   /// `module`'s (which the subclass holds) self-attention caches, of

@@ -152,25 +152,16 @@ Tensor CausalLMImpl::forward_paged(const Tensor& input_ids,
                                    PagedStackCache& cache,
                                    const std::vector<int64_t>& seq_ids,
                                    const Tensor& cu_seqlens,
-                                   const Tensor& position_ids) {
+                                   const Tensor& position_ids,
+                                   bool last_rows_only) {
   detail::check_token_ids(input_ids, options.vocab_size(), "input_ids", /*dims=*/1);
-  Tensor positions = position_ids;
-  if (!positions.defined()) {
-    // Each sequence's rows continue from its cached positions.
-    const Tensor offsets = cu_seqlens.to(torch::kCPU, torch::kLong).contiguous();
-    TORCH_CHECK_VALUE(
-        offsets.dim() == 1 && offsets.size(0) == static_cast<int64_t>(seq_ids.size()) + 1,
-        "cu_seqlens: expected ", seq_ids.size() + 1, " offsets, but got shape ", offsets.sizes());
-    std::vector<Tensor> parts;
-    for (size_t i = 0; i < seq_ids.size(); ++i) {
-      const int64_t past = cache.length(seq_ids[i]);
-      const int64_t rows = offsets[i + 1].item<int64_t>() - offsets[i].item<int64_t>();
-      parts.push_back(torch::arange(past, past + rows, torch::kLong));
-    }
-    positions = torch::cat(parts);  // (T)
-  }
+  const Tensor last = last_rows_only ? detail::last_row_indices(cu_seqlens) : Tensor();  // (P)
+  const Tensor positions =  // (T): each sequence's rows continue from its cached positions
+      position_ids.defined() ? position_ids : detail::paged_positions(cache, seq_ids, cu_seqlens);
   const Tensor x = embed(input_ids.unsqueeze(0), positions.unsqueeze(0)).squeeze(0);  // (T, E)
-  return logits(project(decoder->forward_paged(x, cache, seq_ids, cu_seqlens)));      // (T, V)
+  const Tensor hidden = decoder->forward_paged(x, cache, seq_ids, cu_seqlens);        // (T, E)
+  const Tensor rows = last.defined() ? hidden.index_select(0, last.to(hidden.device())) : hidden;
+  return logits(project(rows));  // (P or T, V)
 }
 
 template class detail::ConvertibleModule<CausalLMImpl>;

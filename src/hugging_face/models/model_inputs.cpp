@@ -35,6 +35,36 @@ void check_token_ids(const torch::Tensor& ids,
   }
 }
 
+torch::Tensor paged_positions(const PagedSequences& cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens) {
+  const torch::Tensor offsets = cu_seqlens.to(torch::kCPU, torch::kLong).contiguous();  // (P + 1)
+  TORCH_CHECK_VALUE(
+      offsets.dim() == 1 && offsets.size(0) == static_cast<int64_t>(seq_ids.size()) + 1,
+      "cu_seqlens: expected ", seq_ids.size() + 1, " offsets, but got shape ", offsets.sizes());
+  const int64_t* at = offsets.data_ptr<int64_t>();
+  std::vector<torch::Tensor> parts;
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    const int64_t past = cache.length(seq_ids[i]);
+    parts.push_back(torch::arange(past, past + at[i + 1] - at[i], torch::kLong));  // (L_i)
+  }
+  return torch::cat(parts);  // (T)
+}
+
+torch::Tensor last_row_indices(const torch::Tensor& cu_seqlens) {
+  TORCH_CHECK_VALUE(cu_seqlens.dim() == 1 && cu_seqlens.size(0) > 0,
+                    "cu_seqlens: expected offsets of shape (num_sequences + 1), but got shape ",
+                    cu_seqlens.sizes());
+  const torch::Tensor offsets = cu_seqlens.to(torch::kCPU, torch::kLong);  // (P + 1)
+  const int64_t count = offsets.size(0) - 1;
+  const torch::Tensor ends = offsets.narrow(0, 1, count);  // (P)
+  TORCH_CHECK_VALUE(count == 0 || (ends - offsets.narrow(0, 0, count)).min().item<int64_t>() > 0,
+                    "last_rows_only: expected every sequence to have new rows, but cu_seqlens "
+                    "gives one none: ",
+                    offsets);
+  return ends - 1;  // (P)
+}
+
 void check_positions(const torch::Tensor& positions, int64_t rows, int64_t offset) {
   if (positions.numel() == 0) {
     return;

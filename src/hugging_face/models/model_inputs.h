@@ -10,8 +10,10 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "mha/convertible_module.h"
+#include "mha/paged_sequences.h"
 
 namespace mha {
 
@@ -30,6 +32,18 @@ void check_token_ids(const torch::Tensor& ids,
 /// Throws `c10::Error` unless every row of `positions` is in [0, rows): the
 /// message names the positions asked for and `max_position_embeddings`.
 void check_positions(const torch::Tensor& positions, int64_t rows, int64_t offset = 0);
+
+/// The positions of a paged step's rows (`forward_paged`): sequence i's rows,
+/// [cu_seqlens[i], cu_seqlens[i + 1]), continue from the `cache.length`
+/// positions it holds. Returns (T) int64.
+torch::Tensor paged_positions(const PagedSequences& cache,
+                              const std::vector<int64_t>& seq_ids,
+                              const torch::Tensor& cu_seqlens);
+
+/// Where each sequence's last row is among a paged step's rows (`cu_seqlens`
+/// (P + 1)), checked that every sequence has one: (P) int64, the rows a
+/// decoding step samples from.
+torch::Tensor last_row_indices(const torch::Tensor& cu_seqlens);
 
 /// Throws `c10::Error` unless `mask` is undefined or (N, length) as `ids` needs.
 void check_attention_mask(const torch::Tensor& mask, int64_t batch, int64_t length);

@@ -14,6 +14,7 @@
 #include "hugging_face/models/model_inputs.h"
 #include "linear/converted_module.h"
 #include "linear/int8_linear.h"
+#include "linear/packed_linear.h"
 #include "linear/packed_weight.h"
 
 namespace mha {
@@ -38,6 +39,16 @@ TransformerLayerOptions batch_first(TransformerLayerOptions layer) {
 
 /// `norm`'s forward from a const model (the module computes without changing).
 Tensor apply_norm(const LayerNorm& norm, const Tensor& x) { return norm.ptr()->forward(x); }
+
+/// `model`'s decoder token embeddings: its own where untied, else the shared ones.
+const torch::nn::Embedding& decoder_tokens(const Seq2SeqLMImpl& model) {
+  return model.decoder_embed_tokens ? model.decoder_embed_tokens : model.shared;
+}
+
+/// `model`'s decoder stack, the `TransformerDecoder` its constructor builds.
+TransformerDecoderImpl& decoder_stack(const Seq2SeqLMImpl& model) {
+  return *model.transformer->decoder.ptr<TransformerDecoderImpl>();
+}
 
 }  // namespace
 
@@ -96,25 +107,26 @@ void Seq2SeqLMImpl::tie_weights() {
 }
 
 Tensor Seq2SeqLMImpl::embed(const Tensor& ids,
-                            int64_t start,
+                            const Tensor& position_ids,
                             const torch::nn::Embedding& tokens,
-                            const torch::nn::Embedding& positions,
+                            const torch::nn::Embedding& table,
                             const LayerNorm& norm) const {
   const int64_t width = options.encoder_layer().d_model();
   const double scale = options.scale_embedding() ? std::sqrt(static_cast<double>(width)) : 1.0;
   const int64_t offset = options.sinusoidal_positions() ? 0 : 2;
-  const Tensor rows = torch::arange(start + offset, start + offset + ids.size(1),
-                                    ids.options().dtype(torch::kLong));
-  detail::check_positions(rows, positions->weight.size(0), 0);
+  const Tensor rows = position_ids.to(ids.device()) + offset;  // (L): the table's rows
+  detail::check_positions(rows, table->weight.size(0), 0);
   Tensor x = torch::embedding(tokens->weight, ids) * scale;  // (N, L, E)
-  x = x + torch::embedding(positions->weight, rows);         // + (L, E)
+  x = x + torch::embedding(table->weight, rows);             // + (L, E)
   return norm.is_empty() ? x : apply_norm(norm, x);
 }
 
 Tensor Seq2SeqLMImpl::encode(const Tensor& input_ids, const Tensor& attention_mask) const {
   detail::check_token_ids(input_ids, options.vocab_size(), "input_ids");
   detail::check_attention_mask(attention_mask, input_ids.size(0), input_ids.size(1));
-  const Tensor x = embed(input_ids, 0, shared, encoder_positions, encoder_layernorm_embedding);
+  const Tensor positions = torch::arange(input_ids.size(1), torch::kLong);  // (S)
+  const Tensor x =
+      embed(input_ids, positions, shared, encoder_positions, encoder_layernorm_embedding);
   return transformer->encode(x, Tensor(), detail::key_padding_mask(attention_mask));  // (N, S, E)
 }
 
@@ -124,9 +136,9 @@ Tensor Seq2SeqLMImpl::forward(const Tensor& input_ids,
   const Tensor memory = encode(input_ids, attention_mask);  // (N, S, E)
   const Tensor tgt = embed_decoder(decoder_input_ids, 0);   // (N, T, E)
   const Tensor causal = generate_square_subsequent_mask(tgt.size(1), tgt.options());
-  const Tensor hidden = transformer->decoder.ptr<TransformerDecoderImpl>()->forward(
-      tgt, memory, causal, Tensor(), Tensor(), detail::key_padding_mask(attention_mask),
-      /*tgt_is_causal=*/true);  // (N, T, E)
+  const Tensor hidden = decoder_stack(*this).forward(tgt, memory, causal, Tensor(), Tensor(),
+                                                     detail::key_padding_mask(attention_mask),
+                                                     /*tgt_is_causal=*/true);  // (N, T, E)
   return logits(hidden);
 }
 
@@ -146,8 +158,38 @@ Tensor Seq2SeqLMImpl::decode_cached(const Tensor& decoder_input_ids,
 
 Tensor Seq2SeqLMImpl::embed_decoder(const Tensor& decoder_input_ids, int64_t start) const {
   detail::check_token_ids(decoder_input_ids, options.vocab_size(), "decoder_input_ids");
-  const torch::nn::Embedding& tokens = decoder_embed_tokens ? decoder_embed_tokens : shared;
-  return embed(decoder_input_ids, start, tokens, decoder_positions, decoder_layernorm_embedding);
+  const Tensor positions =
+      torch::arange(start, start + decoder_input_ids.size(1), torch::kLong);  // (t)
+  return embed(decoder_input_ids, positions, decoder_tokens(*this), decoder_positions,
+               decoder_layernorm_embedding);  // (N, t, E)
+}
+
+PagedStackCache Seq2SeqLMImpl::make_paged_cache(const PagedKVCacheOptions& options) const {
+  return decoder_stack(*this).make_paged_cache(options);
+}
+
+PagedStackCache Seq2SeqLMImpl::make_paged_memory_cache(const PagedKVCacheOptions& options) const {
+  return decoder_stack(*this).make_paged_memory_cache(options);
+}
+
+Tensor Seq2SeqLMImpl::forward_paged(const Tensor& decoder_input_ids,
+                                    const Tensor& memory,
+                                    PagedStackCache& self_cache,
+                                    PagedStackCache& memory_cache,
+                                    const std::vector<int64_t>& seq_ids,
+                                    const Tensor& cu_seqlens,
+                                    const Tensor& cu_seqlens_memory,
+                                    bool last_rows_only) {
+  const Tensor& ids = decoder_input_ids;
+  detail::check_token_ids(ids, options.vocab_size(), "decoder_input_ids", /*dims=*/1);
+  const Tensor last = last_rows_only ? detail::last_row_indices(cu_seqlens) : Tensor();  // (P)
+  const Tensor positions = detail::paged_positions(self_cache, seq_ids, cu_seqlens);     // (T)
+  const Tensor x = embed(ids.unsqueeze(0), positions, decoder_tokens(*this), decoder_positions,
+                         decoder_layernorm_embedding)
+                       .squeeze(0);  // (T, E)
+  const Tensor hidden = decoder_stack(*this).forward_paged(
+      x, memory, self_cache, memory_cache, seq_ids, cu_seqlens, cu_seqlens_memory);  // (T, E)
+  return logits(last.defined() ? hidden.index_select(0, last.to(hidden.device())) : hidden);
 }
 
 Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {
@@ -156,7 +198,9 @@ Tensor Seq2SeqLMImpl::logits(const Tensor& hidden) const {
   const auto form =
       std::dynamic_pointer_cast<const detail::PackedWeightImpl>(detail::linear_form(*lm_head));
   if (form && !python_kernels_enabled()) {
-    return form->forward(hidden, final_logits_bias.view(-1));  // (..., V)
+    const Tensor bias = final_logits_bias.view(-1);  // (V)
+    return detail::in_row_blocks(  // fixed row blocks inside a batch-invariant step
+        hidden, [&](const Tensor& rows) { return form->forward(rows, bias); });  // (..., V)
   }
   return mha::linear(*lm_head, hidden) + final_logits_bias;  // (..., V)
 }
