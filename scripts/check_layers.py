@@ -32,7 +32,9 @@ BUILDS_ON = {
     "hugging_face": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
                      "quantization"],
     "generation": ["common", "linear", "attention", "functional", "cache", "module", "state_dict",
-                   "transformer", "tensor_parallel", "quantization", "serving", "hugging_face"],
+                   "transformer", "tensor_parallel", "quantization", "serving", "hugging_face",
+                   "text"],
+    "text": ["common"],
 }
 
 # The stage that implements each public header.
@@ -70,6 +72,7 @@ HOMES = {
     "logits_processors.h": "generation",
     "stopping_criteria.h": "generation",
     "mha.h": "generation",
+    "tokenizer.h": "text",
 }
 
 # (stage, included header): why it is allowed although it points upward.

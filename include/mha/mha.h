@@ -19,5 +19,6 @@
 #include <mha/quantization.h>
 #include <mha/state_dict.h>
 #include <mha/stopping_criteria.h>
+#include <mha/tokenizer.h>
 #include <mha/transformer.h>
 #include <mha/transformer_coder.h>

@@ -1,0 +1,89 @@
+#pragma once
+
+// Text in, token ids out, and back: a Hugging Face directory's tokenizer,
+// read as transformers' `AutoTokenizer.from_pretrained` reads it, giving the
+// ids transformers gives. Built so far: byte-level BPE (`GPT2Tokenizer`, and
+// tokenizer.json pipelines of a ByteLevel pre-tokenizer, a BPE model, a
+// TemplateProcessing or ByteLevel post-processor and a ByteLevel decoder);
+// other components are refused by name. See docs/tokenizer.md.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mha {
+
+namespace detail {
+struct TokenizerPipeline;
+}  // namespace detail
+
+/// A batch of texts' ids, padded to the longest (transformers'
+/// `tokenizer(texts, padding=True, return_tensors="pt")`).
+struct TokenizedBatch {
+  /// (N, L) int64, padded with the pad token on the configured side.
+  torch::Tensor input_ids;
+  /// (N, L) int64: 1 for tokens, 0 for padding.
+  torch::Tensor attention_mask;
+};
+
+/// A tokenizer (`load_hf_tokenizer`). Const and thread-safe: any number of
+/// threads may encode and decode at once. Copies share the read files.
+///
+/// Errors (`c10::Error`): text that is not UTF-8 (the message names the byte
+/// offset; Python refuses such bytes before transformers sees them), a
+/// token id outside the vocabulary in `decode` (transformers skips it
+/// silently; mha raises), padding without a pad token (transformers' message).
+///
+/// Example:
+/// ```
+/// mha::Tokenizer tokenizer = mha::load_hf_tokenizer("path/to/gpt2");
+/// std::vector<int64_t> ids = tokenizer.encode("Hello world");
+/// std::string text = tokenizer.decode(ids);  // "Hello world"
+/// ```
+class Tokenizer {
+ public:
+  /// `text`'s ids, transformers' `tokenizer(text)["input_ids"]`; with
+  /// `add_special_tokens`, the post-processor's special tokens around them.
+  std::vector<int64_t> encode(const std::string& text, bool add_special_tokens = true) const;
+  /// A pair's ids, transformers' `tokenizer(text, pair)["input_ids"]`.
+  std::vector<int64_t> encode(const std::string& text,
+                              const std::string& pair,
+                              bool add_special_tokens = true) const;
+  /// `texts` encoded and padded to the longest; encodes on LibTorch's
+  /// intra-op threads.
+  TokenizedBatch encode_batch(const std::vector<std::string>& texts,
+                              bool add_special_tokens = true) const;
+
+  /// `ids`' text, transformers' `decode(ids, skip_special_tokens)`.
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;
+  /// Each row of `sequences` (N, L) integer decoded, transformers' `batch_decode`.
+  std::vector<std::string> batch_decode(const torch::Tensor& sequences,
+                                        bool skip_special_tokens = false) const;
+
+  /// The id of `token` (an added token or one of the vocabulary), if any.
+  std::optional<int64_t> token_to_id(const std::string& token) const;
+  /// The pad token's id, if the tokenizer has one.
+  std::optional<int64_t> pad_token_id() const;
+  /// Tokens an id may name: transformers' `len(tokenizer)`.
+  int64_t size() const;
+  /// tokenizer_config.json's class, e.g. "GPT2Tokenizer".
+  const std::string& tokenizer_class() const;
+
+ private:
+  friend Tokenizer load_hf_tokenizer(const std::string& directory);
+  explicit Tokenizer(std::shared_ptr<const detail::TokenizerPipeline> pipeline);
+
+  std::shared_ptr<const detail::TokenizerPipeline> pipeline_;
+};
+
+/// The tokenizer of a Hugging Face directory (tokenizer.json and
+/// tokenizer_config.json), as transformers 5.23's AutoTokenizer reads it.
+/// Throws `c10::Error` naming the file for a missing or malformed file, and
+/// naming the component and the supported ones for a component not built yet.
+Tokenizer load_hf_tokenizer(const std::string& directory);
+
+}  // namespace mha

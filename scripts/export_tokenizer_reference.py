@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Writes tokenizer directories and transformers' outputs on them, for
+tests/tokenizer_test.cpp (CTest fixture tokenizer_reference).
+
+Nothing comes from the Hub: each tokenizer is trained with the `tokenizers`
+package on a corpus of the fortune files Debian installs (scripts/setup.sh:
+fortunes in English, German, Russian, Chinese, Spanish and Czech), saved by
+transformers 5.23 as its family's class saves it, then read back with
+`AutoTokenizer.from_pretrained` (what a Python user does), whose outputs are
+the reference:
+
+  <out>/<family>/            the directory (tokenizer.json, tokenizer_config.json)
+  <out>/<family>/mha_reference.json
+      lines: the test lines (every `--every`-th corpus line, then edge cases);
+      ids: `tokenizer(line)["input_ids"]` for each;
+      decoded, decoded_skip: `decode(ids)`, with `skip_special_tokens=True`;
+      pair_ids: `tokenizer(a, b)` of consecutive lines;
+      lossy_ids, lossy_decoded: byte tokens that are not UTF-8, and their text;
+      batch: `tokenizer(lines[:8], padding=True)` where the family has a pad
+      token, else (batch_error) transformers' error message.
+
+Usage: export_tokenizer_reference.py --out DIR [--lines N]
+"""
+
+import argparse
+import glob
+import json
+import os
+
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import AutoTokenizer, GPT2Tokenizer
+
+FORTUNES = "/usr/share/games/fortunes"
+
+# Inputs whose handling differs from ordinary prose.
+EDGE_CASES = [
+    "",
+    " ",
+    "   leading and trailing   ",
+    "tabs\tand\nnewlines\r\n  end",
+    "x" * 5000,
+    "a special <|endoftext|> token in the text<|endoftext|>",
+    "<|endoftext|><|endoftext|>",
+    "emoji \U0001F600\U0001F44D\U0001F3FD and combining e\u0301 a\u0308",
+    "Ελληνικά, русский, 中文, العربية, עברית",
+    "numbers 12345 3.14159 1,000,000",
+    "it's they're we've I'm you'll he'd",
+    "\u00a0non-breaking\u2003em space\u3000ideographic",
+]
+
+
+# Invalid UTF-8: a truncated 3-byte sequence, an overlong form, a surrogate,
+# a truncated 4-byte one before ASCII, a lone continuation byte, and bytes
+# never in UTF-8.
+LOSSY_BYTES = [b"\xe2\x82", b"\xc0\x80", b"\xed\xa0\x80", b"\xf0\x9f\x98a", b"\x80",
+               b"\xff\xfe", b"ok\xe2\x82\xac"]
+
+
+def corpus():
+    """The fortune files' lines that are UTF-8 text, in a fixed order."""
+    files = sorted(glob.glob(f"{FORTUNES}/*")) + sorted(glob.glob(f"{FORTUNES}/*/*"))
+    lines = []
+    for path in files:
+        if os.path.isdir(path) or path.endswith((".dat", ".u8")) or os.path.islink(path):
+            continue
+        with open(path, "rb") as f:
+            for raw in f.read().split(b"\n"):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                if line.strip() and line.strip() != "%":
+                    lines.append(line)
+    if len(lines) < 50000:
+        raise SystemExit(f"expected the fortune files under {FORTUNES} (scripts/setup.sh "
+                         f"installs them), but found {len(lines)} lines")
+    return lines
+
+
+def byte_level_bpe(lines):
+    """A byte-level BPE trained on `lines`: its vocabulary and merges."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(lines, trainer)
+    merges = [tuple(m) for m in json.loads(tokenizer.to_str())["model"]["merges"]]
+    return tokenizer.get_vocab(), merges
+
+
+def gpt2(directory, trained):
+    """GPT-2's tokenizer as GPT2Tokenizer saves it (gpt2's and opt's pipeline)."""
+    vocab, merges = trained
+    GPT2Tokenizer(vocab=vocab, merges=merges).save_pretrained(directory)
+
+
+def gpt2_left_bos(directory, trained):
+    """The same with every option a GPT-2 directory may set: a prefix space,
+    bos before each sequence, a pad token and left padding."""
+    vocab, merges = trained
+    GPT2Tokenizer(vocab=vocab, merges=merges, add_prefix_space=True, add_bos_token=True,
+                  pad_token="<|endoftext|>", padding_side="left").save_pretrained(directory)
+
+
+def byte_chars():
+    """GPT-2's byte -> character map (each byte's token in a byte-level BPE)."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD))
+                 + list(range(0xAE, 0x100)))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def reference(directory, lines):
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    ids = [tokenizer(line)["input_ids"] for line in lines]
+    values = {
+        "class": type(tokenizer).__name__,
+        "lines": lines,
+        "ids": ids,
+        "decoded": [tokenizer.decode(i) for i in ids],
+        "decoded_skip": [tokenizer.decode(i, skip_special_tokens=True) for i in ids],
+        "pair_ids": [tokenizer(a, b)["input_ids"] for a, b in zip(lines[:200:2], lines[1:200:2])],
+    }
+    # Byte sequences that are not UTF-8, one byte token each: decoded with U+FFFD.
+    chars = byte_chars()
+    values["lossy_ids"] = [tokenizer.convert_tokens_to_ids([chars[b] for b in bad])
+                           for bad in LOSSY_BYTES]
+    values["lossy_decoded"] = [tokenizer.decode(ids) for ids in values["lossy_ids"]]
+    try:
+        batch = tokenizer(lines[:8], padding=True)
+        values["batch"] = {"input_ids": batch["input_ids"],
+                           "attention_mask": batch["attention_mask"]}
+    except ValueError as e:
+        values["batch_error"] = str(e)
+    with open(os.path.join(directory, "mha_reference.json"), "w", encoding="utf-8") as f:
+        json.dump(values, f, ensure_ascii=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--lines", type=int, default=10000,
+                        help="corpus lines to compare, spread over the whole corpus")
+    args = parser.parse_args()
+    lines = corpus()
+    step = max(1, len(lines) // args.lines)
+    test_lines = lines[::step][: args.lines] + EDGE_CASES
+    trained = byte_level_bpe(lines)
+    for family, build in {"gpt2": gpt2, "gpt2_left_bos": gpt2_left_bos}.items():
+        directory = os.path.join(args.out, family)
+        os.makedirs(directory, exist_ok=True)
+        build(directory, trained)
+        reference(directory, test_lines)
+        print(f"{family}: {len(test_lines)} lines")
+
+
+if __name__ == "__main__":
+    main()

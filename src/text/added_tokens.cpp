@@ -1,0 +1,87 @@
+#include "text/added_tokens.h"
+
+#include <algorithm>
+
+#include "text/utf8.h"
+
+namespace mha {
+namespace detail {
+
+namespace {
+
+/// The start of the whitespace run that ends at byte `end` of `text`, not
+/// before `floor`.
+size_t whitespace_before(const std::string& text, size_t end, size_t floor) {
+  size_t at = end;
+  while (at > floor) {
+    size_t start = at - 1;
+    while (start > floor && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    size_t length = 0;
+    if (!is_white_space(code_point_at(text, start, length))) break;
+    at = start;
+  }
+  return at;
+}
+
+/// The end of the whitespace run that starts at byte `begin` of `text`.
+size_t whitespace_after(const std::string& text, size_t begin) {
+  size_t at = begin, length = 0;
+  while (at < text.size() && is_white_space(code_point_at(text, at, length))) at += length;
+  return at;
+}
+
+}  // namespace
+
+AddedTokens::AddedTokens(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    by_id_.emplace(tokens_[i].id, i);
+    end_id_ = std::max(end_id_, tokens_[i].id + 1);
+  }
+}
+
+const AddedToken* AddedTokens::longest_at(const std::string& text, size_t at) const {
+  const AddedToken* best = nullptr;
+  for (const AddedToken& token : tokens_) {
+    if (token.content.empty() || text.compare(at, token.content.size(), token.content) != 0) {
+      continue;
+    }
+    if (best == nullptr || token.content.size() > best->content.size()) best = &token;
+  }
+  return best;
+}
+
+std::vector<TextSegment> AddedTokens::split(const std::string& text) const {
+  std::vector<TextSegment> segments;
+  size_t done = 0;  // bytes already in segments
+  size_t length = 0;
+  for (size_t at = 0; at < text.size() && !tokens_.empty(); at += length) {
+    code_point_at(text, at, length);
+    const AddedToken* token = longest_at(text, at);
+    if (token == nullptr) continue;
+    const size_t begin = token->lstrip ? whitespace_before(text, at, done) : at;
+    const size_t end = token->rstrip ? whitespace_after(text, at + token->content.size())
+                                     : at + token->content.size();
+    if (begin > done) segments.push_back({done, begin, std::nullopt});
+    segments.push_back({begin, end, token->id});
+    done = end;
+    at = end;
+    length = 0;
+  }
+  if (done < text.size()) segments.push_back({done, text.size(), std::nullopt});
+  return segments;
+}
+
+const AddedToken* AddedTokens::find(int64_t id) const {
+  const auto found = by_id_.find(id);
+  return found == by_id_.end() ? nullptr : &tokens_[found->second];
+}
+
+std::optional<int64_t> AddedTokens::id_of(const std::string& content) const {
+  for (const AddedToken& token : tokens_) {
+    if (token.content == content) return token.id;
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+}  // namespace mha

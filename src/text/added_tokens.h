@@ -1,0 +1,59 @@
+#pragma once
+
+// Private: tokenizer.json's added tokens (special tokens such as
+// `<|endoftext|>`, and tokens added by users): found in the text before the
+// pipeline runs, each one token whatever the model would make of it
+// (tokenizers/src/tokenizer/added_vocabulary.rs).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mha {
+namespace detail {
+
+/// One added token of tokenizer.json's "added_tokens".
+struct AddedToken {
+  std::string content;
+  int64_t id = 0;
+  bool special = false;
+  bool lstrip = false;  ///< takes the whitespace before it
+  bool rstrip = false;  ///< takes the whitespace after it
+};
+
+/// A piece of a text: an added token (`id` set), or text for the pipeline.
+struct TextSegment {
+  size_t begin = 0, end = 0;  ///< bytes of the text
+  std::optional<int64_t> id;
+};
+
+/// The added tokens of a tokenizer.
+class AddedTokens {
+ public:
+  explicit AddedTokens(std::vector<AddedToken> tokens);
+
+  /// `text` split at its added tokens, leftmost first and longest among those
+  /// that start at one place (tokenizers' leftmost-longest match), an
+  /// lstrip/rstrip token taking the whitespace beside it.
+  std::vector<TextSegment> split(const std::string& text) const;
+  /// The added token of `id`, or null.
+  const AddedToken* find(int64_t id) const;
+  /// The id of the added token `content`, if any.
+  std::optional<int64_t> id_of(const std::string& content) const;
+  /// The largest id + 1, 0 without added tokens.
+  int64_t end_id() const { return end_id_; }
+
+ private:
+  /// The longest token that starts at byte `at` of `text`, or null.
+  const AddedToken* longest_at(const std::string& text, size_t at) const;
+
+  std::vector<AddedToken> tokens_;
+  std::unordered_map<int64_t, size_t> by_id_;
+  int64_t end_id_ = 0;
+};
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,125 @@
+#include "text/bpe.h"
+
+#include <c10/util/Exception.h>
+
+#include <functional>
+#include <queue>
+#include <tuple>
+
+#include "text/utf8.h"
+
+namespace mha {
+namespace detail {
+
+namespace {
+
+uint64_t merge_key(int64_t left, int64_t right) {
+  return (static_cast<uint64_t>(left) << 32) | static_cast<uint64_t>(right);
+}
+
+}  // namespace
+
+Bpe::Bpe(std::unordered_map<std::string, int64_t> vocab,
+         const std::vector<std::pair<std::string, std::string>>& merges,
+         bool ignore_merges,
+         std::optional<std::string> unk_token)
+    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges) {
+  for (const auto& [token, id] : vocab_) {
+    TORCH_CHECK_VALUE(id >= 0 && id < (int64_t{1} << 31), "BPE: vocabulary id ", id, " of token '",
+                      token, "' is out of range");
+    if (id >= static_cast<int64_t>(tokens_.size())) tokens_.resize(id + 1);
+    tokens_[id] = token;
+  }
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [left, right] = merges[rank];
+    const auto a = vocab_.find(left), b = vocab_.find(right), merged = vocab_.find(left + right);
+    TORCH_CHECK_VALUE(a != vocab_.end() && b != vocab_.end() && merged != vocab_.end(),
+                      "BPE: merge ", rank, " ('", left, "', '", right,
+                      "') names a token that is not in the vocabulary");
+    merges_.emplace(merge_key(a->second, b->second),
+                    Merge{static_cast<int64_t>(rank), merged->second});
+  }
+  if (unk_token) {
+    const auto unk = vocab_.find(*unk_token);
+    TORCH_CHECK_VALUE(unk != vocab_.end(), "BPE: unk_token '", *unk_token,
+                      "' is not in the vocabulary");
+    unk_id_ = unk->second;
+  }
+}
+
+const Bpe::Merge* Bpe::merge_of(int64_t left, int64_t right) const {
+  const auto found = merges_.find(merge_key(left, right));
+  return found == merges_.end() ? nullptr : &found->second;
+}
+
+std::vector<int64_t> Bpe::merge_all(std::vector<int64_t> symbols) const {
+  // Each symbol links to its neighbours; a merge keeps the left one.
+  const auto n = static_cast<int64_t>(symbols.size());
+  std::vector<int64_t> prev(n), next(n);
+  std::vector<bool> alive(n, true);
+  for (int64_t i = 0; i < n; ++i) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < n ? i + 1 : -1;
+  }
+  // (rank, position, merged id), lowest rank then leftmost first.
+  using Candidate = std::tuple<int64_t, int64_t, int64_t>;
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto push = [&](int64_t at) {
+    if (at < 0 || next[at] < 0) return;
+    if (const Merge* m = merge_of(symbols[at], symbols[next[at]])) queue.emplace(m->rank, at, m->id);
+  };
+  for (int64_t i = 0; i + 1 < n; ++i) push(i);
+  while (!queue.empty()) {
+    const auto [rank, at, id] = queue.top();
+    queue.pop();
+    if (!alive[at] || next[at] < 0) continue;
+    const Merge* m = merge_of(symbols[at], symbols[next[at]]);
+    if (m == nullptr || m->id != id) continue;  // stale: a neighbour merged since
+    const int64_t right = next[at];
+    symbols[at] = id;
+    alive[right] = false;
+    next[at] = next[right];
+    if (next[at] >= 0) prev[next[at]] = at;
+    push(prev[at]);
+    push(at);
+  }
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    if (alive[i]) out.push_back(symbols[i]);
+  }
+  return out;
+}
+
+void Bpe::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
+  if (word.empty()) return;
+  if (ignore_merges_) {
+    if (const auto whole = vocab_.find(word); whole != vocab_.end()) {
+      ids.push_back(whole->second);
+      return;
+    }
+  }
+  std::vector<int64_t> symbols;
+  for (size_t at = 0, length = 0; at < word.size(); at += length) {
+    code_point_at(word, at, length);
+    const auto found = vocab_.find(word.substr(at, length));
+    if (found != vocab_.end()) {
+      symbols.push_back(found->second);
+    } else if (unk_id_) {
+      symbols.push_back(*unk_id_);
+    }
+  }
+  for (const int64_t id : merge_all(std::move(symbols))) ids.push_back(id);
+}
+
+const std::string* Bpe::id_to_token(int64_t id) const {
+  return id >= 0 && id < size() ? &tokens_[id] : nullptr;
+}
+
+std::optional<int64_t> Bpe::token_to_id(const std::string& token) const {
+  const auto found = vocab_.find(token);
+  if (found == vocab_.end()) return std::nullopt;
+  return found->second;
+}
+
+}  // namespace detail
+}  // namespace mha

@@ -1,0 +1,99 @@
+// mha::Tokenizer: the public face of a TokenizerPipeline (text/tokenizer_pipeline.h).
+
+#include "mha/tokenizer.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/torch.h>
+
+#include "text/tokenizer_files.h"
+#include "text/utf8.h"
+
+namespace mha {
+
+Tokenizer::Tokenizer(std::shared_ptr<const detail::TokenizerPipeline> pipeline)
+    : pipeline_(std::move(pipeline)) {}
+
+Tokenizer load_hf_tokenizer(const std::string& directory) {
+  return Tokenizer(detail::read_tokenizer_directory(directory));
+}
+
+std::vector<int64_t> Tokenizer::encode(const std::string& text, bool add_special_tokens) const {
+  detail::check_utf8(text, "text");
+  const std::vector<int64_t> ids = pipeline_->encode_plain(text);
+  return add_special_tokens ? pipeline_->post_processor.apply(ids) : ids;
+}
+
+std::vector<int64_t> Tokenizer::encode(const std::string& text,
+                                       const std::string& pair,
+                                       bool add_special_tokens) const {
+  detail::check_utf8(text, "text");
+  detail::check_utf8(pair, "pair");
+  const std::vector<int64_t> a = pipeline_->encode_plain(text), b = pipeline_->encode_plain(pair);
+  if (!add_special_tokens) {
+    std::vector<int64_t> both = a;
+    both.insert(both.end(), b.begin(), b.end());
+    return both;
+  }
+  return pipeline_->post_processor.apply(a, &b);
+}
+
+TokenizedBatch Tokenizer::encode_batch(const std::vector<std::string>& texts,
+                                       bool add_special_tokens) const {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    detail::check_utf8(texts[i], ("texts[" + std::to_string(i) + "]").c_str());
+  }
+  std::vector<std::vector<int64_t>> ids(texts.size());
+  at::parallel_for(0, static_cast<int64_t>(texts.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) ids[i] = encode(texts[i], add_special_tokens);
+  });
+  size_t longest = 0;
+  for (const auto& row : ids) longest = std::max(longest, row.size());
+  const bool ragged = std::any_of(ids.begin(), ids.end(),
+                                  [&](const auto& row) { return row.size() != longest; });
+  TORCH_CHECK_VALUE(!ragged || pipeline_->pad_id.has_value(),
+                    "Asking to pad but the tokenizer does not have a padding token. Please select "
+                    "a token to use as `pad_token` in tokenizer_config.json (transformers: "
+                    "`tokenizer.pad_token = tokenizer.eos_token`)");
+  const auto n = static_cast<int64_t>(texts.size()), length = static_cast<int64_t>(longest);
+  TokenizedBatch batch{torch::full({n, length}, pipeline_->pad_id.value_or(0), torch::kLong),
+                       torch::zeros({n, length}, torch::kLong)};
+  for (int64_t i = 0; i < n; ++i) {
+    const auto count = static_cast<int64_t>(ids[i].size());
+    const int64_t start = pipeline_->pad_left ? length - count : 0;
+    batch.input_ids[i].narrow(0, start, count).copy_(torch::tensor(ids[i], torch::kLong));
+    batch.attention_mask[i].narrow(0, start, count).fill_(1);
+  }
+  return batch;
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
+  return pipeline_->decode(ids, skip_special_tokens);
+}
+
+std::vector<std::string> Tokenizer::batch_decode(const torch::Tensor& sequences,
+                                                 bool skip_special_tokens) const {
+  TORCH_CHECK_VALUE(sequences.dim() == 2 && !sequences.is_floating_point(),
+                    "batch_decode: expected sequences of integer ids of shape (N, L), but got ",
+                    sequences.scalar_type(), " of shape ", sequences.sizes());
+  const torch::Tensor rows = sequences.to(torch::kCPU, torch::kLong).contiguous();
+  std::vector<std::string> texts;
+  for (int64_t i = 0; i < rows.size(0); ++i) {
+    const int64_t* row = rows[i].data_ptr<int64_t>();
+    texts.push_back(decode(std::vector<int64_t>(row, row + rows.size(1)), skip_special_tokens));
+  }
+  return texts;
+}
+
+std::optional<int64_t> Tokenizer::token_to_id(const std::string& token) const {
+  if (const auto added = pipeline_->added.id_of(token)) return added;
+  return pipeline_->model.token_to_id(token);
+}
+
+std::optional<int64_t> Tokenizer::pad_token_id() const { return pipeline_->pad_id; }
+
+int64_t Tokenizer::size() const { return pipeline_->size(); }
+
+const std::string& Tokenizer::tokenizer_class() const { return pipeline_->tokenizer_class; }
+
+}  // namespace mha

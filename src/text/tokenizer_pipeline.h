@@ -1,0 +1,43 @@
+#pragma once
+
+// Private: a tokenizer's whole pipeline as transformers 5.23 runs it: the
+// added tokens found first, then the pre-tokenizer and the model on the text
+// between them, then the post-processor's special tokens; decoding back
+// through the decoder. Read from a directory by tokenizer_files.cpp.
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "text/added_tokens.h"
+#include "text/bpe.h"
+#include "text/byte_level.h"
+#include "text/template_processing.h"
+
+namespace mha {
+namespace detail {
+
+/// What `Tokenizer` runs; immutable once read, so encodes may run at once.
+struct TokenizerPipeline {
+  std::string tokenizer_class;   ///< tokenizer_config.json's class
+  AddedTokens added;             ///< tokenizer.json's added_tokens and the config's special tokens
+  std::optional<ByteLevel> pre_tokenizer;
+  Bpe model;
+  TemplateProcessing post_processor;
+  bool byte_level_decoder = false;  ///< else tokens joined with spaces, as tokenizers does
+  std::optional<int64_t> pad_id;
+  bool pad_left = false;  ///< padding_side "left"
+
+  /// `text`'s ids without special tokens around it (added tokens written in
+  /// the text are found).
+  std::vector<int64_t> encode_plain(const std::string& text) const;
+  /// The ids' text; `skip_special_tokens` leaves out special added tokens.
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
+  /// Tokens ids can have: the model's vocabulary and the added tokens.
+  int64_t size() const { return std::max(model.size(), added.end_id()); }
+};
+
+}  // namespace detail
+}  // namespace mha

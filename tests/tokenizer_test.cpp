@@ -1,0 +1,182 @@
+// mha::Tokenizer (mha/tokenizer.h) against transformers' AutoTokenizer on the
+// directories scripts/export_tokenizer_reference.py writes at test time
+// (CTest fixture tokenizer_reference): byte-level BPEs trained on Debian's
+// fortune files (English, German, Russian, Chinese, Spanish, Czech) and saved
+// as GPT2Tokenizer saves them, one with the defaults, one with a prefix
+// space, bos, a pad token and left padding. On 10,000 corpus lines and the
+// edge cases (empty, whitespace runs, tabs and newlines, a 5,000-character
+// word, special tokens in the text, emoji, combining marks): ids, pairs,
+// decoded text with and without special tokens, padded batches, bytes that
+// are not UTF-8 decoded with U+FFFD; then the errors.
+
+#include <gtest/gtest.h>
+#include <mha/tokenizer.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support.h"
+
+namespace {
+
+using nlohmann::json;
+using Ids = std::vector<int64_t>;
+
+std::string family_dir(const std::string& family) {
+  return std::string(MHA_TOKENIZER_REFERENCE_DIR) + "/" + family;
+}
+
+/// transformers' outputs for `family` (mha_reference.json).
+json reference(const std::string& family) {
+  std::ifstream in(family_dir(family) + "/mha_reference.json");
+  EXPECT_TRUE(in.good()) << "run scripts/export_tokenizer_reference.py";
+  return json::parse(in);
+}
+
+struct TokenizerParity : ::testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerParity, IdsOfEveryLineAreTransformers) {
+  const json ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  EXPECT_EQ(tokenizer.tokenizer_class(), ref.at("class").get<std::string>());
+  const json& lines = ref.at("lines");
+  ASSERT_GE(lines.size(), 10000u);
+  size_t differ = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto line = lines[i].get<std::string>();
+    const Ids expected = ref.at("ids")[i].get<Ids>();
+    if (tokenizer.encode(line) != expected && ++differ <= 5) {
+      ADD_FAILURE() << "line " << i << " (" << line.substr(0, 80) << "): ids differ";
+    }
+  }
+  EXPECT_EQ(differ, 0u) << "of " << lines.size() << " lines";
+}
+
+TEST_P(TokenizerParity, DecodedTextIsTransformers) {
+  const json ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  size_t differ = 0;
+  for (size_t i = 0; i < ref.at("ids").size(); ++i) {
+    const Ids ids = ref.at("ids")[i].get<Ids>();
+    const bool same = tokenizer.decode(ids) == ref.at("decoded")[i].get<std::string>() &&
+                      tokenizer.decode(ids, /*skip_special_tokens=*/true) ==
+                          ref.at("decoded_skip")[i].get<std::string>();
+    if (!same && ++differ <= 5) ADD_FAILURE() << "line " << i << ": decoded text differs";
+  }
+  EXPECT_EQ(differ, 0u);
+  // Byte tokens that are not UTF-8: U+FFFD for each maximal invalid part.
+  for (size_t i = 0; i < ref.at("lossy_ids").size(); ++i) {
+    EXPECT_EQ(tokenizer.decode(ref.at("lossy_ids")[i].get<Ids>()),
+              ref.at("lossy_decoded")[i].get<std::string>())
+        << "lossy case " << i;
+  }
+}
+
+TEST_P(TokenizerParity, PairsAreTransformers) {
+  const json ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const json& lines = ref.at("lines");
+  for (size_t i = 0; i < ref.at("pair_ids").size(); ++i) {
+    EXPECT_EQ(tokenizer.encode(lines[2 * i].get<std::string>(), lines[2 * i + 1].get<std::string>()),
+              ref.at("pair_ids")[i].get<Ids>())
+        << "pair " << i;
+  }
+}
+
+TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
+  const json ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < 8; ++i) texts.push_back(ref.at("lines")[i].get<std::string>());
+  if (ref.contains("batch_error")) {
+    MHA_ASSERT_THROWS_WITH(tokenizer.encode_batch(texts),
+                           "Asking to pad but the tokenizer does not have a padding token");
+    return;
+  }
+  const mha::TokenizedBatch batch = tokenizer.encode_batch(texts);
+  const auto& expected = ref.at("batch");
+  for (int64_t i = 0; i < 8; ++i) {
+    const torch::Tensor ids = batch.input_ids[i].contiguous(), mask = batch.attention_mask[i];
+    EXPECT_EQ(Ids(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()),
+              expected.at("input_ids")[i].get<Ids>());
+    EXPECT_EQ(Ids(mask.data_ptr<int64_t>(), mask.data_ptr<int64_t>() + mask.numel()),
+              expected.at("attention_mask")[i].get<Ids>());
+  }
+  const auto decoded = tokenizer.batch_decode(batch.input_ids, /*skip_special_tokens=*/true);
+  EXPECT_EQ(decoded[0], tokenizer.decode(tokenizer.encode(texts[0]), true));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TokenizerParity, ::testing::Values("gpt2", "gpt2_left_bos"));
+
+TEST(Tokenizer, ConcurrentEncodesGiveOneThreadsIds) {
+  const json ref = reference("gpt2");
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir("gpt2"));
+  std::vector<std::thread> threads;
+  std::vector<size_t> differ(4, 0);
+  for (size_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < 2000; i += 4) {
+        differ[t] += tokenizer.encode(ref.at("lines")[i].get<std::string>()) !=
+                     ref.at("ids")[i].get<Ids>();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(differ, std::vector<size_t>(4, 0));
+}
+
+TEST(TokenizerErrors, TextThatIsNotUtf8NamesTheByteOffset) {
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir("gpt2"));
+  MHA_ASSERT_THROWS_WITH(tokenizer.encode("ok \xe2\x82"),
+                         "text: expected UTF-8 text, but the bytes at offset 3 are not");
+  MHA_ASSERT_THROWS_WITH(tokenizer.encode("fine", "\xc0\x80"), "pair: expected UTF-8 text");
+  MHA_ASSERT_THROWS_WITH(tokenizer.encode_batch({"a", "b\xff"}), "texts[1]: expected UTF-8");
+}
+
+TEST(TokenizerErrors, DecodeRefusesAnIdOutsideTheVocabulary) {
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir("gpt2"));
+  MHA_ASSERT_THROWS_WITH(tokenizer.decode({5, tokenizer.size()}),
+                         "decode: token id 3000 at index 1 is outside the vocabulary: expected "
+                         "ids in [0, 3000)");
+}
+
+/// A copy of the gpt2 directory in a fresh folder, its tokenizer.json replaced
+/// by `edit` of its JSON (or by `text` when given).
+std::string edited_copy(const std::string& name, const std::function<void(json&)>& edit,
+                        const std::string& text = "") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mha_tokenizer_" + name);
+  fs::create_directories(dir);
+  fs::copy_file(family_dir("gpt2") + "/tokenizer_config.json", dir / "tokenizer_config.json",
+                fs::copy_options::overwrite_existing);
+  std::ifstream in(family_dir("gpt2") + "/tokenizer.json");
+  json tokenizer = json::parse(in);
+  edit(tokenizer);
+  std::ofstream(dir / "tokenizer.json") << (text.empty() ? tokenizer.dump() : text);
+  return dir.string();
+}
+
+TEST(TokenizerErrors, MissingMalformedAndUnsupportedFilesAreNamed) {
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer("/nonexistent/dir"),
+                         "/nonexistent/dir/tokenizer.json (a tokenizer directory holds "
+                         "tokenizer.json), but it cannot be read");
+  const std::string truncated = edited_copy("truncated", [](json&) {}, "{\"version\": \"1.0\", ");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(truncated), "tokenizer.json is not valid JSON");
+  const std::string bad_merge = edited_copy("bad_merge", [](json& t) {
+    t["model"]["merges"][0] = json::array({"nowhere", "tobeseen"});
+  });
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(bad_merge),
+                         "merge 0 ('nowhere', 'tobeseen') names a token that is not in the "
+                         "vocabulary");
+  const std::string wordpiece =
+      edited_copy("wordpiece", [](json& t) { t["model"]["type"] = "WordPiece"; });
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(wordpiece),
+                         "tokenizer.json's model is 'WordPiece'; supported: BPE");
+}
+
+}  // namespace
