@@ -82,7 +82,8 @@ TEST_P(TokenizerParity, PairsAreTransformers) {
   const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
   const json& lines = ref.at("lines");
   for (size_t i = 0; i < ref.at("pair_ids").size(); ++i) {
-    EXPECT_EQ(tokenizer.encode(lines[2 * i].get<std::string>(), lines[2 * i + 1].get<std::string>()),
+    EXPECT_EQ(tokenizer.encode_pair(lines[2 * i].get<std::string>(),
+                                    lines[2 * i + 1].get<std::string>()),
               ref.at("pair_ids")[i].get<Ids>())
         << "pair " << i;
   }
@@ -134,7 +135,7 @@ TEST(TokenizerErrors, TextThatIsNotUtf8NamesTheByteOffset) {
   const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir("gpt2"));
   MHA_ASSERT_THROWS_WITH(tokenizer.encode("ok \xe2\x82"),
                          "text: expected UTF-8 text, but the bytes at offset 3 are not");
-  MHA_ASSERT_THROWS_WITH(tokenizer.encode("fine", "\xc0\x80"), "pair: expected UTF-8 text");
+  MHA_ASSERT_THROWS_WITH(tokenizer.encode_pair("fine", "\xc0\x80"), "pair: expected UTF-8 text");
   MHA_ASSERT_THROWS_WITH(tokenizer.encode_batch({"a", "b\xff"}), "texts[1]: expected UTF-8");
 }
 

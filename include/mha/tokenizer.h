@@ -49,10 +49,11 @@ class Tokenizer {
   /// `text`'s ids, transformers' `tokenizer(text)["input_ids"]`; with
   /// `add_special_tokens`, the post-processor's special tokens around them.
   std::vector<int64_t> encode(const std::string& text, bool add_special_tokens = true) const;
-  /// A pair's ids, transformers' `tokenizer(text, pair)["input_ids"]`.
-  std::vector<int64_t> encode(const std::string& text,
-                              const std::string& pair,
-                              bool add_special_tokens = true) const;
+  /// A pair's ids, transformers' `tokenizer(text, pair)["input_ids"]` (its
+  /// own name: `encode(text, "a literal")` would take the literal as the bool).
+  std::vector<int64_t> encode_pair(const std::string& text,
+                                   const std::string& pair,
+                                   bool add_special_tokens = true) const;
   /// `texts` encoded and padded to the longest; encodes on LibTorch's
   /// intra-op threads.
   TokenizedBatch encode_batch(const std::vector<std::string>& texts,

@@ -24,9 +24,9 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text, bool add_special
   return add_special_tokens ? pipeline_->post_processor.apply(ids) : ids;
 }
 
-std::vector<int64_t> Tokenizer::encode(const std::string& text,
-                                       const std::string& pair,
-                                       bool add_special_tokens) const {
+std::vector<int64_t> Tokenizer::encode_pair(const std::string& text,
+                                            const std::string& pair,
+                                            bool add_special_tokens) const {
   detail::check_utf8(text, "text");
   detail::check_utf8(pair, "pair");
   const std::vector<int64_t> a = pipeline_->encode_plain(text), b = pipeline_->encode_plain(pair);
