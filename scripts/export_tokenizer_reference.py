@@ -27,8 +27,8 @@ import glob
 import json
 import os
 
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import AutoTokenizer, GPT2Tokenizer
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import AutoTokenizer, BertTokenizer, GPT2Tokenizer, PreTrainedTokenizerFast
 
 FORTUNES = "/usr/share/games/fortunes"
 
@@ -45,6 +45,8 @@ EDGE_CASES = [
     "Ελληνικά, русский, 中文, العربية, עברית",
     "numbers 12345 3.14159 1,000,000",
     "it's they're we've I'm you'll he'd",
+    "[CLS] and [SEP] written in the text, [MASK] too",
+    "ÀÉÎÕÜ àéîõü İstanbul ǅ ß ΣΑΣ",
     "\u00a0non-breaking\u2003em space\u3000ideographic",
 ]
 
@@ -103,6 +105,47 @@ def gpt2_left_bos(directory, trained):
                   pad_token="<|endoftext|>", padding_side="left").save_pretrained(directory)
 
 
+BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def word_piece(lines, lowercase):
+    """A WordPiece vocabulary trained on `lines` through BERT's normalizer."""
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=3000, special_tokens=BERT_SPECIALS,
+                                        show_progress=False)
+    tokenizer.train_from_iterator(lines, trainer)
+    tokenizer.decoder = decoders.WordPiece()
+    return tokenizer
+
+
+def bert_uncased(directory, lines):
+    """BERT's tokenizer as BertTokenizer saves it (bert, distilbert, electra)."""
+    vocab = word_piece(lines, lowercase=True).get_vocab()
+    BertTokenizer(vocab=vocab, do_lower_case=True).save_pretrained(directory)
+
+
+def bert_cased(directory, lines):
+    """A cased BERT (accents kept), transformers' clean-up of decoded spaces on."""
+    vocab = word_piece(lines, lowercase=False).get_vocab()
+    BertTokenizer(vocab=vocab, do_lower_case=False,
+                  clean_up_tokenization_spaces=True).save_pretrained(directory)
+
+
+def word_piece_generic(directory, lines):
+    """tokenizer.json's own pipeline under the generic class: BertNormalizer,
+    BertPreTokenizer, WordPiece and its decoder, a [CLS] $A [SEP] template."""
+    from tokenizers import processors
+    tokenizer = word_piece(lines, lowercase=True)
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]",
+                            cls_token="[CLS]", sep_token="[SEP]").save_pretrained(directory)
+
+
 def byte_chars():
     """GPT-2's byte -> character map (each byte's token in a byte-level BPE)."""
     printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD))
@@ -153,10 +196,15 @@ def main():
     step = max(1, len(lines) // args.lines)
     test_lines = lines[::step][: args.lines] + EDGE_CASES
     trained = byte_level_bpe(lines)
-    for family, build in {"gpt2": gpt2, "gpt2_left_bos": gpt2_left_bos}.items():
+    families = {"gpt2": lambda d: gpt2(d, trained),
+                "gpt2_left_bos": lambda d: gpt2_left_bos(d, trained),
+                "bert_uncased": lambda d: bert_uncased(d, lines),
+                "bert_cased": lambda d: bert_cased(d, lines),
+                "word_piece_generic": lambda d: word_piece_generic(d, lines)}
+    for family, build in families.items():
         directory = os.path.join(args.out, family)
         os.makedirs(directory, exist_ok=True)
-        build(directory, trained)
+        build(directory)
         reference(directory, test_lines)
         print(f"{family}: {len(test_lines)} lines")
 

@@ -11,10 +11,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 TORCH_VERSION=2.13.0
 # clang-19: the compile_alone test's compiler (scripts/compile_alone.py) and
 # the fuzz build's.
-# libpcre2-dev: the tokenizers' patterns; the fortunes: the text the tokenizer
-# tests train and compare on (scripts/export_tokenizer_reference.py).
+# libpcre2-dev, libutf8proc-dev: the tokenizers' patterns and Unicode classes;
+# the fortunes: the text the tokenizer tests train and compare on
+# (scripts/export_tokenizer_reference.py).
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-              libgloo-dev clang-19 libpcre2-dev
+              libgloo-dev clang-19 libpcre2-dev libutf8proc-dev
               fortunes fortunes-de fortunes-ru fortunes-zh fortunes-es fortunes-cs
               ${MHA_EXTRA_APT_PACKAGES:-})
 # transformers: the Hugging Face checkpoints' tests write small random models

@@ -1,11 +1,14 @@
 // mha::Tokenizer (mha/tokenizer.h) against transformers' AutoTokenizer on the
 // directories scripts/export_tokenizer_reference.py writes at test time
-// (CTest fixture tokenizer_reference): byte-level BPEs trained on Debian's
-// fortune files (English, German, Russian, Chinese, Spanish, Czech) and saved
-// as GPT2Tokenizer saves them, one with the defaults, one with a prefix
-// space, bos, a pad token and left padding. On 10,000 corpus lines and the
+// (CTest fixture tokenizer_reference), trained on Debian's fortune files
+// (English, German, Russian, Chinese, Spanish, Czech): byte-level BPEs saved
+// as GPT2Tokenizer saves them (the defaults; a prefix space, bos, a pad token
+// and left padding), WordPieces saved as BertTokenizer saves them (uncased;
+// cased with transformers' clean-up of decoded spaces) and one run from
+// tokenizer.json under the generic class. On 10,000 corpus lines and the
 // edge cases (empty, whitespace runs, tabs and newlines, a 5,000-character
-// word, special tokens in the text, emoji, combining marks): ids, pairs,
+// word, special tokens in the text, emoji, combining marks, accents, İ and
+// final sigma): ids, pairs,
 // decoded text with and without special tokens, padded batches, bytes that
 // are not UTF-8 decoded with U+FFFD; then the errors.
 
@@ -82,9 +85,9 @@ TEST_P(TokenizerParity, PairsAreTransformers) {
   const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
   const json& lines = ref.at("lines");
   for (size_t i = 0; i < ref.at("pair_ids").size(); ++i) {
-    EXPECT_EQ(tokenizer.encode_pair(lines[2 * i].get<std::string>(),
-                                    lines[2 * i + 1].get<std::string>()),
-              ref.at("pair_ids")[i].get<Ids>())
+    EXPECT_EQ(
+        tokenizer.encode_pair(lines[2 * i].get<std::string>(), lines[2 * i + 1].get<std::string>()),
+        ref.at("pair_ids")[i].get<Ids>())
         << "pair " << i;
   }
 }
@@ -112,7 +115,10 @@ TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
   EXPECT_EQ(decoded[0], tokenizer.decode(tokenizer.encode(texts[0]), true));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TokenizerParity, ::testing::Values("gpt2", "gpt2_left_bos"));
+INSTANTIATE_TEST_SUITE_P(
+    Families,
+    TokenizerParity,
+    ::testing::Values("gpt2", "gpt2_left_bos", "bert_uncased", "bert_cased", "word_piece_generic"));
 
 TEST(Tokenizer, ConcurrentEncodesGiveOneThreadsIds) {
   const json ref = reference("gpt2");
@@ -122,8 +128,8 @@ TEST(Tokenizer, ConcurrentEncodesGiveOneThreadsIds) {
   for (size_t t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (size_t i = t; i < 2000; i += 4) {
-        differ[t] += tokenizer.encode(ref.at("lines")[i].get<std::string>()) !=
-                     ref.at("ids")[i].get<Ids>();
+        differ[t] +=
+            tokenizer.encode(ref.at("lines")[i].get<std::string>()) != ref.at("ids")[i].get<Ids>();
       }
     });
   }
@@ -146,15 +152,20 @@ TEST(TokenizerErrors, DecodeRefusesAnIdOutsideTheVocabulary) {
                          "ids in [0, 3000)");
 }
 
-/// A copy of the gpt2 directory in a fresh folder, its tokenizer.json replaced
-/// by `edit` of its JSON (or by `text` when given).
-std::string edited_copy(const std::string& name, const std::function<void(json&)>& edit,
-                        const std::string& text = "") {
+/// A copy of the gpt2 directory in a fresh folder, `edit` applied to its
+/// tokenizer.json (or the file replaced by `text` when given), its
+/// tokenizer_config.json naming `tokenizer_class`.
+std::string edited_copy(const std::string& name,
+                        const std::function<void(json&)>& edit,
+                        const std::string& text = "",
+                        const std::string& tokenizer_class = "GPT2Tokenizer") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("mha_tokenizer_" + name);
   fs::create_directories(dir);
-  fs::copy_file(family_dir("gpt2") + "/tokenizer_config.json", dir / "tokenizer_config.json",
-                fs::copy_options::overwrite_existing);
+  std::ifstream config_in(family_dir("gpt2") + "/tokenizer_config.json");
+  json config = json::parse(config_in);
+  config["tokenizer_class"] = tokenizer_class;
+  std::ofstream(dir / "tokenizer_config.json") << config.dump();
   std::ifstream in(family_dir("gpt2") + "/tokenizer.json");
   json tokenizer = json::parse(in);
   edit(tokenizer);
@@ -168,16 +179,22 @@ TEST(TokenizerErrors, MissingMalformedAndUnsupportedFilesAreNamed) {
                          "tokenizer.json), but it cannot be read");
   const std::string truncated = edited_copy("truncated", [](json&) {}, "{\"version\": \"1.0\", ");
   MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(truncated), "tokenizer.json is not valid JSON");
-  const std::string bad_merge = edited_copy("bad_merge", [](json& t) {
-    t["model"]["merges"][0] = json::array({"nowhere", "tobeseen"});
-  });
+  const std::string bad_merge = edited_copy(
+      "bad_merge", [](json& t) { t["model"]["merges"][0] = json::array({"nowhere", "tobeseen"}); });
   MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(bad_merge),
                          "merge 0 ('nowhere', 'tobeseen') names a token that is not in the "
                          "vocabulary");
-  const std::string wordpiece =
-      edited_copy("wordpiece", [](json& t) { t["model"]["type"] = "WordPiece"; });
-  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(wordpiece),
-                         "tokenizer.json's model is 'WordPiece'; supported: BPE");
+  const std::string unigram = edited_copy(
+      "unigram", [](json& t) { t["model"]["type"] = "Unigram"; }, "", "TokenizersBackend");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(unigram),
+                         "tokenizer.json's model is 'Unigram'; supported: BPE, WordPiece");
+  const std::string nfkc = edited_copy(
+      "nfkc", [](json& t) { t["normalizer"] = {{"type", "NFKC"}}; }, "", "TokenizersBackend");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(nfkc),
+                         "normalizer 'NFKC' is not supported yet; supported: BertNormalizer");
+  const std::string llama = edited_copy("llama", [](json&) {}, "", "LlamaTokenizer");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(llama),
+                         "tokenizer_class 'LlamaTokenizer' is not supported yet");
 }
 
 }  // namespace

@@ -39,10 +39,13 @@ AddedTokens::AddedTokens(std::vector<AddedToken> tokens) : tokens_(std::move(tok
   }
 }
 
-const AddedToken* AddedTokens::longest_at(const std::string& text, size_t at) const {
+const AddedToken* AddedTokens::longest_at(const std::string& text,
+                                          size_t at,
+                                          bool normalized) const {
   const AddedToken* best = nullptr;
   for (const AddedToken& token : tokens_) {
-    if (token.content.empty() || text.compare(at, token.content.size(), token.content) != 0) {
+    if (token.normalized != normalized || token.content.empty() ||
+        text.compare(at, token.content.size(), token.content) != 0) {
       continue;
     }
     if (best == nullptr || token.content.size() > best->content.size()) best = &token;
@@ -50,13 +53,13 @@ const AddedToken* AddedTokens::longest_at(const std::string& text, size_t at) co
   return best;
 }
 
-std::vector<TextSegment> AddedTokens::split(const std::string& text) const {
+std::vector<TextSegment> AddedTokens::split(const std::string& text, bool normalized) const {
   std::vector<TextSegment> segments;
   size_t done = 0;  // bytes already in segments
   size_t length = 0;
   for (size_t at = 0; at < text.size() && !tokens_.empty(); at += length) {
     code_point_at(text, at, length);
-    const AddedToken* token = longest_at(text, at);
+    const AddedToken* token = longest_at(text, at, normalized);
     if (token == nullptr) continue;
     const size_t begin = token->lstrip ? whitespace_before(text, at, done) : at;
     const size_t end = token->rstrip ? whitespace_after(text, at + token->content.size())

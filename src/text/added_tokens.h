@@ -20,8 +20,9 @@ struct AddedToken {
   std::string content;
   int64_t id = 0;
   bool special = false;
-  bool lstrip = false;  ///< takes the whitespace before it
-  bool rstrip = false;  ///< takes the whitespace after it
+  bool normalized = false;  ///< found in the normalized text (else in the raw text)
+  bool lstrip = false;      ///< takes the whitespace before it
+  bool rstrip = false;      ///< takes the whitespace after it
 };
 
 /// A piece of a text: an added token (`id` set), or text for the pipeline.
@@ -35,10 +36,11 @@ class AddedTokens {
  public:
   explicit AddedTokens(std::vector<AddedToken> tokens);
 
-  /// `text` split at its added tokens, leftmost first and longest among those
-  /// that start at one place (tokenizers' leftmost-longest match), an
-  /// lstrip/rstrip token taking the whitespace beside it.
-  std::vector<TextSegment> split(const std::string& text) const;
+  /// `text` split at its added tokens whose `normalized` flag is
+  /// `normalized`, leftmost first and longest among those that start at one
+  /// place (tokenizers' leftmost-longest match), an lstrip/rstrip token taking
+  /// the whitespace beside it.
+  std::vector<TextSegment> split(const std::string& text, bool normalized) const;
   /// The added token of `id`, or null.
   const AddedToken* find(int64_t id) const;
   /// The id of the added token `content`, if any.
@@ -47,8 +49,8 @@ class AddedTokens {
   int64_t end_id() const { return end_id_; }
 
  private:
-  /// The longest token that starts at byte `at` of `text`, or null.
-  const AddedToken* longest_at(const std::string& text, size_t at) const;
+  /// The longest token of `normalized` that starts at byte `at` of `text`, or null.
+  const AddedToken* longest_at(const std::string& text, size_t at, bool normalized) const;
 
   std::vector<AddedToken> tokens_;
   std::unordered_map<int64_t, size_t> by_id_;

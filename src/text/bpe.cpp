@@ -24,26 +24,17 @@ Bpe::Bpe(std::unordered_map<std::string, int64_t> vocab,
          bool ignore_merges,
          std::optional<std::string> unk_token)
     : vocab_(std::move(vocab)), ignore_merges_(ignore_merges) {
-  for (const auto& [token, id] : vocab_) {
-    TORCH_CHECK_VALUE(id >= 0 && id < (int64_t{1} << 31), "BPE: vocabulary id ", id, " of token '",
-                      token, "' is out of range");
-    if (id >= static_cast<int64_t>(tokens_.size())) tokens_.resize(id + 1);
-    tokens_[id] = token;
-  }
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
-    const auto a = vocab_.find(left), b = vocab_.find(right), merged = vocab_.find(left + right);
-    TORCH_CHECK_VALUE(a != vocab_.end() && b != vocab_.end() && merged != vocab_.end(),
-                      "BPE: merge ", rank, " ('", left, "', '", right,
+    const auto a = vocab_.id(left), b = vocab_.id(right), merged = vocab_.id(left + right);
+    TORCH_CHECK_VALUE(a && b && merged, "BPE: merge ", rank, " ('", left, "', '", right,
                       "') names a token that is not in the vocabulary");
-    merges_.emplace(merge_key(a->second, b->second),
-                    Merge{static_cast<int64_t>(rank), merged->second});
+    merges_.emplace(merge_key(*a, *b), Merge{static_cast<int64_t>(rank), *merged});
   }
   if (unk_token) {
-    const auto unk = vocab_.find(*unk_token);
-    TORCH_CHECK_VALUE(unk != vocab_.end(), "BPE: unk_token '", *unk_token,
+    unk_id_ = vocab_.id(*unk_token);
+    TORCH_CHECK_VALUE(unk_id_.has_value(), "BPE: unk_token '", *unk_token,
                       "' is not in the vocabulary");
-    unk_id_ = unk->second;
   }
 }
 
@@ -66,7 +57,8 @@ std::vector<int64_t> Bpe::merge_all(std::vector<int64_t> symbols) const {
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
   auto push = [&](int64_t at) {
     if (at < 0 || next[at] < 0) return;
-    if (const Merge* m = merge_of(symbols[at], symbols[next[at]])) queue.emplace(m->rank, at, m->id);
+    if (const Merge* m = merge_of(symbols[at], symbols[next[at]]))
+      queue.emplace(m->rank, at, m->id);
   };
   for (int64_t i = 0; i + 1 < n; ++i) push(i);
   while (!queue.empty()) {
@@ -93,32 +85,21 @@ std::vector<int64_t> Bpe::merge_all(std::vector<int64_t> symbols) const {
 void Bpe::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
   if (word.empty()) return;
   if (ignore_merges_) {
-    if (const auto whole = vocab_.find(word); whole != vocab_.end()) {
-      ids.push_back(whole->second);
+    if (const auto whole = vocab_.id(word)) {
+      ids.push_back(*whole);
       return;
     }
   }
   std::vector<int64_t> symbols;
   for (size_t at = 0, length = 0; at < word.size(); at += length) {
     code_point_at(word, at, length);
-    const auto found = vocab_.find(word.substr(at, length));
-    if (found != vocab_.end()) {
-      symbols.push_back(found->second);
+    if (const auto found = vocab_.id(word.substr(at, length))) {
+      symbols.push_back(*found);
     } else if (unk_id_) {
       symbols.push_back(*unk_id_);
     }
   }
   for (const int64_t id : merge_all(std::move(symbols))) ids.push_back(id);
-}
-
-const std::string* Bpe::id_to_token(int64_t id) const {
-  return id >= 0 && id < size() ? &tokens_[id] : nullptr;
-}
-
-std::optional<int64_t> Bpe::token_to_id(const std::string& token) const {
-  const auto found = vocab_.find(token);
-  if (found == vocab_.end()) return std::nullopt;
-  return found->second;
 }
 
 }  // namespace detail

@@ -10,11 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "text/pipeline_parts.h"
+
 namespace mha {
 namespace detail {
 
 /// A BPE model as tokenizer.json's "model" describes it.
-class Bpe {
+class Bpe final : public TokenModel {
  public:
   /// `vocab` token -> id; `merges` in rank order, each pair's merged token in
   /// `vocab` (else `c10::Error` naming the merge); `ignore_merges`: a word in
@@ -25,14 +27,12 @@ class Bpe {
       bool ignore_merges,
       std::optional<std::string> unk_token);
 
-  /// Appends `word`'s token ids (a pre-tokenized piece, UTF-8) to `ids`.
-  void tokenize(const std::string& word, std::vector<int64_t>& ids) const;
-  /// The token of `id`, or null.
-  const std::string* id_to_token(int64_t id) const;
-  /// The id of `token`, if in the vocabulary.
-  std::optional<int64_t> token_to_id(const std::string& token) const;
-  /// The vocabulary's size (its largest id + 1).
-  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  void tokenize(const std::string& word, std::vector<int64_t>& ids) const override;
+  const std::string* id_to_token(int64_t id) const override { return vocab_.token(id); }
+  std::optional<int64_t> token_to_id(const std::string& token) const override {
+    return vocab_.id(token);
+  }
+  int64_t size() const override { return vocab_.size(); }
 
  private:
   /// A pair of adjacent tokens' merge: its rank and the merged token's id.
@@ -45,8 +45,7 @@ class Bpe {
   /// `symbols` (ids) merged lowest rank first, leftmost first among equals.
   std::vector<int64_t> merge_all(std::vector<int64_t> symbols) const;
 
-  std::unordered_map<std::string, int64_t> vocab_;
-  std::vector<std::string> tokens_;  // by id
+  Vocabulary vocab_;
   std::unordered_map<uint64_t, Merge> merges_;
   bool ignore_merges_;
   std::optional<int64_t> unk_id_;

@@ -56,8 +56,8 @@ const pcre2_code* gpt2_pattern() {
     pcre2_code* compiled =
         pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
                       PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &offset, nullptr);
-    TORCH_CHECK(compiled != nullptr, "ByteLevel: PCRE2 refused GPT-2's pattern at offset ",
-                offset, " (error ", error, ")");
+    TORCH_CHECK(compiled != nullptr, "ByteLevel: PCRE2 refused GPT-2's pattern at offset ", offset,
+                " (error ", error, ")");
     return std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)>(compiled, &pcre2_code_free);
   }();
   return code.get();
@@ -94,7 +94,7 @@ std::string as_byte_chars(const std::string& piece) {
 
 }  // namespace
 
-std::vector<std::string> ByteLevel::pre_tokenize(const std::string& text) const {
+std::vector<std::string> ByteLevelPreTokenizer::pre_tokenize(const std::string& text) const {
   if (text.empty()) return {};
   const std::string prefixed = add_prefix_space_ && text.rfind(' ', 0) != 0 ? " " + text : text;
   std::vector<std::string> pieces =
@@ -103,7 +103,7 @@ std::vector<std::string> ByteLevel::pre_tokenize(const std::string& text) const 
   return pieces;
 }
 
-std::string ByteLevel::decode(const std::vector<std::string>& tokens) {
+std::string ByteLevelDecoder::decode(const std::vector<std::string>& tokens) {
   std::string bytes;
   for (const std::string& token : tokens) {
     std::string own;

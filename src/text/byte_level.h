@@ -8,29 +8,35 @@
 #include <string>
 #include <vector>
 
+#include "text/pipeline_parts.h"
+
 namespace mha {
 namespace detail {
 
-/// tokenizers' `ByteLevel` pre-tokenizer and decoder.
-class ByteLevel {
+/// tokenizers' `ByteLevel` pre-tokenizer.
+class ByteLevelPreTokenizer final : public PreTokenizer {
  public:
   /// `add_prefix_space`: a space before a text that does not start with one;
   /// `use_regex`: split with GPT-2's pattern (else the text is one piece).
-  ByteLevel(bool add_prefix_space, bool use_regex)
+  ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex)
       : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
 
-  /// `text` (valid UTF-8) as the pre-tokenizer splits it: its pieces, each
-  /// written as its bytes' characters (UTF-8).
-  std::vector<std::string> pre_tokenize(const std::string& text) const;
-
-  /// The decoder: each token's characters back to their bytes (a token with
-  /// a character outside the map keeps its own UTF-8 bytes), all tokens'
-  /// bytes joined, then read as UTF-8 with U+FFFD for invalid bytes.
-  static std::string decode(const std::vector<std::string>& tokens);
+  /// `text`'s pieces as the pattern splits it, each written as its bytes'
+  /// characters (UTF-8).
+  std::vector<std::string> pre_tokenize(const std::string& text) const override;
 
  private:
   bool add_prefix_space_;
   bool use_regex_;
+};
+
+/// tokenizers' `ByteLevel` decoder: each token's characters back to their
+/// bytes (a token with a character outside the map keeps its own UTF-8
+/// bytes), all tokens' bytes joined, then read as UTF-8 with U+FFFD for
+/// invalid bytes.
+class ByteLevelDecoder final : public Decoder {
+ public:
+  std::string decode(const std::vector<std::string>& tokens) const override;
 };
 
 }  // namespace detail

@@ -7,9 +7,9 @@ std::vector<int64_t> TemplateProcessing::apply(const std::vector<int64_t>& a,
                                                const std::vector<int64_t>* b) const {
   std::vector<int64_t> out;
   for (const TemplatePiece& piece : b == nullptr ? single : pair) {
-    const std::vector<int64_t>& ids = piece.kind == TemplatePiece::Kind::kSpecial    ? piece.ids
+    const std::vector<int64_t>& ids = piece.kind == TemplatePiece::Kind::kSpecial     ? piece.ids
                                       : piece.kind == TemplatePiece::Kind::kSequenceA ? a
-                                                                                       : *b;
+                                                                                      : *b;
     out.insert(out.end(), ids.begin(), ids.end());
   }
   return out;

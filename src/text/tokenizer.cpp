@@ -49,8 +49,8 @@ TokenizedBatch Tokenizer::encode_batch(const std::vector<std::string>& texts,
   });
   size_t longest = 0;
   for (const auto& row : ids) longest = std::max(longest, row.size());
-  const bool ragged = std::any_of(ids.begin(), ids.end(),
-                                  [&](const auto& row) { return row.size() != longest; });
+  const bool ragged =
+      std::any_of(ids.begin(), ids.end(), [&](const auto& row) { return row.size() != longest; });
   TORCH_CHECK_VALUE(!ragged || pipeline_->pad_id.has_value(),
                     "Asking to pad but the tokenizer does not have a padding token. Please select "
                     "a token to use as `pad_token` in tokenizer_config.json (transformers: "
@@ -87,7 +87,7 @@ std::vector<std::string> Tokenizer::batch_decode(const torch::Tensor& sequences,
 
 std::optional<int64_t> Tokenizer::token_to_id(const std::string& token) const {
   if (const auto added = pipeline_->added.id_of(token)) return added;
-  return pipeline_->model.token_to_id(token);
+  return pipeline_->model->token_to_id(token);
 }
 
 std::optional<int64_t> Tokenizer::pad_token_id() const { return pipeline_->pad_id; }

@@ -9,6 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "text/bert_text.h"
+#include "text/bpe.h"
+#include "text/byte_level.h"
+#include "text/word_piece.h"
+
 namespace mha {
 namespace detail {
 
@@ -25,7 +30,8 @@ json read_tokenizer_json(const fs::path& path) {
   try {
     return json::parse(in);
   } catch (const json::exception& e) {
-    TORCH_CHECK_VALUE(false, "load_hf_tokenizer: ", path.string(), " is not valid JSON: ", e.what());
+    TORCH_CHECK_VALUE(false, "load_hf_tokenizer: ", path.string(),
+                      " is not valid JSON: ", e.what());
   }
 }
 
@@ -45,16 +51,8 @@ std::optional<std::string> special_token(const json& config, const char* key) {
   return found->at("content").get<std::string>();
 }
 
-/// tokenizer.json's "model": a BPE (the only model built yet).
-Bpe read_model(const json& model, bool own_class_defaults) {
-  const std::string type = json_field<std::string>(model, "type", "");
-  TORCH_CHECK_VALUE(type == "BPE", "load_hf_tokenizer: tokenizer.json's model is '", type,
-                    "'; supported: BPE");
-  TORCH_CHECK_VALUE(json_field<std::string>(model, "continuing_subword_prefix", "").empty() &&
-                        json_field<std::string>(model, "end_of_word_suffix", "").empty() &&
-                        !json_field<bool>(model, "byte_fallback", false),
-                    "load_hf_tokenizer: BPE's continuing_subword_prefix, end_of_word_suffix and "
-                    "byte_fallback are not supported yet");
+/// A BPE model's merges, in either of tokenizer.json's forms.
+std::vector<std::pair<std::string, std::string>> read_merges(const json& model) {
   std::vector<std::pair<std::string, std::string>> merges;
   for (const json& merge : model.at("merges")) {
     if (merge.is_array()) {
@@ -67,27 +65,52 @@ Bpe read_model(const json& model, bool own_class_defaults) {
       merges.emplace_back(text.substr(0, space), text.substr(space + 1));
     }
   }
-  std::optional<std::string> unk;
-  if (!own_class_defaults && !model.value("unk_token", json()).is_null()) {
-    unk = model.at("unk_token").get<std::string>();
+  return merges;
+}
+
+/// `value`'s string field `key`, if present and not null.
+std::optional<std::string> optional_string(const json& value, const char* key) {
+  if (value.value(key, json()).is_null()) return std::nullopt;
+  return value.at(key).get<std::string>();
+}
+
+/// tokenizer.json's "model" as the file writes it (the generic classes).
+std::unique_ptr<const TokenModel> read_model(const json& model) {
+  const std::string type = json_field<std::string>(model, "type", "");
+  const auto vocab = model.at("vocab").get<std::unordered_map<std::string, int64_t>>();
+  if (type == "WordPiece") {
+    return std::make_unique<WordPiece>(
+        vocab, json_field<std::string>(model, "unk_token", "[UNK]"),
+        json_field<std::string>(model, "continuing_subword_prefix", "##"),
+        json_field<int64_t>(model, "max_input_chars_per_word", 100));
   }
-  const bool ignore_merges = !own_class_defaults && json_field<bool>(model, "ignore_merges", false);
-  return Bpe(model.at("vocab").get<std::unordered_map<std::string, int64_t>>(), merges,
-             ignore_merges, unk);
+  TORCH_CHECK_VALUE(type == "BPE", "load_hf_tokenizer: tokenizer.json's model is '", type,
+                    "'; supported: BPE, WordPiece");
+  TORCH_CHECK_VALUE(json_field<std::string>(model, "continuing_subword_prefix", "").empty() &&
+                        json_field<std::string>(model, "end_of_word_suffix", "").empty() &&
+                        !json_field<bool>(model, "byte_fallback", false),
+                    "load_hf_tokenizer: BPE's continuing_subword_prefix, end_of_word_suffix and "
+                    "byte_fallback are not supported yet");
+  return std::make_unique<Bpe>(vocab, read_merges(model),
+                               json_field<bool>(model, "ignore_merges", false),
+                               optional_string(model, "unk_token"));
 }
 
 /// tokenizer.json's "added_tokens", and the config's special tokens that
 /// are not among them (transformers adds those, special, at their vocabulary
 /// id or after the vocabulary).
-std::vector<AddedToken> read_added(const json& tokenizer, const json& config, const Bpe& model) {
+std::vector<AddedToken> read_added(const json& tokenizer,
+                                   const json& config,
+                                   const TokenModel& model) {
   std::vector<AddedToken> added;
   for (const json& t : tokenizer.value("added_tokens", json::array())) {
     TORCH_CHECK_VALUE(!json_field<bool>(t, "single_word", false),
                       "load_hf_tokenizer: added token '", t.at("content").get<std::string>(),
                       "' is single_word, which is not supported yet");
-    added.push_back({t.at("content").get<std::string>(), t.at("id").get<int64_t>(),
-                     json_field<bool>(t, "special", false), json_field<bool>(t, "lstrip", false),
-                     json_field<bool>(t, "rstrip", false)});
+    const bool special = json_field<bool>(t, "special", false);
+    added.push_back({t.at("content").get<std::string>(), t.at("id").get<int64_t>(), special,
+                     json_field<bool>(t, "normalized", !special),
+                     json_field<bool>(t, "lstrip", false), json_field<bool>(t, "rstrip", false)});
   }
   for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
                           "cls_token", "mask_token"}) {
@@ -101,7 +124,7 @@ std::vector<AddedToken> read_added(const json& tokenizer, const json& config, co
       id = model.size();
       for (const AddedToken& t : added) id = std::max(id, t.id + 1);
     }
-    added.push_back({*content, id, /*special=*/true, false, false});
+    added.push_back({*content, id, /*special=*/true, /*normalized=*/false, false, false});
   }
   return added;
 }
@@ -126,9 +149,9 @@ void read_post_processor(const json& processor, TemplateProcessing& out) {
           result.push_back({TemplatePiece::Kind::kSpecial, specials.at(name)});
         } else {
           const auto name = piece.at("Sequence").at("id").get<std::string>();
-          result.push_back({name == "A" ? TemplatePiece::Kind::kSequenceA
-                                        : TemplatePiece::Kind::kSequenceB,
-                            {}});
+          result.push_back(
+              {name == "A" ? TemplatePiece::Kind::kSequenceA : TemplatePiece::Kind::kSequenceB,
+               {}});
         }
       }
       return result;
@@ -137,7 +160,8 @@ void read_post_processor(const json& processor, TemplateProcessing& out) {
     out.pair = pieces(processor.at("pair"));
   } else {
     TORCH_CHECK_VALUE(type == "ByteLevel", "load_hf_tokenizer: tokenizer.json's post_processor '",
-                      type, "' is not supported yet; supported: TemplateProcessing, ByteLevel, "
+                      type,
+                      "' is not supported yet; supported: TemplateProcessing, ByteLevel, "
                       "Sequence");
   }
 }
@@ -165,57 +189,130 @@ TemplateProcessing bos_eos_template(const json& config, const AddedTokens& added
   return t;
 }
 
-/// The pre-tokenizer: GPT2Tokenizer's own (ByteLevel, the config's
-/// add_prefix_space), else tokenizer.json's.
-std::optional<ByteLevel> read_pre_tokenizer(const json& tokenizer, const json& config, bool gpt2) {
-  if (gpt2) return ByteLevel(json_field<bool>(config, "add_prefix_space", false), true);
-  const json pre = tokenizer.value("pre_tokenizer", json());
-  if (pre.is_null()) return std::nullopt;
-  const std::string type = json_field<std::string>(pre, "type", "");
-  TORCH_CHECK_VALUE(type == "ByteLevel", "load_hf_tokenizer: tokenizer.json's pre_tokenizer '",
-                    type, "' is not supported yet; supported: ByteLevel");
-  return ByteLevel(json_field<bool>(pre, "add_prefix_space", true), json_field<bool>(pre, "use_regex", true));
+/// tokenizer.json's normalizer, or null.
+std::unique_ptr<const Normalizer> read_normalizer(const json& tokenizer) {
+  const json n = tokenizer.value("normalizer", json());
+  if (n.is_null()) return nullptr;
+  const std::string type = json_field<std::string>(n, "type", "");
+  TORCH_CHECK_VALUE(type == "BertNormalizer", "load_hf_tokenizer: tokenizer.json's normalizer '",
+                    type, "' is not supported yet; supported: BertNormalizer");
+  const bool lowercase = json_field<bool>(n, "lowercase", true);
+  return std::make_unique<BertNormalizer>(
+      json_field<bool>(n, "clean_text", true), json_field<bool>(n, "handle_chinese_chars", true),
+      json_field<bool>(n, "strip_accents", lowercase), lowercase);
 }
 
-/// Whether the decoder is ByteLevel (GPT2Tokenizer's own, or tokenizer.json's);
-/// false: none (tokens joined with spaces).
-bool read_byte_level_decoder(const json& tokenizer, bool gpt2) {
+/// tokenizer.json's pre-tokenizer, or null.
+std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& tokenizer) {
+  const json pre = tokenizer.value("pre_tokenizer", json());
+  if (pre.is_null()) return nullptr;
+  const std::string type = json_field<std::string>(pre, "type", "");
+  if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
+  TORCH_CHECK_VALUE(type == "ByteLevel", "load_hf_tokenizer: tokenizer.json's pre_tokenizer '",
+                    type, "' is not supported yet; supported: ByteLevel, BertPreTokenizer");
+  return std::make_unique<ByteLevelPreTokenizer>(json_field<bool>(pre, "add_prefix_space", true),
+                                                 json_field<bool>(pre, "use_regex", true));
+}
+
+/// tokenizer.json's decoder (none: the tokens joined with spaces).
+std::unique_ptr<const Decoder> read_decoder(const json& tokenizer) {
   const json decoder = tokenizer.value("decoder", json());
-  if (gpt2) return true;
-  if (decoder.is_null()) return false;
+  if (decoder.is_null()) return std::make_unique<SpaceJoinDecoder>();
   const std::string type = json_field<std::string>(decoder, "type", "");
+  if (type == "WordPiece") {
+    return std::make_unique<WordPieceDecoder>(json_field<std::string>(decoder, "prefix", "##"),
+                                              json_field<bool>(decoder, "cleanup", true));
+  }
   TORCH_CHECK_VALUE(type == "ByteLevel", "load_hf_tokenizer: tokenizer.json's decoder '", type,
-                    "' is not supported yet; supported: ByteLevel");
-  return true;
+                    "' is not supported yet; supported: ByteLevel, WordPiece");
+  return std::make_unique<ByteLevelDecoder>();
+}
+
+/// The template of `first`, `$A`, `second` (and for a pair `$B`, `second`):
+/// BERT's `[CLS] $A [SEP]`.
+TemplateProcessing cls_sep_template(int64_t first, int64_t second) {
+  using Kind = TemplatePiece::Kind;
+  TemplateProcessing t;
+  t.single = {{Kind::kSpecial, {first}}, {Kind::kSequenceA, {}}, {Kind::kSpecial, {second}}};
+  t.pair = t.single;
+  t.pair.push_back({Kind::kSequenceB, {}});
+  t.pair.push_back({Kind::kSpecial, {second}});
+  return t;
+}
+
+/// The components a family's own class builds in its `__init__` (around the
+/// file's vocabulary), or the file's for the generic classes: fills `p`.
+void build_components(const std::string& cls,
+                      const json& tokenizer,
+                      const json& config,
+                      TokenizerPipeline& p) {
+  const json& model = tokenizer.at("model");
+  if (cls == "GPT2Tokenizer") {  // models/gpt2/tokenization_gpt2.py
+    p.pre_tokenizer = std::make_unique<ByteLevelPreTokenizer>(
+        json_field<bool>(config, "add_prefix_space", false), true);
+    p.model =
+        std::make_unique<Bpe>(model.at("vocab").get<std::unordered_map<std::string, int64_t>>(),
+                              read_merges(model), false, std::nullopt);
+    p.decoder = std::make_unique<ByteLevelDecoder>();
+  } else if (cls == "BertTokenizer") {  // models/bert/tokenization_bert.py
+    const bool lowercase = json_field<bool>(config, "do_lower_case", true);
+    p.normalizer = std::make_unique<BertNormalizer>(
+        true, json_field<bool>(config, "tokenize_chinese_chars", true),
+        json_field<bool>(config, "strip_accents", lowercase), lowercase);
+    p.pre_tokenizer = std::make_unique<BertPreTokenizer>();
+    p.model = std::make_unique<WordPiece>(
+        model.at("vocab").get<std::unordered_map<std::string, int64_t>>(),
+        special_token(config, "unk_token").value_or("[UNK]"), "##", 100);
+    p.decoder = std::make_unique<WordPieceDecoder>("##", true);
+  } else {
+    TORCH_CHECK_VALUE(cls == "TokenizersBackend" || cls == "PreTrainedTokenizerFast",
+                      "load_hf_tokenizer: tokenizer_class '", cls,
+                      "' is not supported yet; "
+                      "supported: GPT2Tokenizer, BertTokenizer, TokenizersBackend, "
+                      "PreTrainedTokenizerFast");
+    p.normalizer = read_normalizer(tokenizer);
+    p.pre_tokenizer = read_pre_tokenizer(tokenizer);
+    p.model = read_model(model);
+    p.decoder = read_decoder(tokenizer);
+  }
+}
+
+/// The post-processor: BertTokenizer's own template; else the file's, unless
+/// the config sets add_bos_token or add_eos_token, or the file has none
+/// (transformers' update_post_processor).
+TemplateProcessing read_template(const std::string& cls,
+                                 const json& tokenizer,
+                                 const json& config,
+                                 const AddedTokens& added) {
+  if (cls == "BertTokenizer") {
+    const auto cls_token = special_token(config, "cls_token").value_or("[CLS]");
+    const auto sep_token = special_token(config, "sep_token").value_or("[SEP]");
+    return cls_sep_template(added.id_of(cls_token).value_or(2), added.id_of(sep_token).value_or(3));
+  }
+  const json processor = tokenizer.value("post_processor", json());
+  if (config.contains("add_bos_token") || config.contains("add_eos_token") || processor.is_null()) {
+    return bos_eos_template(config, added);
+  }
+  TemplateProcessing post;
+  read_post_processor(processor, post);
+  return post;
 }
 
 /// The pipeline of the parsed files.
 std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, const json& config) {
   const std::string cls = json_field<std::string>(config, "tokenizer_class", "TokenizersBackend");
-  // GPT2Tokenizer's __init__ builds its own pipeline around the file's
-  // vocabulary and merges; the generic classes run the file's as written.
-  const bool gpt2 = cls == "GPT2Tokenizer";
-  TORCH_CHECK_VALUE(gpt2 || cls == "TokenizersBackend" || cls == "PreTrainedTokenizerFast",
-                    "load_hf_tokenizer: tokenizer_class '", cls, "' is not supported yet; "
-                    "supported: GPT2Tokenizer, TokenizersBackend, PreTrainedTokenizerFast");
-  TORCH_CHECK_VALUE(gpt2 || tokenizer.value("normalizer", json()).is_null(),
-                    "load_hf_tokenizer: tokenizer.json's normalizer is not supported yet");
-  Bpe model = read_model(tokenizer.at("model"), gpt2);
-  AddedTokens added(read_added(tokenizer, config, model));
-  // transformers keeps the file's post-processor unless the config sets
-  // add_bos_token or add_eos_token, or the file has none.
-  const json processor = tokenizer.value("post_processor", json());
-  TemplateProcessing post;
-  read_post_processor(processor, post);
-  if (config.contains("add_bos_token") || config.contains("add_eos_token") || processor.is_null()) {
-    post = bos_eos_template(config, added);
-  }
-  std::optional<int64_t> pad;
-  if (const auto pad_token = special_token(config, "pad_token")) pad = added.id_of(*pad_token);
-  const bool left = json_field<std::string>(config, "padding_side", "right") == "left";
-  return std::make_shared<TokenizerPipeline>(TokenizerPipeline{
-      cls, std::move(added), read_pre_tokenizer(tokenizer, config, gpt2), std::move(model),
-      std::move(post), read_byte_level_decoder(tokenizer, gpt2), pad, left});
+  auto p = std::make_shared<TokenizerPipeline>(TokenizerPipeline{cls, AddedTokens({})});
+  build_components(cls, tokenizer, config, *p);
+  p->added = AddedTokens(read_added(tokenizer, config, *p->model));
+  p->post_processor = read_template(cls, tokenizer, config, p->added);
+  // transformers skips its clean-up for BPE models (it would strip real spaces).
+  p->clean_up_tokenization_spaces =
+      json_field<bool>(config, "clean_up_tokenization_spaces", false) &&
+      dynamic_cast<const Bpe*>(p->model.get()) == nullptr;
+  if (const auto pad_token = special_token(config, "pad_token"))
+    p->pad_id = p->added.id_of(*pad_token);
+  p->pad_left = json_field<std::string>(config, "padding_side", "right") == "left";
+  return p;
 }
 
 }  // namespace

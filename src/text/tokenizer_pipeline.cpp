@@ -2,21 +2,36 @@
 
 #include <c10/util/Exception.h>
 
+#include "text/word_piece.h"
+
 namespace mha {
 namespace detail {
 
+void TokenizerPipeline::encode_words(const std::string& text, std::vector<int64_t>& ids) const {
+  if (pre_tokenizer == nullptr) {
+    model->tokenize(text, ids);
+    return;
+  }
+  for (const std::string& word : pre_tokenizer->pre_tokenize(text)) model->tokenize(word, ids);
+}
+
 std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text) const {
   std::vector<int64_t> ids;
-  for (const TextSegment& segment : added.split(text)) {
-    if (segment.id) {
-      ids.push_back(*segment.id);
+  // tokenizers' AddedVocabulary: tokens that are not normalized are found in
+  // the raw text, the others in the normalized text between those.
+  for (const TextSegment& raw : added.split(text, /*normalized=*/false)) {
+    if (raw.id) {
+      ids.push_back(*raw.id);
       continue;
     }
-    const std::string piece = text.substr(segment.begin, segment.end - segment.begin);
-    if (pre_tokenizer) {
-      for (const std::string& word : pre_tokenizer->pre_tokenize(piece)) model.tokenize(word, ids);
-    } else {
-      model.tokenize(piece, ids);
+    const std::string piece = text.substr(raw.begin, raw.end - raw.begin);
+    const std::string normalized = normalizer ? normalizer->normalize(piece) : piece;
+    for (const TextSegment& segment : added.split(normalized, /*normalized=*/true)) {
+      if (segment.id) {
+        ids.push_back(*segment.id);
+      } else {
+        encode_words(normalized.substr(segment.begin, segment.end - segment.begin), ids);
+      }
     }
   }
   return ids;
@@ -31,16 +46,14 @@ std::string TokenizerPipeline::decode(const std::vector<int64_t>& ids,
       if (!(skip_special_tokens && added_token->special)) tokens.push_back(added_token->content);
       continue;
     }
-    const std::string* token = model.id_to_token(ids[i]);
+    const std::string* token = model->id_to_token(ids[i]);
     TORCH_CHECK_INDEX(token != nullptr, "decode: token id ", ids[i], " at index ", i,
                       " is outside the vocabulary: expected ids in [0, ", size(),
                       ") (transformers skips such ids silently)");
     tokens.push_back(*token);
   }
-  if (byte_level_decoder) return ByteLevel::decode(tokens);
-  std::string text;
-  for (size_t i = 0; i < tokens.size(); ++i) text += (i > 0 ? " " : "") + tokens[i];
-  return text;
+  const std::string text = decoder->decode(tokens);
+  return clean_up_tokenization_spaces ? clean_up_tokenization(text, /*do_not=*/false) : text;
 }
 
 }  // namespace detail

@@ -1,19 +1,21 @@
 #pragma once
 
 // Private: a tokenizer's whole pipeline as transformers 5.23 runs it: the
-// added tokens found first, then the pre-tokenizer and the model on the text
-// between them, then the post-processor's special tokens; decoding back
-// through the decoder. Read from a directory by tokenizer_files.cpp.
+// added tokens found first (those that are not normalized in the raw text,
+// the others in the normalized text), the normalizer, the pre-tokenizer and
+// the model on the text between them, then the post-processor's special
+// tokens; decoding back through the decoder. Read from a directory by
+// tokenizer_files.cpp.
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "text/added_tokens.h"
-#include "text/bpe.h"
-#include "text/byte_level.h"
+#include "text/pipeline_parts.h"
 #include "text/template_processing.h"
 
 namespace mha {
@@ -21,12 +23,14 @@ namespace detail {
 
 /// What `Tokenizer` runs; immutable once read, so encodes may run at once.
 struct TokenizerPipeline {
-  std::string tokenizer_class;   ///< tokenizer_config.json's class
-  AddedTokens added;             ///< tokenizer.json's added_tokens and the config's special tokens
-  std::optional<ByteLevel> pre_tokenizer;
-  Bpe model;
+  std::string tokenizer_class;  ///< tokenizer_config.json's class
+  AddedTokens added;            ///< tokenizer.json's added_tokens and the config's special tokens
+  std::unique_ptr<const Normalizer> normalizer;       ///< or null
+  std::unique_ptr<const PreTokenizer> pre_tokenizer;  ///< or null: the text is one word
+  std::unique_ptr<const TokenModel> model;
   TemplateProcessing post_processor;
-  bool byte_level_decoder = false;  ///< else tokens joined with spaces, as tokenizers does
+  std::unique_ptr<const Decoder> decoder;
+  bool clean_up_tokenization_spaces = false;  ///< transformers' decode clean-up (not for BPE)
   std::optional<int64_t> pad_id;
   bool pad_left = false;  ///< padding_side "left"
 
@@ -36,7 +40,11 @@ struct TokenizerPipeline {
   /// The ids' text; `skip_special_tokens` leaves out special added tokens.
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
   /// Tokens ids can have: the model's vocabulary and the added tokens.
-  int64_t size() const { return std::max(model.size(), added.end_id()); }
+  int64_t size() const { return std::max(model->size(), added.end_id()); }
+
+ private:
+  /// Appends the ids of `text` (no added token in it, normalized) to `ids`.
+  void encode_words(const std::string& text, std::vector<int64_t>& ids) const;
 };
 
 }  // namespace detail

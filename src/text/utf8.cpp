@@ -43,8 +43,8 @@ void check_utf8(const std::string& text, const char* what) {
   for (size_t at = 0; at < text.size();) {
     const int length = utf8_sequence_length(p + at, text.size() - at);
     TORCH_CHECK_VALUE(length > 0, what, ": expected UTF-8 text, but the bytes at offset ", at,
-                      " are not a UTF-8 sequence (first byte 0x", std::hex,
-                      static_cast<int>(p[at]), std::dec, ")");
+                      " are not a UTF-8 sequence (first byte 0x", std::hex, static_cast<int>(p[at]),
+                      std::dec, ")");
     at += static_cast<size_t>(length);
   }
 }
@@ -70,7 +70,8 @@ char32_t code_point_at(const std::string& text, size_t at, size_t& length) {
   const auto b = static_cast<unsigned char>(text[at]);
   length = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
   char32_t c = length == 1 ? b : b & (0x7F >> length);
-  for (size_t i = 1; i < length; ++i) c = (c << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3F);
+  for (size_t i = 1; i < length; ++i)
+    c = (c << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3F);
   return c;
 }
 
@@ -95,8 +96,8 @@ void append_utf8(std::string& out, char32_t c) {
 bool is_white_space(char32_t c) {
   // Unicode's PropList.txt, White_Space.
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 }  // namespace detail

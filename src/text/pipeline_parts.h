@@ -1,0 +1,76 @@
+#pragma once
+
+// Private: the four kinds of component of a tokenizer.json pipeline, in the
+// order they run (tokenizers/src/tokenizer/mod.rs): a normalizer, a
+// pre-tokenizer, a model, and, back from ids to text, a decoder. Each
+// component of tokenizer.json implements one of them.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mha {
+namespace detail {
+
+/// Rewrites text before it is split (lowercasing, accents, Unicode forms).
+class Normalizer {
+ public:
+  virtual ~Normalizer() = default;
+  /// `text` (valid UTF-8) normalized.
+  virtual std::string normalize(const std::string& text) const = 0;
+};
+
+/// Splits normalized text into the words the model tokenizes.
+class PreTokenizer {
+ public:
+  virtual ~PreTokenizer() = default;
+  /// `text`'s words, in order (UTF-8).
+  virtual std::vector<std::string> pre_tokenize(const std::string& text) const = 0;
+};
+
+/// Turns a word into token ids (BPE, WordPiece), and holds the vocabulary.
+class TokenModel {
+ public:
+  virtual ~TokenModel() = default;
+  /// Appends `word`'s token ids to `ids`.
+  virtual void tokenize(const std::string& word, std::vector<int64_t>& ids) const = 0;
+  /// The token of `id`, or null.
+  virtual const std::string* id_to_token(int64_t id) const = 0;
+  /// The id of `token`, if in the vocabulary.
+  virtual std::optional<int64_t> token_to_id(const std::string& token) const = 0;
+  /// The vocabulary's size (its largest id + 1).
+  virtual int64_t size() const = 0;
+};
+
+/// Joins tokens back into text.
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  /// The text of `tokens`.
+  virtual std::string decode(const std::vector<std::string>& tokens) const = 0;
+};
+
+/// The vocabulary of a tokenizer.json model: token -> id, and id -> token.
+class Vocabulary {
+ public:
+  /// Throws `c10::Error` for an id outside [0, 2^31).
+  explicit Vocabulary(std::unordered_map<std::string, int64_t> ids);
+  const std::string* token(int64_t id) const {
+    return id >= 0 && id < size() ? &tokens_[id] : nullptr;
+  }
+  std::optional<int64_t> id(const std::string& token) const {
+    const auto found = ids_.find(token);
+    if (found == ids_.end()) return std::nullopt;
+    return found->second;
+  }
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+
+ private:
+  std::unordered_map<std::string, int64_t> ids_;
+  std::vector<std::string> tokens_;  // by id
+};
+
+}  // namespace detail
+}  // namespace mha

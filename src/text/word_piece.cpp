@@ -1,0 +1,99 @@
+#include "text/word_piece.h"
+
+#include <c10/util/Exception.h>
+
+#include "text/utf8.h"
+
+namespace mha {
+namespace detail {
+
+namespace {
+
+/// `text` with every `from` replaced by `to`, left to right.
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+}  // namespace
+
+WordPiece::WordPiece(std::unordered_map<std::string, int64_t> vocab,
+                     const std::string& unk_token,
+                     std::string continuing_subword_prefix,
+                     int64_t max_input_chars_per_word)
+    : vocab_(std::move(vocab)),
+      unk_id_(-1),
+      prefix_(std::move(continuing_subword_prefix)),
+      max_chars_(max_input_chars_per_word) {
+  const auto unk = vocab_.id(unk_token);
+  TORCH_CHECK_VALUE(unk.has_value(), "WordPiece: unk_token '", unk_token,
+                    "' is not in the vocabulary");
+  unk_id_ = *unk;
+}
+
+void WordPiece::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
+  std::vector<size_t> starts;  // each character's first byte
+  for (size_t at = 0, length = 0; at < word.size(); at += length) {
+    code_point_at(word, at, length);
+    starts.push_back(at);
+  }
+  if (static_cast<int64_t>(starts.size()) > max_chars_) {
+    ids.push_back(unk_id_);
+    return;
+  }
+  starts.push_back(word.size());
+  std::vector<int64_t> pieces;
+  for (size_t begin = 0; begin + 1 < starts.size();) {
+    size_t end = starts.size() - 1;  // the longest piece first, one character less each try
+    std::optional<int64_t> id;
+    for (; end > begin; --end) {
+      const std::string piece = word.substr(starts[begin], starts[end] - starts[begin]);
+      id = vocab_.id(begin > 0 ? prefix_ + piece : piece);
+      if (id) break;
+    }
+    if (!id) {
+      ids.push_back(unk_id_);  // a word with a missing piece is unknown whole
+      return;
+    }
+    pieces.push_back(*id);
+    begin = end;
+  }
+  ids.insert(ids.end(), pieces.begin(), pieces.end());
+}
+
+std::string clean_up_tokenization(std::string text, bool do_not) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+           {" 'm", "'m"}}) {
+    text = replace_all(std::move(text), from, to);
+  }
+  if (do_not) text = replace_all(std::move(text), " do not", " don't");
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}}) {
+    text = replace_all(std::move(text), from, to);
+  }
+  return text;
+}
+
+std::string WordPieceDecoder::decode(const std::vector<std::string>& tokens) const {
+  std::string text;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string token = tokens[i];
+    if (i > 0) {
+      token = token.rfind(prefix_, 0) == 0 ? token.substr(prefix_.size()) : " " + token;
+    }
+    text += cleanup_ ? clean_up_tokenization(std::move(token), /*do_not=*/true) : token;
+  }
+  return text;
+}
+
+std::string SpaceJoinDecoder::decode(const std::vector<std::string>& tokens) const {
+  std::string text;
+  for (size_t i = 0; i < tokens.size(); ++i) text += (i > 0 ? " " : "") + tokens[i];
+  return text;
+}
+
+}  // namespace detail
+}  // namespace mha
