@@ -2,10 +2,10 @@
 
 // Text in, token ids out, and back: a Hugging Face directory's tokenizer,
 // read as transformers' `AutoTokenizer.from_pretrained` reads it, giving the
-// ids transformers gives. Built so far: byte-level BPE (`GPT2Tokenizer`, and
-// tokenizer.json pipelines of a ByteLevel pre-tokenizer, a BPE model, a
-// TemplateProcessing or ByteLevel post-processor and a ByteLevel decoder);
-// other components are refused by name. See docs/tokenizer.md.
+// ids transformers gives. Built so far: GPT-2's byte-level BPE and BERT's
+// WordPiece (`GPT2Tokenizer`, `BertTokenizer`, and tokenizer.json pipelines
+// of their components); other components are refused by name. See
+// docs/tokenizer.md.
 
 #include <torch/types.h>
 

@@ -9,7 +9,9 @@ namespace detail {
 namespace {
 
 /// BERT's whitespace: tab, newline and carriage return, and Unicode's.
-bool is_bert_whitespace(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || is_white_space(c); }
+bool is_bert_whitespace(char32_t c) {
+  return c == '\t' || c == '\n' || c == '\r' || is_white_space(c);
+}
 
 /// BERT's control characters: category C*, but tab, newline and carriage return.
 bool is_bert_control(char32_t c) { return c != '\t' && c != '\n' && c != '\r' && is_other(c); }

@@ -103,7 +103,7 @@ std::vector<std::string> ByteLevelPreTokenizer::pre_tokenize(const std::string& 
   return pieces;
 }
 
-std::string ByteLevelDecoder::decode(const std::vector<std::string>& tokens) {
+std::string ByteLevelDecoder::decode(const std::vector<std::string>& tokens) const {
   std::string bytes;
   for (const std::string& token : tokens) {
     std::string own;

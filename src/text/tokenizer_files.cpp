@@ -301,7 +301,8 @@ TemplateProcessing read_template(const std::string& cls,
 /// The pipeline of the parsed files.
 std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, const json& config) {
   const std::string cls = json_field<std::string>(config, "tokenizer_class", "TokenizersBackend");
-  auto p = std::make_shared<TokenizerPipeline>(TokenizerPipeline{cls, AddedTokens({})});
+  auto p = std::make_shared<TokenizerPipeline>();
+  p->tokenizer_class = cls;
   build_components(cls, tokenizer, config, *p);
   p->added = AddedTokens(read_added(tokenizer, config, *p->model));
   p->post_processor = read_template(cls, tokenizer, config, p->added);

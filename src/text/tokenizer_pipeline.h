@@ -24,7 +24,8 @@ namespace detail {
 /// What `Tokenizer` runs; immutable once read, so encodes may run at once.
 struct TokenizerPipeline {
   std::string tokenizer_class;  ///< tokenizer_config.json's class
-  AddedTokens added;            ///< tokenizer.json's added_tokens and the config's special tokens
+  /// tokenizer.json's added_tokens and the config's special tokens.
+  AddedTokens added{std::vector<AddedToken>{}};
   std::unique_ptr<const Normalizer> normalizer;       ///< or null
   std::unique_ptr<const PreTokenizer> pre_tokenizer;  ///< or null: the text is one word
   std::unique_ptr<const TokenModel> model;

@@ -33,7 +33,7 @@ bool is_punctuation(char32_t c) {
 }
 
 void append_lowercase(std::string& out, char32_t c) {
-  if (c == 0x130) {  // SpecialCasing.txt: LATIN CAPITAL LETTER I WITH DOT ABOVE
+  if (c == 0x130) {      // SpecialCasing.txt: LATIN CAPITAL LETTER I WITH DOT ABOVE
     out += "i\xCC\x87";  // i, COMBINING DOT ABOVE
     return;
   }

@@ -64,9 +64,13 @@ void WordPiece::tokenize(const std::string& word, std::vector<int64_t>& ids) con
 }
 
 std::string clean_up_tokenization(std::string text, bool do_not) {
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
-           {" 'm", "'m"}}) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{" .", "."},
+                                                                                 {" ?", "?"},
+                                                                                 {" !", "!"},
+                                                                                 {" ,", ","},
+                                                                                 {" ' ", "'"},
+                                                                                 {" n't", "n't"},
+                                                                                 {" 'm", "'m"}}) {
     text = replace_all(std::move(text), from, to);
   }
   if (do_not) text = replace_all(std::move(text), " do not", " don't");

@@ -43,7 +43,8 @@ class WordPiece final : public TokenModel {
 /// contractions removed.
 class WordPieceDecoder final : public Decoder {
  public:
-  WordPieceDecoder(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
+  WordPieceDecoder(std::string prefix, bool cleanup)
+      : prefix_(std::move(prefix)), cleanup_(cleanup) {}
   std::string decode(const std::vector<std::string>& tokens) const override;
 
  private:
