@@ -28,7 +28,8 @@ import json
 import os
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import AutoTokenizer, BertTokenizer, GPT2Tokenizer, PreTrainedTokenizerFast
+from transformers import (AutoTokenizer, BertTokenizer, GPT2Tokenizer, PreTrainedTokenizerFast,
+                          RobertaTokenizer)
 
 FORTUNES = "/usr/share/games/fortunes"
 
@@ -46,6 +47,7 @@ EDGE_CASES = [
     "numbers 12345 3.14159 1,000,000",
     "it's they're we've I'm you'll he'd",
     "[CLS] and [SEP] written in the text, [MASK] too",
+    "<s>RoBERTa's <mask> and </s> in the text <pad>",
     "ÀÉÎÕÜ àéîõü İstanbul ǅ ß ΣΑΣ",
     "\u00a0non-breaking\u2003em space\u3000ideographic",
 ]
@@ -79,11 +81,11 @@ def corpus():
     return lines
 
 
-def byte_level_bpe(lines):
+def byte_level_bpe(lines, special_tokens=("<|endoftext|>",)):
     """A byte-level BPE trained on `lines`: its vocabulary and merges."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=["<|endoftext|>"],
+    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=list(special_tokens),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tokenizer.train_from_iterator(lines, trainer)
@@ -103,6 +105,12 @@ def gpt2_left_bos(directory, trained):
     vocab, merges = trained
     GPT2Tokenizer(vocab=vocab, merges=merges, add_prefix_space=True, add_bos_token=True,
                   pad_token="<|endoftext|>", padding_side="left").save_pretrained(directory)
+
+
+def roberta(directory, lines):
+    """RoBERTa's tokenizer as RobertaTokenizer saves it (roberta; bart's class is the same)."""
+    vocab, merges = byte_level_bpe(lines, ("<s>", "<pad>", "</s>", "<unk>", "<mask>"))
+    RobertaTokenizer(vocab=vocab, merges=merges).save_pretrained(directory)
 
 
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -198,6 +206,7 @@ def main():
     trained = byte_level_bpe(lines)
     families = {"gpt2": lambda d: gpt2(d, trained),
                 "gpt2_left_bos": lambda d: gpt2_left_bos(d, trained),
+                "roberta": lambda d: roberta(d, lines),
                 "bert_uncased": lambda d: bert_uncased(d, lines),
                 "bert_cased": lambda d: bert_cased(d, lines),
                 "word_piece_generic": lambda d: word_piece_generic(d, lines)}

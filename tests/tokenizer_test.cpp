@@ -3,14 +3,12 @@
 // (CTest fixture tokenizer_reference), trained on Debian's fortune files
 // (English, German, Russian, Chinese, Spanish, Czech): byte-level BPEs saved
 // as GPT2Tokenizer saves them (the defaults; a prefix space, bos, a pad token
-// and left padding), WordPieces saved as BertTokenizer saves them (uncased;
-// cased with transformers' clean-up of decoded spaces) and one run from
-// tokenizer.json under the generic class. On 10,000 corpus lines and the
-// edge cases (empty, whitespace runs, tabs and newlines, a 5,000-character
-// word, special tokens in the text, emoji, combining marks, accents, İ and
-// final sigma): ids, pairs,
-// decoded text with and without special tokens, padded batches, bytes that
-// are not UTF-8 decoded with U+FFFD; then the errors.
+// and left padding) and as RobertaTokenizer does, WordPieces saved as BertTokenizer saves them
+// (uncased; cased with transformers' clean-up of decoded spaces) and one run from tokenizer.json
+// under the generic class. On 10,000 corpus lines and the edge cases (empty, whitespace runs, tabs
+// and newlines, a 5,000-character word, special tokens in the text, emoji, combining marks,
+// accents, İ and final sigma): ids, pairs, decoded text with and without special tokens, padded
+// batches, bytes that are not UTF-8 decoded with U+FFFD; then the errors.
 
 #include <gtest/gtest.h>
 #include <mha/tokenizer.h>
@@ -115,10 +113,14 @@ TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
   EXPECT_EQ(decoded[0], tokenizer.decode(tokenizer.encode(texts[0]), true));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Families,
-    TokenizerParity,
-    ::testing::Values("gpt2", "gpt2_left_bos", "bert_uncased", "bert_cased", "word_piece_generic"));
+INSTANTIATE_TEST_SUITE_P(Families,
+                         TokenizerParity,
+                         ::testing::Values("gpt2",
+                                           "gpt2_left_bos",
+                                           "roberta",
+                                           "bert_uncased",
+                                           "bert_cased",
+                                           "word_piece_generic"));
 
 TEST(Tokenizer, ConcurrentEncodesGiveOneThreadsIds) {
   const json ref = reference("gpt2");

@@ -3,7 +3,7 @@
 // Text in, token ids out, and back: a Hugging Face directory's tokenizer,
 // read as transformers' `AutoTokenizer.from_pretrained` reads it, giving the
 // ids transformers gives. Built so far: GPT-2's byte-level BPE and BERT's
-// WordPiece (`GPT2Tokenizer`, `BertTokenizer`, and tokenizer.json pipelines
+// WordPiece (`GPT2Tokenizer`, `RobertaTokenizer`, `BertTokenizer`, and tokenizer.json pipelines
 // of their components); other components are refused by name. See
 // docs/tokenizer.md.
 

@@ -129,6 +129,26 @@ std::vector<AddedToken> read_added(const json& tokenizer,
   return added;
 }
 
+/// The template of `cls`, `$A`, `sep`, and for a pair then `$B`, `sep`:
+/// BERT's `[CLS] $A [SEP] $B [SEP]` (BertProcessing); `roberta`: a pair
+/// has two `sep` between its sequences, RoBERTa's `<s> $A </s></s> $B </s>`
+/// (RobertaProcessing).
+TemplateProcessing cls_sep_template(int64_t cls, int64_t sep, bool roberta) {
+  using Kind = TemplatePiece::Kind;
+  TemplateProcessing t;
+  t.single = {{Kind::kSpecial, {cls}}, {Kind::kSequenceA, {}}, {Kind::kSpecial, {sep}}};
+  t.pair = t.single;
+  if (roberta) t.pair.push_back({Kind::kSpecial, {sep}});
+  t.pair.push_back({Kind::kSequenceB, {}});
+  t.pair.push_back({Kind::kSpecial, {sep}});
+  return t;
+}
+
+/// RoBERTa's class (BART's is the same class under another name).
+bool roberta_class(const std::string& cls) {
+  return cls == "RobertaTokenizer" || cls == "BartTokenizer";
+}
+
 /// A post-processor's template: tokenizer.json's TemplateProcessing (or none, or
 /// ByteLevel's, which changes no id), in a Sequence or alone.
 void read_post_processor(const json& processor, TemplateProcessing& out) {
@@ -158,11 +178,14 @@ void read_post_processor(const json& processor, TemplateProcessing& out) {
     };
     out.single = pieces(processor.at("single"));
     out.pair = pieces(processor.at("pair"));
+  } else if (type == "BertProcessing" || type == "RobertaProcessing") {
+    out = cls_sep_template(processor.at("cls").at(1).get<int64_t>(),
+                           processor.at("sep").at(1).get<int64_t>(), type == "RobertaProcessing");
   } else {
     TORCH_CHECK_VALUE(type == "ByteLevel", "load_hf_tokenizer: tokenizer.json's post_processor '",
                       type,
-                      "' is not supported yet; supported: TemplateProcessing, ByteLevel, "
-                      "Sequence");
+                      "' is not supported yet; supported: TemplateProcessing, "
+                      "BertProcessing, RobertaProcessing, ByteLevel, Sequence");
   }
 }
 
@@ -228,18 +251,6 @@ std::unique_ptr<const Decoder> read_decoder(const json& tokenizer) {
   return std::make_unique<ByteLevelDecoder>();
 }
 
-/// The template of `first`, `$A`, `second` (and for a pair `$B`, `second`):
-/// BERT's `[CLS] $A [SEP]`.
-TemplateProcessing cls_sep_template(int64_t first, int64_t second) {
-  using Kind = TemplatePiece::Kind;
-  TemplateProcessing t;
-  t.single = {{Kind::kSpecial, {first}}, {Kind::kSequenceA, {}}, {Kind::kSpecial, {second}}};
-  t.pair = t.single;
-  t.pair.push_back({Kind::kSequenceB, {}});
-  t.pair.push_back({Kind::kSpecial, {second}});
-  return t;
-}
-
 /// The components a family's own class builds in its `__init__` (around the
 /// file's vocabulary), or the file's for the generic classes: fills `p`.
 void build_components(const std::string& cls,
@@ -247,7 +258,7 @@ void build_components(const std::string& cls,
                       const json& config,
                       TokenizerPipeline& p) {
   const json& model = tokenizer.at("model");
-  if (cls == "GPT2Tokenizer") {  // models/gpt2/tokenization_gpt2.py
+  if (cls == "GPT2Tokenizer" || roberta_class(cls)) {  // models/{gpt2,roberta}/tokenization_*.py
     p.pre_tokenizer = std::make_unique<ByteLevelPreTokenizer>(
         json_field<bool>(config, "add_prefix_space", false), true);
     p.model =
@@ -268,8 +279,8 @@ void build_components(const std::string& cls,
     TORCH_CHECK_VALUE(cls == "TokenizersBackend" || cls == "PreTrainedTokenizerFast",
                       "load_hf_tokenizer: tokenizer_class '", cls,
                       "' is not supported yet; "
-                      "supported: GPT2Tokenizer, BertTokenizer, TokenizersBackend, "
-                      "PreTrainedTokenizerFast");
+                      "supported: GPT2Tokenizer, RobertaTokenizer, BartTokenizer, "
+                      "BertTokenizer, TokenizersBackend, PreTrainedTokenizerFast");
     p.normalizer = read_normalizer(tokenizer);
     p.pre_tokenizer = read_pre_tokenizer(tokenizer);
     p.model = read_model(model);
@@ -277,17 +288,19 @@ void build_components(const std::string& cls,
   }
 }
 
-/// The post-processor: BertTokenizer's own template; else the file's, unless
-/// the config sets add_bos_token or add_eos_token, or the file has none
-/// (transformers' update_post_processor).
+/// The post-processor: BertTokenizer's and RobertaTokenizer's own template;
+/// else the file's, unless the config sets add_bos_token or add_eos_token,
+/// or the file has none (transformers' update_post_processor).
 TemplateProcessing read_template(const std::string& cls,
                                  const json& tokenizer,
                                  const json& config,
                                  const AddedTokens& added) {
-  if (cls == "BertTokenizer") {
-    const auto cls_token = special_token(config, "cls_token").value_or("[CLS]");
-    const auto sep_token = special_token(config, "sep_token").value_or("[SEP]");
-    return cls_sep_template(added.id_of(cls_token).value_or(2), added.id_of(sep_token).value_or(3));
+  if (cls == "BertTokenizer" || roberta_class(cls)) {
+    const bool roberta = roberta_class(cls);
+    const auto cls_token = special_token(config, "cls_token").value_or(roberta ? "<s>" : "[CLS]");
+    const auto sep_token = special_token(config, "sep_token").value_or(roberta ? "</s>" : "[SEP]");
+    return cls_sep_template(added.id_of(cls_token).value_or(roberta ? 0 : 2),
+                            added.id_of(sep_token).value_or(roberta ? 2 : 3), roberta);
   }
   const json processor = tokenizer.value("post_processor", json());
   if (config.contains("add_bos_token") || config.contains("add_eos_token") || processor.is_null()) {
