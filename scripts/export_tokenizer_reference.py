@@ -9,7 +9,9 @@ transformers 5.23 as its family's class saves it, then read back with
 `AutoTokenizer.from_pretrained` (what a Python user does), whose outputs are
 the reference:
 
-  <out>/<family>/            the directory (tokenizer.json, tokenizer_config.json)
+  <out>/<family>/            the directory (tokenizer.json, tokenizer_config.json;
+                             gpt2's also a small random GPT-2 of its vocabulary and
+                             generated.txt, transformers' greedy continuation of PROMPT)
   <out>/<family>/mha_reference.json
       lines: the test lines (every `--every`-th corpus line, then edge cases);
       ids: `tokenizer(line)["input_ids"]` for each;
@@ -154,6 +156,35 @@ def word_piece_generic(directory, lines):
                             cls_token="[CLS]", sep_token="[SEP]").save_pretrained(directory)
 
 
+PROMPT = "Once upon a time, the fortune said"
+
+
+def gpt2_model(directory, new_tokens=12):
+    """A small random GPT-2 of the tokenizer's vocabulary in `directory`, and
+    the text transformers' greedy generate + batch_decode continues PROMPT with
+    (generated.txt; its smallest margin between the chosen token and the next
+    must be well above float32 rounding, else a tie could flip a token)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    torch.manual_seed(7)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=64, n_layer=2,
+                        n_head=4, bos_token_id=0, eos_token_id=0, initializer_range=0.2)
+    model = GPT2LMHeadModel(config).eval()
+    model.save_pretrained(directory)
+    inputs = tokenizer(PROMPT, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                             do_sample=False, output_scores=True, return_dict_in_generate=True,
+                             pad_token_id=0)
+    margin = min(float((s.topk(2).values[0, 0] - s.topk(2).values[0, 1])) for s in out.scores)
+    if margin < 1e-3:
+        raise SystemExit(f"gpt2 model: greedy margin {margin} is too small to compare tokens")
+    text = tokenizer.batch_decode(out.sequences, skip_special_tokens=True)[0]
+    with open(os.path.join(directory, "generated.txt"), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def byte_chars():
     """GPT-2's byte -> character map (each byte's token in a byte-level BPE)."""
     printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD))
@@ -204,7 +235,7 @@ def main():
     step = max(1, len(lines) // args.lines)
     test_lines = lines[::step][: args.lines] + EDGE_CASES
     trained = byte_level_bpe(lines)
-    families = {"gpt2": lambda d: gpt2(d, trained),
+    families = {"gpt2": lambda d: (gpt2(d, trained), gpt2_model(d)),
                 "gpt2_left_bos": lambda d: gpt2_left_bos(d, trained),
                 "roberta": lambda d: roberta(d, lines),
                 "bert_uncased": lambda d: bert_uncased(d, lines),

@@ -23,7 +23,7 @@ Bpe::Bpe(std::unordered_map<std::string, int64_t> vocab,
          const std::vector<std::pair<std::string, std::string>>& merges,
          bool ignore_merges,
          std::optional<std::string> unk_token)
-    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges) {
+    : VocabularyModel(std::move(vocab)), ignore_merges_(ignore_merges) {
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
     const auto a = vocab_.id(left), b = vocab_.id(right), merged = vocab_.id(left + right);

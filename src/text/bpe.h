@@ -16,7 +16,7 @@ namespace mha {
 namespace detail {
 
 /// A BPE model as tokenizer.json's "model" describes it.
-class Bpe final : public TokenModel {
+class Bpe final : public VocabularyModel {
  public:
   /// `vocab` token -> id; `merges` in rank order, each pair's merged token in
   /// `vocab` (else `c10::Error` naming the merge); `ignore_merges`: a word in
@@ -28,11 +28,6 @@ class Bpe final : public TokenModel {
       std::optional<std::string> unk_token);
 
   void tokenize(const std::string& word, std::vector<int64_t>& ids) const override;
-  const std::string* id_to_token(int64_t id) const override { return vocab_.token(id); }
-  std::optional<int64_t> token_to_id(const std::string& token) const override {
-    return vocab_.id(token);
-  }
-  int64_t size() const override { return vocab_.size(); }
 
  private:
   /// A pair of adjacent tokens' merge: its rank and the merged token's id.
@@ -45,7 +40,6 @@ class Bpe final : public TokenModel {
   /// `symbols` (ids) merged lowest rank first, leftmost first among equals.
   std::vector<int64_t> merge_all(std::vector<int64_t> symbols) const;
 
-  Vocabulary vocab_;
   std::unordered_map<uint64_t, Merge> merges_;
   bool ignore_merges_;
   std::optional<int64_t> unk_id_;

@@ -72,5 +72,20 @@ class Vocabulary {
   std::vector<std::string> tokens_;  // by id
 };
 
+/// A model over a `Vocabulary`: the lookups every model shares.
+class VocabularyModel : public TokenModel {
+ public:
+  explicit VocabularyModel(std::unordered_map<std::string, int64_t> vocab)
+      : vocab_(std::move(vocab)) {}
+  const std::string* id_to_token(int64_t id) const override { return vocab_.token(id); }
+  std::optional<int64_t> token_to_id(const std::string& token) const override {
+    return vocab_.id(token);
+  }
+  int64_t size() const override { return vocab_.size(); }
+
+ protected:
+  Vocabulary vocab_;
+};
+
 }  // namespace detail
 }  // namespace mha

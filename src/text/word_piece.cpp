@@ -23,7 +23,7 @@ WordPiece::WordPiece(std::unordered_map<std::string, int64_t> vocab,
                      const std::string& unk_token,
                      std::string continuing_subword_prefix,
                      int64_t max_input_chars_per_word)
-    : vocab_(std::move(vocab)),
+    : VocabularyModel(std::move(vocab)),
       unk_id_(-1),
       prefix_(std::move(continuing_subword_prefix)),
       max_chars_(max_input_chars_per_word) {

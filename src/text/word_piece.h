@@ -16,7 +16,7 @@ namespace mha {
 namespace detail {
 
 /// tokenizers' `WordPiece` model.
-class WordPiece final : public TokenModel {
+class WordPiece final : public VocabularyModel {
  public:
   /// Throws `c10::Error` when `unk_token` is not in `vocab`.
   WordPiece(std::unordered_map<std::string, int64_t> vocab,
@@ -25,14 +25,8 @@ class WordPiece final : public TokenModel {
             int64_t max_input_chars_per_word);
 
   void tokenize(const std::string& word, std::vector<int64_t>& ids) const override;
-  const std::string* id_to_token(int64_t id) const override { return vocab_.token(id); }
-  std::optional<int64_t> token_to_id(const std::string& token) const override {
-    return vocab_.id(token);
-  }
-  int64_t size() const override { return vocab_.size(); }
 
  private:
-  Vocabulary vocab_;
   int64_t unk_id_;
   std::string prefix_;
   int64_t max_chars_;
