@@ -113,6 +113,36 @@ TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
   EXPECT_EQ(decoded[0], tokenizer.decode(tokenizer.encode(texts[0]), true));
 }
 
+TEST_P(TokenizerParity, StreamedPiecesJoinToTransformersText) {
+  const json ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
+  // The corpus's first 300 lines, the edge cases, and the byte tokens that are not UTF-8.
+  std::vector<std::pair<Ids, std::string>> cases;
+  const size_t lines = ref.at("ids").size();
+  for (size_t i = 0; i < lines; ++i) {
+    if (i >= 300 && i + 20 < lines) continue;  // the edge cases are the last lines
+    cases.emplace_back(ref.at("ids")[i].get<Ids>(), ref.at("decoded_skip")[i].get<std::string>());
+  }
+  for (size_t i = 0; i < ref.at("lossy_ids").size(); ++i) {
+    cases.emplace_back(ref.at("lossy_ids")[i].get<Ids>(),
+                       ref.at("lossy_decoded")[i].get<std::string>());
+  }
+  for (const auto& [ids, expected] : cases) {
+    mha::DecodeStream stream(tokenizer, /*skip_special_tokens=*/true);
+    std::string joined;
+    for (const int64_t id : ids) {
+      const std::string piece = stream.push(id);
+      // A piece never ends inside a character that later tokens complete.
+      EXPECT_TRUE(piece.size() < 3 || piece.compare(piece.size() - 3, 3, replacement) != 0 ||
+                  expected.find(replacement) != std::string::npos);
+      joined += piece;
+    }
+    joined += stream.finish();
+    EXPECT_EQ(joined, expected);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families,
                          TokenizerParity,
                          ::testing::Values("gpt2",
