@@ -11,7 +11,9 @@ the reference:
 
   <out>/<family>/            the directory (tokenizer.json, tokenizer_config.json;
                              gpt2's also a small random GPT-2 of its vocabulary and
-                             generated.txt, transformers' greedy continuation of PROMPT)
+                             generated.txt, transformers' greedy continuation of PROMPT;
+                             bert_uncased's a small random BERT and embeddings.safetensors,
+                             transformers' mean-pooled embeddings of SENTENCES)
   <out>/<family>/mha_reference.json
       lines: the test lines (every `--every`-th corpus line, then edge cases);
       ids: `tokenizer(line)["input_ids"]` for each;
@@ -185,6 +187,30 @@ def gpt2_model(directory, new_tokens=12):
         f.write(text)
 
 
+SENTENCES = ["The early bird catches the worm.", "Der frühe Vogel fängt den Wurm.",
+             "Кто рано встаёт, тому бог подаёт.", "A rolling stone gathers no moss."]
+
+
+def bert_model(directory):
+    """A small random BERT of the tokenizer's vocabulary in `directory`, and
+    transformers' mean-pooled embeddings of SENTENCES (embeddings.safetensors)."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import BertConfig, BertModel
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    torch.manual_seed(11)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128, max_position_embeddings=64)
+    model = BertModel(config).eval()
+    model.save_pretrained(directory)
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    save_file({"embeddings": ((hidden * mask).sum(1) / mask.sum(1)).contiguous()},
+              os.path.join(directory, "embeddings.safetensors"))
+
+
 def byte_chars():
     """GPT-2's byte -> character map (each byte's token in a byte-level BPE)."""
     printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD))
@@ -238,7 +264,7 @@ def main():
     families = {"gpt2": lambda d: (gpt2(d, trained), gpt2_model(d)),
                 "gpt2_left_bos": lambda d: gpt2_left_bos(d, trained),
                 "roberta": lambda d: roberta(d, lines),
-                "bert_uncased": lambda d: bert_uncased(d, lines),
+                "bert_uncased": lambda d: (bert_uncased(d, lines), bert_model(d)),
                 "bert_cased": lambda d: bert_cased(d, lines),
                 "word_piece_generic": lambda d: word_piece_generic(d, lines)}
     for family, build in families.items():
