@@ -77,35 +77,6 @@ class Tokenizer {
  private:
   friend Tokenizer load_hf_tokenizer(const std::string& directory);
   friend class DecodeStream;
-
-  /// A sequence's text as its tokens arrive, for streaming: `push` takes the
-  /// next id and returns the text it completes, holding back what later tokens
-  /// may still change (bytes of a character not complete yet, which would
-  /// decode as U+FFFD; with `clean_up_tokenization_spaces`, the text from the
-  /// second-to-last space); `finish` returns the rest. The pieces join to
-  /// `decode` of all the ids.
-  ///
-  /// Example:
-  /// ```
-  /// mha::DecodeStream stream(mha::load_hf_tokenizer("path/to/gpt2"), true);
-  /// for (int64_t id : {40, 308, 506}) std::cout << stream.push(id) << std::flush;
-  /// std::cout << stream.finish() << "\n";
-  /// ```
-  class DecodeStream {
-   public:
-    /// Decodes with `tokenizer`; `skip_special_tokens` as in `decode`.
-    explicit DecodeStream(Tokenizer tokenizer, bool skip_special_tokens = false);
-    /// The text `id` completes (often empty while a character is incomplete).
-    std::string push(int64_t id);
-    /// The text held back: what `decode` of all the ids has beyond the pieces.
-    std::string finish();
-
-   private:
-    Tokenizer tokenizer_;
-    bool skip_special_tokens_;
-    std::vector<int64_t> ids_;
-    std::string emitted_;
-  };
   explicit Tokenizer(std::shared_ptr<const detail::TokenizerPipeline> pipeline);
 
   std::shared_ptr<const detail::TokenizerPipeline> pipeline_;
