@@ -19,9 +19,13 @@ the reference:
       ids: `tokenizer(line)["input_ids"]` for each;
       decoded, decoded_skip: `decode(ids)`, with `skip_special_tokens=True`;
       pair_ids: `tokenizer(a, b)` of consecutive lines;
+      truncated: `tokenizer(line, truncation=True, max_length=12)` of the first
+      300 lines and the edge cases; pair_<strategy>: `tokenizer(a, b,
+      truncation=strategy, max_length=16)` (null where transformers refuses);
       lossy_ids, lossy_decoded: byte tokens that are not UTF-8, and their text;
       batch: `tokenizer(lines[:8], padding=True)` where the family has a pad
-      token, else (batch_error) transformers' error message.
+      token, else (batch_error) transformers' error message; batch_max_length:
+      the same with `padding="max_length", truncation=True, max_length=24`.
 
 Usage: export_tokenizer_reference.py --out DIR [--lines N]
 """
@@ -236,6 +240,19 @@ def reference(directory, lines):
         "decoded_skip": [tokenizer.decode(i, skip_special_tokens=True) for i in ids],
         "pair_ids": [tokenizer(a, b)["input_ids"] for a, b in zip(lines[:200:2], lines[1:200:2])],
     }
+    # Truncation to 12 ids (special tokens included) of single texts, and of
+    # pairs to 16 ids by each strategy (None where transformers refuses).
+    short = lines[:300] + lines[-len(EDGE_CASES):]
+    values["truncated"] = [tokenizer(line, truncation=True, max_length=12)["input_ids"]
+                           for line in short]
+    for strategy in ("longest_first", "only_first", "only_second"):
+        truncated = []
+        for a, b in zip(lines[:200:2], lines[1:200:2]):
+            try:
+                truncated.append(tokenizer(a, b, truncation=strategy, max_length=16)["input_ids"])
+            except Exception:  # tokenizers: the sequence to truncate is too short
+                truncated.append(None)
+        values[f"pair_{strategy}"] = truncated
     # Byte sequences that are not UTF-8, one byte token each: decoded with U+FFFD.
     chars = byte_chars()
     values["lossy_ids"] = [tokenizer.convert_tokens_to_ids([chars[b] for b in bad])
@@ -245,6 +262,9 @@ def reference(directory, lines):
         batch = tokenizer(lines[:8], padding=True)
         values["batch"] = {"input_ids": batch["input_ids"],
                            "attention_mask": batch["attention_mask"]}
+        batch = tokenizer(lines[:8], padding="max_length", truncation=True, max_length=24)
+        values["batch_max_length"] = {"input_ids": batch["input_ids"],
+                                      "attention_mask": batch["attention_mask"]}
     except ValueError as e:
         values["batch_error"] = str(e)
     with open(os.path.join(directory, "mha_reference.json"), "w", encoding="utf-8") as f:

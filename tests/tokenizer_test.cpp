@@ -3,12 +3,15 @@
 // (CTest fixture tokenizer_reference), trained on Debian's fortune files
 // (English, German, Russian, Chinese, Spanish, Czech): byte-level BPEs saved
 // as GPT2Tokenizer saves them (the defaults; a prefix space, bos, a pad token
-// and left padding) and as RobertaTokenizer does, WordPieces saved as BertTokenizer saves them
-// (uncased; cased with transformers' clean-up of decoded spaces) and one run from tokenizer.json
-// under the generic class. On 10,000 corpus lines and the edge cases (empty, whitespace runs, tabs
-// and newlines, a 5,000-character word, special tokens in the text, emoji, combining marks,
-// accents, İ and final sigma): ids, pairs, decoded text with and without special tokens, padded
-// batches, bytes that are not UTF-8 decoded with U+FFFD; then the errors.
+// and left padding) and as RobertaTokenizer does, WordPieces saved as
+// BertTokenizer saves them (uncased; cased with transformers' clean-up of
+// decoded spaces) and one run from tokenizer.json under the generic class.
+// On 10,000 corpus lines and the edge cases (empty, whitespace runs, tabs and
+// newlines, a 5,000-character word, special tokens in the text, emoji,
+// combining marks, accents, İ and final sigma): ids, pairs, truncation (every
+// strategy), decoded text with and without special tokens, padded batches
+// (to the longest and to max_length), streamed text, bytes that are not
+// UTF-8 decoded with U+FFFD; then the errors.
 
 #include <gtest/gtest.h>
 #include <mha/tokenizer.h>
@@ -90,6 +93,39 @@ TEST_P(TokenizerParity, PairsAreTransformers) {
   }
 }
 
+TEST_P(TokenizerParity, TruncationIsTransformers) {
+  const json ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const json& lines = ref.at("lines");
+  const size_t edge = 20;  // the edge cases, the last lines
+  for (size_t i = 0; i < ref.at("truncated").size(); ++i) {
+    const size_t line = i < 300 ? i : lines.size() - edge + (i - 300);
+    EXPECT_EQ(tokenizer.encode(
+                  lines[line].get<std::string>(),
+                  mha::EncodeOptions().truncation(mha::Truncation::kLongestFirst).max_length(12)),
+              ref.at("truncated")[i].get<Ids>())
+        << "line " << line;
+  }
+  const std::pair<const char*, mha::Truncation> strategies[] = {
+      {"pair_longest_first", mha::Truncation::kLongestFirst},
+      {"pair_only_first", mha::Truncation::kOnlyFirst},
+      {"pair_only_second", mha::Truncation::kOnlySecond}};
+  for (const auto& [key, strategy] : strategies) {
+    for (size_t i = 0; i < ref.at(key).size(); ++i) {
+      const auto options = mha::EncodeOptions().truncation(strategy).max_length(16);
+      const std::string a = lines[2 * i].get<std::string>(),
+                        b = lines[2 * i + 1].get<std::string>();
+      if (ref.at(key)[i].is_null()) {
+        MHA_ASSERT_THROWS_WITH(tokenizer.encode_pair(a, b, options),
+                               "Sequence to truncate too short to respect the provided max_length");
+      } else {
+        EXPECT_EQ(tokenizer.encode_pair(a, b, options), ref.at(key)[i].get<Ids>())
+            << key << " " << i;
+      }
+    }
+  }
+}
+
 TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
   const json ref = reference(GetParam());
   const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
@@ -111,6 +147,20 @@ TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
   }
   const auto decoded = tokenizer.batch_decode(batch.input_ids, /*skip_special_tokens=*/true);
   EXPECT_EQ(decoded[0], tokenizer.decode(tokenizer.encode(texts[0]), true));
+  // padding="max_length", truncation=True, max_length=24.
+  const mha::TokenizedBatch fixed =
+      tokenizer.encode_batch(texts, mha::EncodeOptions()
+                                        .truncation(mha::Truncation::kLongestFirst)
+                                        .max_length(24)
+                                        .pad_to_max_length(true));
+  ASSERT_EQ(fixed.input_ids.size(1), 24);
+  for (int64_t i = 0; i < 8; ++i) {
+    const torch::Tensor ids = fixed.input_ids[i].contiguous(), mask = fixed.attention_mask[i];
+    EXPECT_EQ(Ids(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()),
+              ref.at("batch_max_length").at("input_ids")[i].get<Ids>());
+    EXPECT_EQ(Ids(mask.data_ptr<int64_t>(), mask.data_ptr<int64_t>() + mask.numel()),
+              ref.at("batch_max_length").at("attention_mask")[i].get<Ids>());
+  }
 }
 
 TEST_P(TokenizerParity, StreamedPiecesJoinToTransformersText) {

@@ -7,6 +7,7 @@
 // of their components); other components are refused by name. See
 // docs/tokenizer.md.
 
+#include <torch/arg.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -21,7 +22,30 @@ namespace detail {
 struct TokenizerPipeline;
 }  // namespace detail
 
-/// A batch of texts' ids, padded to the longest (transformers'
+/// transformers' truncation strategies (its `truncation` argument).
+enum class Truncation {
+  kNone,          ///< no truncation (`False`)
+  kLongestFirst,  ///< `"longest_first"` (`True`): a pair's longer sequence loses tokens first
+  kOnlyFirst,     ///< `"only_first"`: only the text loses tokens
+  kOnlySecond,    ///< `"only_second"`: only the pair loses tokens
+};
+
+/// How to encode, transformers' `tokenizer(...)` arguments of the same names.
+struct EncodeOptions {
+  /// The post-processor's special tokens around the ids.
+  TORCH_ARG(bool, add_special_tokens) = true;
+  /// How a text (or a pair) longer than `max_length` ids, special tokens
+  /// included, loses ids: from the end, or from the start where
+  /// tokenizer_config.json's `truncation_side` is "left".
+  TORCH_ARG(Truncation, truncation) = Truncation::kNone;
+  /// The length to truncate to (> 0 with `truncation`) and to pad to.
+  TORCH_ARG(int64_t, max_length) = 0;
+  /// `encode_batch`: every row padded to `max_length` (`padding="max_length"`;
+  /// a longer row is not cut unless `truncation` says), else to the longest.
+  TORCH_ARG(bool, pad_to_max_length) = false;
+};
+
+/// A batch of texts' ids, padded (transformers'
 /// `tokenizer(texts, padding=True, return_tensors="pt")`).
 struct TokenizedBatch {
   /// (N, L) int64, padded with the pad token on the configured side.
@@ -36,7 +60,8 @@ struct TokenizedBatch {
 /// Errors (`c10::Error`): text that is not UTF-8 (the message names the byte
 /// offset; Python refuses such bytes before transformers sees them), a
 /// token id outside the vocabulary in `decode` (transformers skips it
-/// silently; mha raises), padding without a pad token (transformers' message).
+/// silently; mha raises), padding without a pad token and a pair whose
+/// truncated sequence is too short to lose enough ids (transformers' messages).
 ///
 /// Example:
 /// ```
@@ -46,18 +71,16 @@ struct TokenizedBatch {
 /// ```
 class Tokenizer {
  public:
-  /// `text`'s ids, transformers' `tokenizer(text)["input_ids"]`; with
-  /// `add_special_tokens`, the post-processor's special tokens around them.
-  std::vector<int64_t> encode(const std::string& text, bool add_special_tokens = true) const;
-  /// A pair's ids, transformers' `tokenizer(text, pair)["input_ids"]` (its
-  /// own name: `encode(text, "a literal")` would take the literal as the bool).
+  /// `text`'s ids, transformers' `tokenizer(text, **options)["input_ids"]`.
+  std::vector<int64_t> encode(const std::string& text, const EncodeOptions& options = {}) const;
+  /// A pair's ids, transformers' `tokenizer(text, pair, **options)["input_ids"]`.
   std::vector<int64_t> encode_pair(const std::string& text,
                                    const std::string& pair,
-                                   bool add_special_tokens = true) const;
-  /// `texts` encoded and padded to the longest; encodes on LibTorch's
-  /// intra-op threads.
+                                   const EncodeOptions& options = {}) const;
+  /// `texts` encoded and padded (to the longest, or to `max_length`);
+  /// encodes on LibTorch's intra-op threads.
   TokenizedBatch encode_batch(const std::vector<std::string>& texts,
-                              bool add_special_tokens = true) const;
+                              const EncodeOptions& options = {}) const;
 
   /// `ids`' text, transformers' `decode(ids, skip_special_tokens)`.
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;
@@ -75,6 +98,11 @@ class Tokenizer {
   const std::string& tokenizer_class() const;
 
  private:
+  /// `a` (and `b`, a pair) truncated and given special tokens as `options` say.
+  std::vector<int64_t> truncated_with_specials(std::vector<int64_t> a,
+                                               std::vector<int64_t>* b,
+                                               const EncodeOptions& options) const;
+
   friend Tokenizer load_hf_tokenizer(const std::string& directory);
   friend class DecodeStream;
   explicit Tokenizer(std::shared_ptr<const detail::TokenizerPipeline> pipeline);

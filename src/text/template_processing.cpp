@@ -3,6 +3,14 @@
 namespace mha {
 namespace detail {
 
+int64_t TemplateProcessing::added_tokens(bool pair) const {
+  int64_t count = 0;
+  for (const TemplatePiece& piece : pair ? this->pair : single) {
+    count += static_cast<int64_t>(piece.ids.size());
+  }
+  return count;
+}
+
 std::vector<int64_t> TemplateProcessing::apply(const std::vector<int64_t>& a,
                                                const std::vector<int64_t>* b) const {
   std::vector<int64_t> out;

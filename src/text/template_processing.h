@@ -23,6 +23,8 @@ struct TemplateProcessing {
   std::vector<TemplatePiece> pair{{TemplatePiece::Kind::kSequenceA, {}},
                                   {TemplatePiece::Kind::kSequenceB, {}}};
 
+  /// The ids the template adds to a sequence (or a pair).
+  int64_t added_tokens(bool pair) const;
   /// `a` (and `b`, for a pair) with the template's special tokens.
   std::vector<int64_t> apply(const std::vector<int64_t>& a,
                              const std::vector<int64_t>* b = nullptr) const;

@@ -7,9 +7,30 @@
 #include <torch/torch.h>
 
 #include "text/tokenizer_files.h"
+#include "text/truncation.h"
 #include "text/utf8.h"
 
 namespace mha {
+
+namespace {
+
+/// `rows` padded to `length` with the pad token on the configured side.
+TokenizedBatch padded_batch(const std::vector<std::vector<int64_t>>& rows,
+                            int64_t length,
+                            const detail::TokenizerPipeline& pipeline) {
+  const auto n = static_cast<int64_t>(rows.size());
+  TokenizedBatch batch{torch::full({n, length}, pipeline.pad_id.value_or(0), torch::kLong),
+                       torch::zeros({n, length}, torch::kLong)};  // (N, L) each
+  for (int64_t i = 0; i < n; ++i) {
+    const auto count = static_cast<int64_t>(rows[i].size());
+    const int64_t start = pipeline.pad_left ? length - count : 0;
+    batch.input_ids[i].narrow(0, start, count).copy_(torch::tensor(rows[i], torch::kLong));
+    batch.attention_mask[i].narrow(0, start, count).fill_(1);
+  }
+  return batch;
+}
+
+}  // namespace
 
 Tokenizer::Tokenizer(std::shared_ptr<const detail::TokenizerPipeline> pipeline)
     : pipeline_(std::move(pipeline)) {}
@@ -18,53 +39,60 @@ Tokenizer load_hf_tokenizer(const std::string& directory) {
   return Tokenizer(detail::read_tokenizer_directory(directory));
 }
 
-std::vector<int64_t> Tokenizer::encode(const std::string& text, bool add_special_tokens) const {
+std::vector<int64_t> Tokenizer::truncated_with_specials(std::vector<int64_t> a,
+                                                        std::vector<int64_t>* b,
+                                                        const EncodeOptions& options) const {
+  const detail::TemplateProcessing& post = pipeline_->post_processor;
+  if (options.truncation() != Truncation::kNone) {
+    TORCH_CHECK_VALUE(options.max_length() > 0,
+                      "EncodeOptions: truncation needs max_length > 0, but got max_length ",
+                      options.max_length());
+    // tokenizers' post_process: the special tokens count towards max_length.
+    const int64_t added = options.add_special_tokens() ? post.added_tokens(b != nullptr) : 0;
+    detail::truncate_sequences(a, b, std::max<int64_t>(options.max_length() - added, 0),
+                               options.truncation(), pipeline_->truncate_left);
+  }
+  if (options.add_special_tokens()) return post.apply(a, b);
+  if (b != nullptr) a.insert(a.end(), b->begin(), b->end());
+  return a;
+}
+
+std::vector<int64_t> Tokenizer::encode(const std::string& text,
+                                       const EncodeOptions& options) const {
   detail::check_utf8(text, "text");
-  const std::vector<int64_t> ids = pipeline_->encode_plain(text);
-  return add_special_tokens ? pipeline_->post_processor.apply(ids) : ids;
+  return truncated_with_specials(pipeline_->encode_plain(text), nullptr, options);
 }
 
 std::vector<int64_t> Tokenizer::encode_pair(const std::string& text,
                                             const std::string& pair,
-                                            bool add_special_tokens) const {
+                                            const EncodeOptions& options) const {
   detail::check_utf8(text, "text");
   detail::check_utf8(pair, "pair");
-  const std::vector<int64_t> a = pipeline_->encode_plain(text), b = pipeline_->encode_plain(pair);
-  if (!add_special_tokens) {
-    std::vector<int64_t> both = a;
-    both.insert(both.end(), b.begin(), b.end());
-    return both;
-  }
-  return pipeline_->post_processor.apply(a, &b);
+  std::vector<int64_t> b = pipeline_->encode_plain(pair);
+  return truncated_with_specials(pipeline_->encode_plain(text), &b, options);
 }
 
 TokenizedBatch Tokenizer::encode_batch(const std::vector<std::string>& texts,
-                                       bool add_special_tokens) const {
+                                       const EncodeOptions& options) const {
   for (size_t i = 0; i < texts.size(); ++i) {
     detail::check_utf8(texts[i], ("texts[" + std::to_string(i) + "]").c_str());
   }
   std::vector<std::vector<int64_t>> ids(texts.size());
   at::parallel_for(0, static_cast<int64_t>(texts.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) ids[i] = encode(texts[i], add_special_tokens);
+    for (int64_t i = begin; i < end; ++i) ids[i] = encode(texts[i], options);
   });
   size_t longest = 0;
   for (const auto& row : ids) longest = std::max(longest, row.size());
+  if (options.pad_to_max_length()) {
+    longest = std::max(longest, static_cast<size_t>(std::max<int64_t>(options.max_length(), 0)));
+  }
   const bool ragged =
       std::any_of(ids.begin(), ids.end(), [&](const auto& row) { return row.size() != longest; });
   TORCH_CHECK_VALUE(!ragged || pipeline_->pad_id.has_value(),
                     "Asking to pad but the tokenizer does not have a padding token. Please select "
                     "a token to use as `pad_token` in tokenizer_config.json (transformers: "
                     "`tokenizer.pad_token = tokenizer.eos_token`)");
-  const auto n = static_cast<int64_t>(texts.size()), length = static_cast<int64_t>(longest);
-  TokenizedBatch batch{torch::full({n, length}, pipeline_->pad_id.value_or(0), torch::kLong),
-                       torch::zeros({n, length}, torch::kLong)};
-  for (int64_t i = 0; i < n; ++i) {
-    const auto count = static_cast<int64_t>(ids[i].size());
-    const int64_t start = pipeline_->pad_left ? length - count : 0;
-    batch.input_ids[i].narrow(0, start, count).copy_(torch::tensor(ids[i], torch::kLong));
-    batch.attention_mask[i].narrow(0, start, count).fill_(1);
-  }
-  return batch;
+  return padded_batch(ids, static_cast<int64_t>(longest), *pipeline_);
 }
 
 std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {

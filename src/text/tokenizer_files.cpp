@@ -326,6 +326,7 @@ std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, cons
   if (const auto pad_token = special_token(config, "pad_token"))
     p->pad_id = p->added.id_of(*pad_token);
   p->pad_left = json_field<std::string>(config, "padding_side", "right") == "left";
+  p->truncate_left = json_field<std::string>(config, "truncation_side", "right") == "left";
   return p;
 }
 
