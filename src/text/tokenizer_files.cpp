@@ -27,12 +27,14 @@ json read_tokenizer_json(const fs::path& path) {
   std::ifstream in(path);
   TORCH_CHECK_VALUE(in.good(), "load_hf_tokenizer: expected ", path.string(),
                     " (a tokenizer directory holds tokenizer.json), but it cannot be read");
+  json parsed;
   try {
-    return json::parse(in);
+    parsed = json::parse(in);
   } catch (const json::exception& e) {
     TORCH_CHECK_VALUE(false, "load_hf_tokenizer: ", path.string(),
                       " is not valid JSON: ", e.what());
   }
+  return parsed;
 }
 
 /// `value`'s field `key` as `T`, or `fallback` where absent or null.
@@ -337,12 +339,14 @@ std::shared_ptr<const TokenizerPipeline> read_tokenizer_directory(const std::str
   const json tokenizer = read_tokenizer_json(dir / "tokenizer.json");
   const fs::path config_path = dir / "tokenizer_config.json";
   const json config = fs::exists(config_path) ? read_tokenizer_json(config_path) : json::object();
+  std::shared_ptr<const TokenizerPipeline> pipeline;
   try {
-    return pipeline_of(tokenizer, config);
+    pipeline = pipeline_of(tokenizer, config);
   } catch (const json::exception& e) {
     TORCH_CHECK_VALUE(false, "load_hf_tokenizer: ", (dir / "tokenizer.json").string(), " or ",
                       config_path.string(), " is malformed: ", e.what());
   }
+  return pipeline;
 }
 
 }  // namespace detail
