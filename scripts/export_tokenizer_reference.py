@@ -27,7 +27,7 @@ the reference:
       token, else (batch_error) transformers' error message; batch_max_length:
       the same with `padding="max_length", truncation=True, max_length=24`.
 
-Usage: export_tokenizer_reference.py --out DIR [--lines N]
+Usage: export_tokenizer_reference.py --out DIR [--lines N] [--families a,b,...]
 """
 
 import argparse
@@ -35,9 +35,10 @@ import glob
 import json
 import os
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import (AutoTokenizer, BertTokenizer, GPT2Tokenizer, PreTrainedTokenizerFast,
-                          RobertaTokenizer)
+from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                        processors, trainers)
+from transformers import (AutoTokenizer, BertTokenizer, GPT2Tokenizer, LlamaTokenizer,
+                          PreTrainedTokenizerFast, Qwen2Tokenizer, RobertaTokenizer)
 
 FORTUNES = "/usr/share/games/fortunes"
 
@@ -58,6 +59,10 @@ EDGE_CASES = [
     "<s>RoBERTa's <mask> and </s> in the text <pad>",
     "ÀÉÎÕÜ àéîõü İstanbul ǅ ß ΣΑΣ",
     "\u00a0non-breaking\u2003em space\u3000ideographic",
+    "a written \u2581 metaspace, a <0x41> byte token, <s>bos</s> and <unk>",
+    "Ligatures \ufb01 \ufb02, full-width \uff21\uff22\uff23 \uff11\uff12, \u2460 \u00bd",
+    "\u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22 \u0939\u093f\u0928\u094d\u0926\u0940 \ud55c\uad6d\uc5b4 \u65e5\u672c\u8a9e",
+    "IT'S THEY'RE 123456789 x\r\ny\n\n\nz",
 ]
 
 
@@ -152,7 +157,6 @@ def bert_cased(directory, lines):
 def word_piece_generic(directory, lines):
     """tokenizer.json's own pipeline under the generic class: BertNormalizer,
     BertPreTokenizer, WordPiece and its decoder, a [CLS] $A [SEP] template."""
-    from tokenizers import processors
     tokenizer = word_piece(lines, lowercase=True)
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -160,6 +164,113 @@ def word_piece_generic(directory, lines):
         special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]",
                             cls_token="[CLS]", sep_token="[SEP]").save_pretrained(directory)
+
+
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+
+
+def llama2(directory, lines):
+    """A Llama-2-style tokenizer as LlamaTokenizer saves it: a SentencePiece-
+    style BPE with byte fallback (the 256 <0xXX> tokens after <unk>, <s>,
+    </s>) on a small alphabet, so rare characters fall back to bytes."""
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first", split=True)
+    trainer = trainers.BpeTrainer(vocab_size=3000, limit_alphabet=120, show_progress=False,
+                                  special_tokens=["<unk>", "<s>", "</s>"] + BYTE_TOKENS)
+    tokenizer.train_from_iterator(lines, trainer)
+    merges = [tuple(m) for m in json.loads(tokenizer.to_str())["model"]["merges"]]
+    LlamaTokenizer(vocab=tokenizer.get_vocab(), merges=merges, add_bos_token=True,
+                   pad_token="<unk>").save_pretrained(directory)
+
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def split_byte_level_bpe(lines, pattern, special_tokens, normalizer=None):
+    """A byte-level BPE behind a Split pre-tokenizer (Llama 3's and Qwen2's
+    way), trained on `lines`."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=list(special_tokens),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(lines, trainer)
+    return tokenizer
+
+
+def llama3(directory, lines):
+    """A Llama-3-style tokenizer.json under the generic class: Split +
+    ByteLevel, BPE with ignore_merges, <|begin_of_text|> before each sequence."""
+    tokenizer = split_byte_level_bpe(lines, LLAMA3_PATTERN,
+                                     ["<|begin_of_text|>", "<|end_of_text|>"])
+    spec = json.loads(tokenizer.to_str())
+    spec["model"]["ignore_merges"] = True
+    tokenizer = Tokenizer.from_str(json.dumps(spec))
+    bos = tokenizer.token_to_id("<|begin_of_text|>")
+    tokenizer.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|>:1 $B:1",
+            special_tokens=[("<|begin_of_text|>", bos)])])
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|begin_of_text|>",
+                            eos_token="<|end_of_text|>").save_pretrained(directory)
+
+
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def qwen2(directory, lines):
+    """A Qwen2-style tokenizer as Qwen2Tokenizer saves it (NFC, Split, ByteLevel)."""
+    tokenizer = split_byte_level_bpe(lines, QWEN2_PATTERN, ["<|endoftext|>"], normalizers.NFC())
+    merges = [tuple(m) for m in json.loads(tokenizer.to_str())["model"]["merges"]]
+    Qwen2Tokenizer(vocab=tokenizer.get_vocab(), merges=merges).save_pretrained(directory)
+
+
+def bpe_suffix_generic(directory, lines):
+    """tokenizer.json's own pipeline: NFKC, Lowercase, Replace, Strip;
+    Whitespace, Punctuation, Digits; a BPE with an end-of-word suffix and
+    fused unknown tokens; BPEDecoder."""
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, end_of_word_suffix="</w>"))
+    tokenizer.normalizer = normalizers.Sequence([
+        normalizers.NFKC(), normalizers.Lowercase(), normalizers.Replace(Regex(r"\s+"), " "),
+        normalizers.Strip()])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Whitespace(), pre_tokenizers.Punctuation(),
+        pre_tokenizers.Digits(individual_digits=True)])
+    trainer = trainers.BpeTrainer(vocab_size=3000, limit_alphabet=100, end_of_word_suffix="</w>",
+                                  special_tokens=["<unk>", "<pad>"], show_progress=False)
+    tokenizer.train_from_iterator(lines, trainer)
+    tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>",
+                            pad_token="<pad>").save_pretrained(directory)
+
+
+def metaspace_generic(directory, lines):
+    """tokenizer.json's own pipeline: NFD, StripAccents, NFC; WhitespaceSplit
+    then Metaspace ("always", split); a byte-fallback BPE with a
+    continuing-subword prefix; ByteFallback, Replace and Metaspace decoders."""
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True,
+                                     continuing_subword_prefix="##"))
+    tokenizer.normalizer = normalizers.Sequence([
+        normalizers.NFD(), normalizers.StripAccents(), normalizers.NFC()])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Metaspace(prepend_scheme="always", split=True)])
+    trainer = trainers.BpeTrainer(vocab_size=3000, limit_alphabet=120,
+                                  continuing_subword_prefix="##", show_progress=False,
+                                  special_tokens=["<unk>", "<s>", "</s>"] + BYTE_TOKENS)
+    tokenizer.train_from_iterator(lines, trainer)
+    tokenizer.decoder = decoders.Sequence([
+        decoders.ByteFallback(), decoders.Replace("##", ""), decoders.Metaspace()])
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>",
+                            eos_token="</s>", add_bos_token=True,
+                            add_eos_token=True).save_pretrained(directory)
 
 
 PROMPT = "Once upon a time, the fortune said"
@@ -229,6 +340,16 @@ def byte_chars():
     return chars
 
 
+def lossy_ids(tokenizer, bad):
+    """The ids of byte tokens of `bad`: <0xXX> where the vocabulary has them
+    (byte fallback), else byte-level characters."""
+    vocab = tokenizer.get_vocab()
+    tokens = [f"<0x{b:02X}>" for b in bad]
+    if not all(t in vocab for t in tokens):
+        tokens = [byte_chars()[b] for b in bad]
+    return tokenizer.convert_tokens_to_ids(tokens)
+
+
 def reference(directory, lines):
     tokenizer = AutoTokenizer.from_pretrained(directory)
     ids = [tokenizer(line)["input_ids"] for line in lines]
@@ -254,9 +375,8 @@ def reference(directory, lines):
                 truncated.append(None)
         values[f"pair_{strategy}"] = truncated
     # Byte sequences that are not UTF-8, one byte token each: decoded with U+FFFD.
-    chars = byte_chars()
-    values["lossy_ids"] = [tokenizer.convert_tokens_to_ids([chars[b] for b in bad])
-                           for bad in LOSSY_BYTES]
+    values["lossy_ids"] = [ids for ids in (lossy_ids(tokenizer, bad) for bad in LOSSY_BYTES)
+                           if None not in ids]
     values["lossy_decoded"] = [tokenizer.decode(ids) for ids in values["lossy_ids"]]
     try:
         batch = tokenizer(lines[:8], padding=True)
@@ -276,6 +396,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--lines", type=int, default=10000,
                         help="corpus lines to compare, spread over the whole corpus")
+    parser.add_argument("--families", default="", help="comma-separated families (default: all)")
     args = parser.parse_args()
     lines = corpus()
     step = max(1, len(lines) // args.lines)
@@ -286,8 +407,16 @@ def main():
                 "roberta": lambda d: roberta(d, lines),
                 "bert_uncased": lambda d: (bert_uncased(d, lines), bert_model(d)),
                 "bert_cased": lambda d: bert_cased(d, lines),
-                "word_piece_generic": lambda d: word_piece_generic(d, lines)}
+                "word_piece_generic": lambda d: word_piece_generic(d, lines),
+                "llama2": lambda d: llama2(d, lines),
+                "llama3": lambda d: llama3(d, lines),
+                "qwen2": lambda d: qwen2(d, lines),
+                "bpe_suffix_generic": lambda d: bpe_suffix_generic(d, lines),
+                "metaspace_generic": lambda d: metaspace_generic(d, lines)}
+    wanted = set(filter(None, args.families.split(",")))
     for family, build in families.items():
+        if wanted and family not in wanted:
+            continue
         directory = os.path.join(args.out, family)
         os.makedirs(directory, exist_ok=True)
         build(directory)

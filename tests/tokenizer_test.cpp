@@ -5,7 +5,12 @@
 // as GPT2Tokenizer saves them (the defaults; a prefix space, bos, a pad token
 // and left padding) and as RobertaTokenizer does, WordPieces saved as
 // BertTokenizer saves them (uncased; cased with transformers' clean-up of
-// decoded spaces) and one run from tokenizer.json under the generic class.
+// decoded spaces) and one run from tokenizer.json under the generic class;
+// a Llama-2-style byte-fallback BPE as LlamaTokenizer saves it, a Qwen2-style
+// one as Qwen2Tokenizer does, and under the generic class a Llama-3-style
+// (Split + ByteLevel, ignore_merges) and two that use the other components
+// (Unicode forms, Replace, Strip, Whitespace, Punctuation, Digits, Metaspace,
+// an end-of-word suffix, a continuing-subword prefix, their decoders).
 // On 10,000 corpus lines and the edge cases (empty, whitespace runs, tabs and
 // newlines, a 5,000-character word, special tokens in the text, emoji,
 // combining marks, accents, İ and final sigma): ids, pairs, truncation (every
@@ -200,7 +205,12 @@ INSTANTIATE_TEST_SUITE_P(Families,
                                            "roberta",
                                            "bert_uncased",
                                            "bert_cased",
-                                           "word_piece_generic"));
+                                           "word_piece_generic",
+                                           "llama2",
+                                           "llama3",
+                                           "qwen2",
+                                           "bpe_suffix_generic",
+                                           "metaspace_generic"));
 
 TEST(Tokenizer, ConcurrentEncodesGiveOneThreadsIds) {
   const json ref = reference("gpt2");

@@ -1,5 +1,6 @@
 #include "text/bert_text.h"
 
+#include "text/pattern.h"
 #include "text/unicode_classes.h"
 #include "text/utf8.h"
 
@@ -61,32 +62,27 @@ std::string BertNormalizer::normalize(const std::string& text) const {
     });
   }
   if (strip_accents_) {
-    s = map_chars(nfd(s), [](char32_t c) { return !is_mark_nonspacing(c); }, append_utf8);
+    s = map_chars(
+        unicode_form(s, UnicodeForm::kNFD), [](char32_t c) { return !is_mark_nonspacing(c); },
+        append_utf8);
   }
   if (lowercase_) s = map_chars(s, all, append_lowercase);
   return s;
 }
 
-std::vector<std::string> BertPreTokenizer::pre_tokenize(const std::string& text) const {
-  std::vector<std::string> words;
-  std::string word;
-  auto flush = [&] {
-    if (!word.empty()) words.push_back(std::move(word));
-    word.clear();
-  };
-  for (size_t at = 0, length = 0; at < text.size(); at += length) {
-    const char32_t c = code_point_at(text, at, length);
-    if (is_white_space(c)) {
-      flush();  // whitespace ends a word and is dropped
-    } else if (is_bert_punctuation(c)) {
-      flush();  // a punctuation character is a word of its own
-      words.push_back(text.substr(at, length));
-    } else {
-      word.append(text, at, length);
-    }
+void BertPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
+  // Whitespace ends a word and is dropped; punctuation is a word of its own.
+  std::vector<TextPiece> words;
+  append_ranges(piece,
+                split_ranges(find_char_matches(piece.text, is_white_space), SplitBehavior::kRemoved,
+                             /*invert=*/false),
+                words);
+  for (const TextPiece& word : words) {
+    append_ranges(word,
+                  split_ranges(find_char_matches(word.text, is_bert_punctuation),
+                               SplitBehavior::kIsolated, /*invert=*/false),
+                  out);
   }
-  flush();
-  return words;
 }
 
 }  // namespace detail

@@ -31,7 +31,7 @@ class BertNormalizer final : public Normalizer {
 /// tokenizers' `BertPreTokenizer`.
 class BertPreTokenizer final : public PreTokenizer {
  public:
-  std::vector<std::string> pre_tokenize(const std::string& text) const override;
+  void split(const TextPiece& piece, std::vector<TextPiece>& out) const override;
 };
 
 }  // namespace detail

@@ -2,9 +2,11 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdio>
 #include <functional>
 #include <queue>
 #include <tuple>
+#include <utility>
 
 #include "text/utf8.h"
 
@@ -21,19 +23,22 @@ uint64_t merge_key(int64_t left, int64_t right) {
 
 Bpe::Bpe(std::unordered_map<std::string, int64_t> vocab,
          const std::vector<std::pair<std::string, std::string>>& merges,
-         bool ignore_merges,
-         std::optional<std::string> unk_token)
-    : VocabularyModel(std::move(vocab)), ignore_merges_(ignore_merges) {
+         BpeOptions options)
+    : VocabularyModel(std::move(vocab)), options_(std::move(options)) {
+  const size_t prefix = options_.continuing_subword_prefix.size();
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
-    const auto a = vocab_.id(left), b = vocab_.id(right), merged = vocab_.id(left + right);
+    // The right token's continuing-subword prefix is not part of the merged one.
+    const auto a = vocab_.id(left), b = vocab_.id(right);
+    const auto merged =
+        right.size() >= prefix ? vocab_.id(left + right.substr(prefix)) : std::nullopt;
     TORCH_CHECK_VALUE(a && b && merged, "BPE: merge ", rank, " ('", left, "', '", right,
                       "') names a token that is not in the vocabulary");
     merges_.emplace(merge_key(*a, *b), Merge{static_cast<int64_t>(rank), *merged});
   }
-  if (unk_token) {
-    unk_id_ = vocab_.id(*unk_token);
-    TORCH_CHECK_VALUE(unk_id_.has_value(), "BPE: unk_token '", *unk_token,
+  if (options_.unk_token) {
+    unk_id_ = vocab_.id(*options_.unk_token);
+    TORCH_CHECK_VALUE(unk_id_.has_value(), "BPE: unk_token '", *options_.unk_token,
                       "' is not in the vocabulary");
   }
 }
@@ -82,24 +87,51 @@ std::vector<int64_t> Bpe::merge_all(std::vector<int64_t> symbols) const {
   return out;
 }
 
+bool Bpe::append_byte_tokens(const std::string& text, std::vector<int64_t>& ids) const {
+  std::vector<int64_t> bytes;
+  for (const char byte : text) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", static_cast<unsigned char>(byte));
+    const auto id = vocab_.id(name);
+    if (!id) return false;
+    bytes.push_back(*id);
+  }
+  ids.insert(ids.end(), bytes.begin(), bytes.end());
+  return true;
+}
+
+std::vector<int64_t> Bpe::initial_symbols(const std::string& word) const {
+  std::vector<int64_t> symbols;
+  std::optional<int64_t> unknown;  // an unknown token not yet written (fuse_unk joins the next)
+  for (size_t at = 0, length = 0; at < word.size(); at += length) {
+    code_point_at(word, at, length);
+    std::string piece = word.substr(at, length);
+    if (at > 0) piece = options_.continuing_subword_prefix + piece;
+    if (at + length == word.size()) piece += options_.end_of_word_suffix;
+    if (const auto found = vocab_.id(piece)) {
+      if (unknown) symbols.push_back(*std::exchange(unknown, std::nullopt));
+      symbols.push_back(*found);
+      continue;
+    }
+    // tokenizers writes byte tokens before an unknown token still pending.
+    if (options_.byte_fallback && append_byte_tokens(piece, symbols)) continue;
+    if (!unk_id_) continue;  // dropped
+    if (unknown && !options_.fuse_unk) symbols.push_back(*unknown);
+    unknown = unk_id_;
+  }
+  if (unknown) symbols.push_back(*unknown);
+  return symbols;
+}
+
 void Bpe::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
   if (word.empty()) return;
-  if (ignore_merges_) {
+  if (options_.ignore_merges) {
     if (const auto whole = vocab_.id(word)) {
       ids.push_back(*whole);
       return;
     }
   }
-  std::vector<int64_t> symbols;
-  for (size_t at = 0, length = 0; at < word.size(); at += length) {
-    code_point_at(word, at, length);
-    if (const auto found = vocab_.id(word.substr(at, length))) {
-      symbols.push_back(*found);
-    } else if (unk_id_) {
-      symbols.push_back(*unk_id_);
-    }
-  }
-  for (const int64_t id : merge_all(std::move(symbols))) ids.push_back(id);
+  for (const int64_t id : merge_all(initial_symbols(word))) ids.push_back(id);
 }
 
 }  // namespace detail

@@ -1,13 +1,9 @@
 #include "text/byte_level.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <c10/util/Exception.h>
-#include <pcre2.h>
-
 #include <array>
-#include <memory>
 #include <unordered_map>
 
+#include "text/pattern.h"
 #include "text/utf8.h"
 
 namespace mha {
@@ -43,45 +39,11 @@ const std::unordered_map<char32_t, unsigned char>& char_bytes() {
   return bytes;
 }
 
-/// GPT-2's pattern (tokenizers' ByteLevel, Oniguruma there). `\s` is spelled
-/// as Unicode's White_Space (Oniguruma's `\s`): PCRE2's leaves out U+0085.
-constexpr const char* kPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\x{85}\p{L}\p{N}]+|[\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
-
-/// The compiled pattern, shared by all threads (each match has its own data).
-const pcre2_code* gpt2_pattern() {
-  static const std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)> code = [] {
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    pcre2_code* compiled =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
-                      PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &offset, nullptr);
-    TORCH_CHECK(compiled != nullptr, "ByteLevel: PCRE2 refused GPT-2's pattern at offset ", offset,
-                " (error ", error, ")");
-    return std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)>(compiled, &pcre2_code_free);
-  }();
-  return code.get();
-}
-
-/// `text`'s pieces split by the pattern, the matches isolated (every byte
-/// of `text` is in exactly one piece).
-std::vector<std::string> split_isolated(const std::string& text) {
-  std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
-      pcre2_match_data_create_from_pattern(gpt2_pattern(), nullptr), &pcre2_match_data_free);
-  std::vector<std::string> pieces;
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t at = 0;
-  while (at < text.size()) {
-    const int found = pcre2_match(gpt2_pattern(), subject, text.size(), at, PCRE2_NO_UTF_CHECK,
-                                  match.get(), nullptr);
-    if (found < 0) break;
-    const PCRE2_SIZE* range = pcre2_get_ovector_pointer(match.get());
-    if (range[0] > at) pieces.push_back(text.substr(at, range[0] - at));  // the gap
-    pieces.push_back(text.substr(range[0], range[1] - range[0]));
-    at = range[1];
-  }
-  if (at < text.size()) pieces.push_back(text.substr(at));
-  return pieces;
+/// GPT-2's pattern, as tokenizers' ByteLevel writes it.
+const Pattern& gpt2_pattern() {
+  static const Pattern pattern(
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", true);
+  return pattern;
 }
 
 /// `piece`'s bytes written as their characters (UTF-8).
@@ -94,16 +56,23 @@ std::string as_byte_chars(const std::string& piece) {
 
 }  // namespace
 
-std::vector<std::string> ByteLevelPreTokenizer::pre_tokenize(const std::string& text) const {
-  if (text.empty()) return {};
-  const std::string prefixed = add_prefix_space_ && text.rfind(' ', 0) != 0 ? " " + text : text;
-  std::vector<std::string> pieces =
-      use_regex_ ? split_isolated(prefixed) : std::vector<std::string>{prefixed};
-  for (std::string& piece : pieces) piece = as_byte_chars(piece);
-  return pieces;
+void ByteLevelPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
+  if (piece.text.empty()) return;
+  const bool prefix = add_prefix_space_ && piece.text.rfind(' ', 0) != 0;
+  const TextPiece prefixed{prefix ? " " + piece.text : piece.text, piece.at_start};
+  const size_t first = out.size();
+  if (use_regex_) {
+    append_ranges(prefixed,
+                  split_ranges(gpt2_pattern().find_matches(prefixed.text), SplitBehavior::kIsolated,
+                               /*invert=*/false),
+                  out);
+  } else {
+    out.push_back(prefixed);
+  }
+  for (size_t i = first; i < out.size(); ++i) out[i].text = as_byte_chars(out[i].text);
 }
 
-std::string ByteLevelDecoder::decode(const std::vector<std::string>& tokens) const {
+std::vector<std::string> ByteLevelDecoder::decode_chain(std::vector<std::string> tokens) const {
   std::string bytes;
   for (const std::string& token : tokens) {
     std::string own;
@@ -115,7 +84,7 @@ std::string ByteLevelDecoder::decode(const std::vector<std::string>& tokens) con
     }
     bytes += mapped ? own : token;
   }
-  return utf8_lossy(bytes);
+  return {utf8_lossy(bytes)};
 }
 
 }  // namespace detail

@@ -21,9 +21,9 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex)
       : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
 
-  /// `text`'s pieces as the pattern splits it, each written as its bytes'
-  /// characters (UTF-8).
-  std::vector<std::string> pre_tokenize(const std::string& text) const override;
+  /// `piece` (after the prefix space) as the pattern splits it, each piece
+  /// written as its bytes' characters (UTF-8).
+  void split(const TextPiece& piece, std::vector<TextPiece>& out) const override;
 
  private:
   bool add_prefix_space_;
@@ -36,7 +36,7 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
 /// invalid bytes.
 class ByteLevelDecoder final : public Decoder {
  public:
-  std::string decode(const std::vector<std::string>& tokens) const override;
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override;
 };
 
 }  // namespace detail

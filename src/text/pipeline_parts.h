@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace mha {
@@ -22,13 +23,29 @@ class Normalizer {
   virtual std::string normalize(const std::string& text) const = 0;
 };
 
+/// A piece of a sequence's normalized text on its way through the
+/// pre-tokenizers: its bytes, and whether it begins where the sequence's
+/// text begins (Metaspace's "first" scheme asks).
+struct TextPiece {
+  std::string text;
+  bool at_start = false;
+};
+
 /// Splits normalized text into the words the model tokenizes.
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
-  /// `text`'s words, in order (UTF-8).
-  virtual std::vector<std::string> pre_tokenize(const std::string& text) const = 0;
+  /// Appends `piece`'s pieces to `out`, in order.
+  virtual void split(const TextPiece& piece, std::vector<TextPiece>& out) const = 0;
+  /// Each of `pieces` split, the empty results left out (tokenizers'
+  /// `PreTokenizedString::split`).
+  std::vector<TextPiece> pre_tokenize(const std::vector<TextPiece>& pieces) const;
 };
+
+/// Appends `piece`'s byte ranges `ranges` to `out` as pieces.
+void append_ranges(const TextPiece& piece,
+                   const std::vector<std::pair<size_t, size_t>>& ranges,
+                   std::vector<TextPiece>& out);
 
 /// Turns a word into token ids (BPE, WordPiece), and holds the vocabulary.
 class TokenModel {
@@ -48,8 +65,11 @@ class TokenModel {
 class Decoder {
  public:
   virtual ~Decoder() = default;
-  /// The text of `tokens`.
-  virtual std::string decode(const std::vector<std::string>& tokens) const = 0;
+  /// `tokens` rewritten (tokenizers' `decode_chain`): a sequence of decoders
+  /// passes the result on.
+  virtual std::vector<std::string> decode_chain(std::vector<std::string> tokens) const = 0;
+  /// The text of `tokens`: the chain's result joined.
+  std::string decode(std::vector<std::string> tokens) const;
 };
 
 /// The vocabulary of a tokenizer.json model: token -> id, and id -> token.

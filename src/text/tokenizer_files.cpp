@@ -12,6 +12,10 @@
 #include "text/bert_text.h"
 #include "text/bpe.h"
 #include "text/byte_level.h"
+#include "text/decoders.h"
+#include "text/normalizers.h"
+#include "text/pre_tokenizers.h"
+#include "text/tokenizer_json.h"
 #include "text/word_piece.h"
 
 namespace mha {
@@ -37,13 +41,6 @@ json read_tokenizer_json(const fs::path& path) {
   return parsed;
 }
 
-/// `value`'s field `key` as `T`, or `fallback` where absent or null.
-template <typename T>
-T json_field(const json& value, const char* key, T fallback) {
-  const auto found = value.find(key);
-  return found == value.end() || found->is_null() ? fallback : found->get<T>();
-}
-
 /// A special token of tokenizer_config.json: a string, an AddedToken's
 /// fields, or null.
 std::optional<std::string> special_token(const json& config, const char* key) {
@@ -51,51 +48,6 @@ std::optional<std::string> special_token(const json& config, const char* key) {
   if (found == config.end() || found->is_null()) return std::nullopt;
   if (found->is_string()) return found->get<std::string>();
   return found->at("content").get<std::string>();
-}
-
-/// A BPE model's merges, in either of tokenizer.json's forms.
-std::vector<std::pair<std::string, std::string>> read_merges(const json& model) {
-  std::vector<std::pair<std::string, std::string>> merges;
-  for (const json& merge : model.at("merges")) {
-    if (merge.is_array()) {
-      merges.emplace_back(merge.at(0).get<std::string>(), merge.at(1).get<std::string>());
-    } else {  // the older "left right" form
-      const auto text = merge.get<std::string>();
-      const size_t space = text.find(' ');
-      TORCH_CHECK_VALUE(space != std::string::npos, "load_hf_tokenizer: merge '", text,
-                        "' is not two tokens");
-      merges.emplace_back(text.substr(0, space), text.substr(space + 1));
-    }
-  }
-  return merges;
-}
-
-/// `value`'s string field `key`, if present and not null.
-std::optional<std::string> optional_string(const json& value, const char* key) {
-  if (value.value(key, json()).is_null()) return std::nullopt;
-  return value.at(key).get<std::string>();
-}
-
-/// tokenizer.json's "model" as the file writes it (the generic classes).
-std::unique_ptr<const TokenModel> read_model(const json& model) {
-  const std::string type = json_field<std::string>(model, "type", "");
-  const auto vocab = model.at("vocab").get<std::unordered_map<std::string, int64_t>>();
-  if (type == "WordPiece") {
-    return std::make_unique<WordPiece>(
-        vocab, json_field<std::string>(model, "unk_token", "[UNK]"),
-        json_field<std::string>(model, "continuing_subword_prefix", "##"),
-        json_field<int64_t>(model, "max_input_chars_per_word", 100));
-  }
-  TORCH_CHECK_VALUE(type == "BPE", "load_hf_tokenizer: tokenizer.json's model is '", type,
-                    "'; supported: BPE, WordPiece");
-  TORCH_CHECK_VALUE(json_field<std::string>(model, "continuing_subword_prefix", "").empty() &&
-                        json_field<std::string>(model, "end_of_word_suffix", "").empty() &&
-                        !json_field<bool>(model, "byte_fallback", false),
-                    "load_hf_tokenizer: BPE's continuing_subword_prefix, end_of_word_suffix and "
-                    "byte_fallback are not supported yet");
-  return std::make_unique<Bpe>(vocab, read_merges(model),
-                               json_field<bool>(model, "ignore_merges", false),
-                               optional_string(model, "unk_token"));
 }
 
 /// tokenizer.json's "added_tokens", and the config's special tokens that
@@ -214,43 +166,49 @@ TemplateProcessing bos_eos_template(const json& config, const AddedTokens& added
   return t;
 }
 
-/// tokenizer.json's normalizer, or null.
-std::unique_ptr<const Normalizer> read_normalizer(const json& tokenizer) {
-  const json n = tokenizer.value("normalizer", json());
-  if (n.is_null()) return nullptr;
-  const std::string type = json_field<std::string>(n, "type", "");
-  TORCH_CHECK_VALUE(type == "BertNormalizer", "load_hf_tokenizer: tokenizer.json's normalizer '",
-                    type, "' is not supported yet; supported: BertNormalizer");
-  const bool lowercase = json_field<bool>(n, "lowercase", true);
-  return std::make_unique<BertNormalizer>(
-      json_field<bool>(n, "clean_text", true), json_field<bool>(n, "handle_chinese_chars", true),
-      json_field<bool>(n, "strip_accents", lowercase), lowercase);
+/// LlamaTokenizer's own pipeline (models/llama/tokenization_llama.py): a
+/// byte-fallback BPE without unk token behind SentencePiece's Metaspace
+/// (prefix space on the sequence's start only, unless `legacy`).
+void build_llama(std::unordered_map<std::string, int64_t> vocab,
+                 const std::vector<std::pair<std::string, std::string>>& merges,
+                 const json& config,
+                 TokenizerPipeline& p) {
+  const std::string metaspace = "\xE2\x96\x81";  // U+2581
+  const bool prefix_space = json_field<bool>(config, "add_prefix_space", true);
+  const PrependScheme scheme =
+      !prefix_space ? PrependScheme::kNever
+                    : (json_field<bool>(config, "legacy", false) ? PrependScheme::kAlways
+                                                                 : PrependScheme::kFirst);
+  BpeOptions options;
+  options.fuse_unk = true;
+  options.byte_fallback = true;
+  p.model = std::make_unique<Bpe>(std::move(vocab), merges, std::move(options));
+  p.pre_tokenizer = std::make_unique<MetaspacePreTokenizer>(metaspace, scheme, /*split=*/false);
+  std::vector<std::unique_ptr<const Decoder>> steps;
+  steps.push_back(std::make_unique<ReplaceDecoder>(Pattern(metaspace, false), " "));
+  steps.push_back(std::make_unique<ByteFallbackDecoder>());
+  steps.push_back(std::make_unique<FuseDecoder>());
+  if (prefix_space) steps.push_back(std::make_unique<StripDecoder>(U' ', 1, 0));
+  p.decoder = std::make_unique<DecoderSequence>(std::move(steps));
 }
 
-/// tokenizer.json's pre-tokenizer, or null.
-std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& tokenizer) {
-  const json pre = tokenizer.value("pre_tokenizer", json());
-  if (pre.is_null()) return nullptr;
-  const std::string type = json_field<std::string>(pre, "type", "");
-  if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
-  TORCH_CHECK_VALUE(type == "ByteLevel", "load_hf_tokenizer: tokenizer.json's pre_tokenizer '",
-                    type, "' is not supported yet; supported: ByteLevel, BertPreTokenizer");
-  return std::make_unique<ByteLevelPreTokenizer>(json_field<bool>(pre, "add_prefix_space", true),
-                                                 json_field<bool>(pre, "use_regex", true));
-}
-
-/// tokenizer.json's decoder (none: the tokens joined with spaces).
-std::unique_ptr<const Decoder> read_decoder(const json& tokenizer) {
-  const json decoder = tokenizer.value("decoder", json());
-  if (decoder.is_null()) return std::make_unique<SpaceJoinDecoder>();
-  const std::string type = json_field<std::string>(decoder, "type", "");
-  if (type == "WordPiece") {
-    return std::make_unique<WordPieceDecoder>(json_field<std::string>(decoder, "prefix", "##"),
-                                              json_field<bool>(decoder, "cleanup", true));
-  }
-  TORCH_CHECK_VALUE(type == "ByteLevel", "load_hf_tokenizer: tokenizer.json's decoder '", type,
-                    "' is not supported yet; supported: ByteLevel, WordPiece");
-  return std::make_unique<ByteLevelDecoder>();
+/// Qwen2Tokenizer's own pipeline (models/qwen2/tokenization_qwen2.py): NFC,
+/// its split pattern, then a byte-level BPE.
+void build_qwen2(std::unordered_map<std::string, int64_t> vocab,
+                 const std::vector<std::pair<std::string, std::string>>& merges,
+                 const json& config,
+                 TokenizerPipeline& p) {
+  constexpr const char* kQwen2Pattern =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  p.normalizer = std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFC);
+  std::vector<std::unique_ptr<const PreTokenizer>> steps;
+  steps.push_back(std::make_unique<SplitPreTokenizer>(Pattern(kQwen2Pattern, true),
+                                                      SplitBehavior::kIsolated, false));
+  steps.push_back(std::make_unique<ByteLevelPreTokenizer>(
+      json_field<bool>(config, "add_prefix_space", false), /*use_regex=*/false));
+  p.pre_tokenizer = std::make_unique<PreTokenizerSequence>(std::move(steps));
+  p.model = std::make_unique<Bpe>(std::move(vocab), merges, BpeOptions{});
+  p.decoder = std::make_unique<ByteLevelDecoder>();
 }
 
 /// The components a family's own class builds in its `__init__` (around the
@@ -260,12 +218,13 @@ void build_components(const std::string& cls,
                       const json& config,
                       TokenizerPipeline& p) {
   const json& model = tokenizer.at("model");
+  const auto vocab = [&] {
+    return model.at("vocab").get<std::unordered_map<std::string, int64_t>>();
+  };
   if (cls == "GPT2Tokenizer" || roberta_class(cls)) {  // models/{gpt2,roberta}/tokenization_*.py
     p.pre_tokenizer = std::make_unique<ByteLevelPreTokenizer>(
         json_field<bool>(config, "add_prefix_space", false), true);
-    p.model =
-        std::make_unique<Bpe>(model.at("vocab").get<std::unordered_map<std::string, int64_t>>(),
-                              read_merges(model), false, std::nullopt);
+    p.model = std::make_unique<Bpe>(vocab(), read_merges(model), BpeOptions{});
     p.decoder = std::make_unique<ByteLevelDecoder>();
   } else if (cls == "BertTokenizer") {  // models/bert/tokenization_bert.py
     const bool lowercase = json_field<bool>(config, "do_lower_case", true);
@@ -274,19 +233,22 @@ void build_components(const std::string& cls,
         json_field<bool>(config, "strip_accents", lowercase), lowercase);
     p.pre_tokenizer = std::make_unique<BertPreTokenizer>();
     p.model = std::make_unique<WordPiece>(
-        model.at("vocab").get<std::unordered_map<std::string, int64_t>>(),
-        special_token(config, "unk_token").value_or("[UNK]"), "##", 100);
+        vocab(), special_token(config, "unk_token").value_or("[UNK]"), "##", 100);
     p.decoder = std::make_unique<WordPieceDecoder>("##", true);
+  } else if (cls == "LlamaTokenizer" || cls == "LlamaTokenizerFast") {
+    build_llama(vocab(), read_merges(model), config, p);
+  } else if (cls == "Qwen2Tokenizer" || cls == "Qwen2TokenizerFast") {
+    build_qwen2(vocab(), read_merges(model), config, p);
   } else {
     TORCH_CHECK_VALUE(cls == "TokenizersBackend" || cls == "PreTrainedTokenizerFast",
                       "load_hf_tokenizer: tokenizer_class '", cls,
                       "' is not supported yet; "
-                      "supported: GPT2Tokenizer, RobertaTokenizer, BartTokenizer, "
-                      "BertTokenizer, TokenizersBackend, PreTrainedTokenizerFast");
-    p.normalizer = read_normalizer(tokenizer);
-    p.pre_tokenizer = read_pre_tokenizer(tokenizer);
+                      "supported: GPT2Tokenizer, RobertaTokenizer, BartTokenizer, BertTokenizer, "
+                      "LlamaTokenizer, Qwen2Tokenizer, TokenizersBackend, PreTrainedTokenizerFast");
+    p.normalizer = read_normalizer(tokenizer.value("normalizer", json()));
+    p.pre_tokenizer = read_pre_tokenizer(tokenizer.value("pre_tokenizer", json()));
     p.model = read_model(model);
-    p.decoder = read_decoder(tokenizer);
+    p.decoder = read_decoder(tokenizer.value("decoder", json()));
   }
 }
 

@@ -7,12 +7,15 @@
 namespace mha {
 namespace detail {
 
-void TokenizerPipeline::encode_words(const std::string& text, std::vector<int64_t>& ids) const {
+void TokenizerPipeline::encode_words(const std::string& text,
+                                     bool at_start,
+                                     std::vector<int64_t>& ids) const {
   if (pre_tokenizer == nullptr) {
     model->tokenize(text, ids);
     return;
   }
-  for (const std::string& word : pre_tokenizer->pre_tokenize(text)) model->tokenize(word, ids);
+  for (const TextPiece& word : pre_tokenizer->pre_tokenize({{text, at_start}}))
+    model->tokenize(word.text, ids);
 }
 
 std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text) const {
@@ -30,7 +33,8 @@ std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text) co
       if (segment.id) {
         ids.push_back(*segment.id);
       } else {
-        encode_words(normalized.substr(segment.begin, segment.end - segment.begin), ids);
+        encode_words(normalized.substr(segment.begin, segment.end - segment.begin),
+                     raw.begin == 0 && segment.begin == 0, ids);
       }
     }
   }

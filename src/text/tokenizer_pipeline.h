@@ -45,8 +45,9 @@ struct TokenizerPipeline {
   int64_t size() const { return std::max(model->size(), added.end_id()); }
 
  private:
-  /// Appends the ids of `text` (no added token in it, normalized) to `ids`.
-  void encode_words(const std::string& text, std::vector<int64_t>& ids) const;
+  /// Appends the ids of `text` (no added token in it, normalized) to `ids`;
+  /// `at_start`: `text` begins where the sequence begins.
+  void encode_words(const std::string& text, bool at_start, std::vector<int64_t>& ids) const;
 };
 
 }  // namespace detail

@@ -40,13 +40,30 @@ void append_lowercase(std::string& out, char32_t c) {
   append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
 }
 
-std::string nfd(const std::string& text) {
+bool is_mark(char32_t c) {
+  const utf8proc_category_t k = category(c);
+  return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
+}
+
+bool is_numeric(char32_t c) {
+  const utf8proc_category_t k = category(c);
+  return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
+}
+
+std::string unicode_form(const std::string& text, UnicodeForm form) {
+  int options = UTF8PROC_STABLE;
+  if (form == UnicodeForm::kNFC || form == UnicodeForm::kNFKC) {
+    options |= UTF8PROC_COMPOSE;
+  } else {
+    options |= UTF8PROC_DECOMPOSE;
+  }
+  if (form == UnicodeForm::kNFKC || form == UnicodeForm::kNFKD) options |= UTF8PROC_COMPAT;
   utf8proc_uint8_t* mapped = nullptr;
-  const utf8proc_ssize_t length =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &mapped,
-                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE));
-  TORCH_CHECK(length >= 0, "NFD: utf8proc refused the text: ", utf8proc_errmsg(length));
+  const utf8proc_ssize_t length = utf8proc_map(
+      reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+      static_cast<utf8proc_ssize_t>(text.size()), &mapped, static_cast<utf8proc_option_t>(options));
+  TORCH_CHECK(length >= 0,
+              "Unicode normalization: utf8proc refused the text: ", utf8proc_errmsg(length));
   const std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
   return std::string(reinterpret_cast<const char*>(mapped), static_cast<size_t>(length));
 }

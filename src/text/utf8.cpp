@@ -49,6 +49,16 @@ void check_utf8(const std::string& text, const char* what) {
   }
 }
 
+bool is_utf8(const std::string& bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  for (size_t at = 0; at < bytes.size();) {
+    const int length = utf8_sequence_length(p + at, bytes.size() - at);
+    if (length <= 0) return false;
+    at += static_cast<size_t>(length);
+  }
+  return true;
+}
+
 std::string utf8_lossy(const std::string& bytes) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   std::string out;

@@ -14,6 +14,8 @@ namespace detail {
 /// Throws `c10::Error` unless `text` is valid UTF-8; the message names `what`
 /// and the byte offset of the first invalid sequence.
 void check_utf8(const std::string& text, const char* what);
+/// Whether `bytes` are valid UTF-8.
+bool is_utf8(const std::string& bytes);
 
 /// `bytes` as UTF-8 text, each maximal invalid subpart (Unicode's "U+FFFD
 /// substitution of maximal subparts", as Rust's `String::from_utf8_lossy`)

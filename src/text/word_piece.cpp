@@ -81,22 +81,21 @@ std::string clean_up_tokenization(std::string text, bool do_not) {
   return text;
 }
 
-std::string WordPieceDecoder::decode(const std::vector<std::string>& tokens) const {
-  std::string text;
+std::vector<std::string> WordPieceDecoder::decode_chain(std::vector<std::string> tokens) const {
   for (size_t i = 0; i < tokens.size(); ++i) {
-    std::string token = tokens[i];
+    std::string& token = tokens[i];
     if (i > 0) {
       token = token.rfind(prefix_, 0) == 0 ? token.substr(prefix_.size()) : " " + token;
     }
-    text += cleanup_ ? clean_up_tokenization(std::move(token), /*do_not=*/true) : token;
+    if (cleanup_) token = clean_up_tokenization(std::move(token), /*do_not=*/true);
   }
-  return text;
+  return tokens;
 }
 
-std::string SpaceJoinDecoder::decode(const std::vector<std::string>& tokens) const {
+std::vector<std::string> SpaceJoinDecoder::decode_chain(std::vector<std::string> tokens) const {
   std::string text;
   for (size_t i = 0; i < tokens.size(); ++i) text += (i > 0 ? " " : "") + tokens[i];
-  return text;
+  return {text};
 }
 
 }  // namespace detail

@@ -39,7 +39,7 @@ class WordPieceDecoder final : public Decoder {
  public:
   WordPieceDecoder(std::string prefix, bool cleanup)
       : prefix_(std::move(prefix)), cleanup_(cleanup) {}
-  std::string decode(const std::vector<std::string>& tokens) const override;
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override;
 
  private:
   std::string prefix_;
@@ -49,7 +49,7 @@ class WordPieceDecoder final : public Decoder {
 /// No decoder in tokenizer.json: the tokens joined with spaces.
 class SpaceJoinDecoder final : public Decoder {
  public:
-  std::string decode(const std::vector<std::string>& tokens) const override;
+  std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override;
 };
 
 /// tokenizers' and transformers' `clean_up_tokenization`: " ." -> "." and

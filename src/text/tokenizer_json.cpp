@@ -1,0 +1,200 @@
+#include "text/tokenizer_json.h"
+
+#include <c10/util/Exception.h>
+
+#include "text/bert_text.h"
+#include "text/bpe.h"
+#include "text/byte_level.h"
+#include "text/decoders.h"
+#include "text/normalizers.h"
+#include "text/pre_tokenizers.h"
+#include "text/utf8.h"
+#include "text/word_piece.h"
+
+namespace mha {
+namespace detail {
+
+namespace {
+
+using nlohmann::json;
+
+std::string type_of(const json& component) { return json_field<std::string>(component, "type", ""); }
+
+/// A "pattern" field: {"String": text} or {"Regex": pattern}.
+Pattern read_pattern(const json& pattern) {
+  if (pattern.contains("Regex")) return Pattern(pattern.at("Regex").get<std::string>(), true);
+  return Pattern(pattern.at("String").get<std::string>(), false);
+}
+
+/// The one character of `text` (Metaspace's replacement, Strip's content).
+char32_t single_char(const std::string& text, const char* what) {
+  check_utf8(text, what);
+  size_t length = 0;
+  const char32_t c = text.empty() ? 0 : code_point_at(text, 0, length);
+  TORCH_CHECK_VALUE(!text.empty() && length == text.size(), "load_hf_tokenizer: ", what,
+                    ": expected one character, but got '", text, "'");
+  return c;
+}
+
+/// Metaspace's scheme: "prepend_scheme", or the older "add_prefix_space".
+PrependScheme read_prepend_scheme(const json& metaspace) {
+  if (metaspace.contains("prepend_scheme")) {
+    return prepend_scheme(metaspace.at("prepend_scheme").get<std::string>());
+  }
+  return json_field<bool>(metaspace, "add_prefix_space", true) ? PrependScheme::kAlways
+                                                                : PrependScheme::kNever;
+}
+
+/// `list`'s components read by `read`.
+template <typename Component, typename Read>
+std::vector<std::unique_ptr<const Component>> read_each(const json& list, Read read) {
+  std::vector<std::unique_ptr<const Component>> components;
+  for (const json& item : list) components.push_back(read(item));
+  return components;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> read_merges(const json& model) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (const json& merge : model.value("merges", json::array())) {
+    if (merge.is_array()) {
+      merges.emplace_back(merge.at(0).get<std::string>(), merge.at(1).get<std::string>());
+    } else {  // the older "left right" form
+      const auto text = merge.get<std::string>();
+      const size_t space = text.find(' ');
+      TORCH_CHECK_VALUE(space != std::string::npos, "load_hf_tokenizer: merge '", text,
+                        "' is not two tokens");
+      merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+    }
+  }
+  return merges;
+}
+
+std::unique_ptr<const Normalizer> read_normalizer(const json& n) {
+  if (n.is_null()) return nullptr;
+  const std::string type = type_of(n);
+  if (type == "BertNormalizer") {
+    const bool lowercase = json_field<bool>(n, "lowercase", true);
+    return std::make_unique<BertNormalizer>(
+        json_field<bool>(n, "clean_text", true), json_field<bool>(n, "handle_chinese_chars", true),
+        json_field<bool>(n, "strip_accents", lowercase), lowercase);
+  }
+  if (type == "NFC") return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFC);
+  if (type == "NFD") return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFD);
+  if (type == "NFKC") return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFKC);
+  if (type == "NFKD") return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFKD);
+  if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
+  if (type == "StripAccents") return std::make_unique<StripAccentsNormalizer>();
+  if (type == "Strip") {
+    return std::make_unique<StripNormalizer>(json_field<bool>(n, "strip_left", true),
+                                             json_field<bool>(n, "strip_right", true));
+  }
+  if (type == "Replace") {
+    return std::make_unique<ReplaceNormalizer>(read_pattern(n.at("pattern")),
+                                               n.at("content").get<std::string>());
+  }
+  if (type == "Prepend") return std::make_unique<PrependNormalizer>(n.at("prepend").get<std::string>());
+  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's normalizer '", type,
+                    "' is not supported yet; supported: BertNormalizer, NFC, NFD, NFKC, NFKD, "
+                    "Lowercase, StripAccents, Strip, Replace, Prepend, Sequence");
+  return std::make_unique<NormalizerSequence>(
+      read_each<Normalizer>(n.at("normalizers"), read_normalizer));
+}
+
+std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre) {
+  if (pre.is_null()) return nullptr;
+  const std::string type = type_of(pre);
+  if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
+  if (type == "ByteLevel") {
+    return std::make_unique<ByteLevelPreTokenizer>(json_field<bool>(pre, "add_prefix_space", true),
+                                                   json_field<bool>(pre, "use_regex", true));
+  }
+  if (type == "Split") {
+    return std::make_unique<SplitPreTokenizer>(
+        read_pattern(pre.at("pattern")), split_behavior(pre.at("behavior").get<std::string>()),
+        json_field<bool>(pre, "invert", false));
+  }
+  if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
+  if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplitPreTokenizer>();
+  if (type == "Metaspace") {
+    return std::make_unique<MetaspacePreTokenizer>(
+        json_field<std::string>(pre, "replacement", "\xE2\x96\x81"), read_prepend_scheme(pre),
+        json_field<bool>(pre, "split", true));
+  }
+  if (type == "Punctuation") {
+    return std::make_unique<PunctuationPreTokenizer>(
+        split_behavior(json_field<std::string>(pre, "behavior", "Isolated")));
+  }
+  if (type == "Digits") {
+    return std::make_unique<DigitsPreTokenizer>(json_field<bool>(pre, "individual_digits", false));
+  }
+  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's pre_tokenizer '",
+                    type,
+                    "' is not supported yet; supported: BertPreTokenizer, ByteLevel, Split, "
+                    "Whitespace, WhitespaceSplit, Metaspace, Punctuation, Digits, Sequence");
+  return std::make_unique<PreTokenizerSequence>(
+      read_each<PreTokenizer>(pre.at("pretokenizers"), read_pre_tokenizer));
+}
+
+std::unique_ptr<const TokenModel> read_model(const json& model) {
+  const std::string type = type_of(model);
+  const auto vocab = model.at("vocab").get<std::unordered_map<std::string, int64_t>>();
+  if (type == "WordPiece") {
+    return std::make_unique<WordPiece>(
+        vocab, json_field<std::string>(model, "unk_token", "[UNK]"),
+        json_field<std::string>(model, "continuing_subword_prefix", "##"),
+        json_field<int64_t>(model, "max_input_chars_per_word", 100));
+  }
+  TORCH_CHECK_VALUE(type == "BPE", "load_hf_tokenizer: tokenizer.json's model is '", type,
+                    "'; supported: BPE, WordPiece");
+  BpeOptions options;
+  options.ignore_merges = json_field<bool>(model, "ignore_merges", false);
+  if (!model.value("unk_token", json()).is_null()) {
+    options.unk_token = model.at("unk_token").get<std::string>();
+  }
+  options.fuse_unk = json_field<bool>(model, "fuse_unk", false);
+  options.byte_fallback = json_field<bool>(model, "byte_fallback", false);
+  options.continuing_subword_prefix =
+      json_field<std::string>(model, "continuing_subword_prefix", "");
+  options.end_of_word_suffix = json_field<std::string>(model, "end_of_word_suffix", "");
+  return std::make_unique<Bpe>(vocab, read_merges(model), std::move(options));
+}
+
+std::unique_ptr<const Decoder> read_decoder(const json& decoder) {
+  if (decoder.is_null()) return std::make_unique<SpaceJoinDecoder>();
+  const std::string type = type_of(decoder);
+  if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
+  if (type == "WordPiece") {
+    return std::make_unique<WordPieceDecoder>(json_field<std::string>(decoder, "prefix", "##"),
+                                              json_field<bool>(decoder, "cleanup", true));
+  }
+  if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
+  if (type == "Fuse") return std::make_unique<FuseDecoder>();
+  if (type == "Strip") {
+    return std::make_unique<StripDecoder>(
+        single_char(decoder.at("content").get<std::string>(), "Strip decoder's content"),
+        json_field<size_t>(decoder, "start", 0), json_field<size_t>(decoder, "stop", 0));
+  }
+  if (type == "Replace") {
+    return std::make_unique<ReplaceDecoder>(read_pattern(decoder.at("pattern")),
+                                            decoder.at("content").get<std::string>());
+  }
+  if (type == "Metaspace") {
+    return std::make_unique<MetaspaceDecoder>(
+        single_char(json_field<std::string>(decoder, "replacement", "\xE2\x96\x81"),
+                    "Metaspace decoder's replacement"),
+        read_prepend_scheme(decoder));
+  }
+  if (type == "BPEDecoder") {
+    return std::make_unique<BpeSuffixDecoder>(json_field<std::string>(decoder, "suffix", "</w>"));
+  }
+  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's decoder '", type,
+                    "' is not supported yet; supported: ByteLevel, WordPiece, ByteFallback, Fuse, "
+                    "Strip, Replace, Metaspace, BPEDecoder, Sequence");
+  return std::make_unique<DecoderSequence>(
+      read_each<Decoder>(decoder.at("decoders"), read_decoder));
+}
+
+}  // namespace detail
+}  // namespace mha
