@@ -234,9 +234,10 @@ def qwen2(directory, lines):
 
 def bpe_suffix_generic(directory, lines):
     """tokenizer.json's own pipeline: NFKC, Lowercase, Replace, Strip;
-    Whitespace, Punctuation, Digits; a BPE with an end-of-word suffix and
-    fused unknown tokens; BPEDecoder."""
-    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, end_of_word_suffix="</w>"))
+    Whitespace, Punctuation, Digits; a BPE with a continuing-subword prefix,
+    an end-of-word suffix and fused unknown tokens; Replace and BPEDecoder."""
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, end_of_word_suffix="</w>",
+                                     continuing_subword_prefix="##"))
     tokenizer.normalizer = normalizers.Sequence([
         normalizers.NFKC(), normalizers.Lowercase(), normalizers.Replace(Regex(r"\s+"), " "),
         normalizers.Strip()])
@@ -244,30 +245,29 @@ def bpe_suffix_generic(directory, lines):
         pre_tokenizers.Whitespace(), pre_tokenizers.Punctuation(),
         pre_tokenizers.Digits(individual_digits=True)])
     trainer = trainers.BpeTrainer(vocab_size=3000, limit_alphabet=100, end_of_word_suffix="</w>",
+                                  continuing_subword_prefix="##",
                                   special_tokens=["<unk>", "<pad>"], show_progress=False)
     tokenizer.train_from_iterator(lines, trainer)
-    tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("##", ""),
+                                           decoders.BPEDecoder(suffix="</w>")])
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>",
                             pad_token="<pad>").save_pretrained(directory)
 
 
 def metaspace_generic(directory, lines):
     """tokenizer.json's own pipeline: NFD, StripAccents, NFC; WhitespaceSplit
-    then Metaspace ("always", split); a byte-fallback BPE with a
-    continuing-subword prefix; ByteFallback, Replace and Metaspace decoders."""
-    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True,
-                                     continuing_subword_prefix="##"))
+    then Metaspace ("always", split); a byte-fallback BPE; ByteFallback and
+    Metaspace decoders."""
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     tokenizer.normalizer = normalizers.Sequence([
         normalizers.NFD(), normalizers.StripAccents(), normalizers.NFC()])
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(),
         pre_tokenizers.Metaspace(prepend_scheme="always", split=True)])
-    trainer = trainers.BpeTrainer(vocab_size=3000, limit_alphabet=120,
-                                  continuing_subword_prefix="##", show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=3000, limit_alphabet=120, show_progress=False,
                                   special_tokens=["<unk>", "<s>", "</s>"] + BYTE_TOKENS)
     tokenizer.train_from_iterator(lines, trainer)
-    tokenizer.decoder = decoders.Sequence([
-        decoders.ByteFallback(), decoders.Replace("##", ""), decoders.Metaspace()])
+    tokenizer.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace()])
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>",
                             eos_token="</s>", add_bos_token=True,
                             add_eos_token=True).save_pretrained(directory)

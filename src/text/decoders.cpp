@@ -8,9 +8,6 @@
 namespace mha {
 namespace detail {
 
-namespace {
-
-/// The byte of a `<0xXX>` token (either case of hex digit), or -1.
 int fallback_byte(const std::string& token) {
   if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
   int value = 0;
@@ -24,6 +21,8 @@ int fallback_byte(const std::string& token) {
   }
   return value;
 }
+
+namespace {
 
 /// Appends the text of `bytes` to `out`: one token when UTF-8, else one
 /// U+FFFD each.
@@ -109,6 +108,11 @@ std::vector<std::string> BpeSuffixDecoder::decode_chain(std::vector<std::string>
     tokens[i] = replace_matches(suffix, tokens[i], i + 1 == tokens.size() ? "" : " ");
   }
   return tokens;
+}
+
+void DecoderSequence::parts(std::vector<const Decoder*>& out) const {
+  out.push_back(this);
+  for (const auto& step : steps_) step->parts(out);
 }
 
 std::vector<std::string> DecoderSequence::decode_chain(std::vector<std::string> tokens) const {

@@ -17,6 +17,9 @@
 namespace mha {
 namespace detail {
 
+/// The byte of a `<0xXX>` token (either case of hex digit), or -1.
+int fallback_byte(const std::string& token);
+
 /// `ByteFallback`: runs of `<0xXX>` tokens as their bytes' text, or one
 /// U+FFFD per byte where the run is not UTF-8.
 class ByteFallbackDecoder final : public Decoder {
@@ -84,6 +87,7 @@ class DecoderSequence final : public Decoder {
   explicit DecoderSequence(std::vector<std::unique_ptr<const Decoder>> steps)
       : steps_(std::move(steps)) {}
   std::vector<std::string> decode_chain(std::vector<std::string> tokens) const override;
+  void parts(std::vector<const Decoder*>& out) const override;
 
  private:
   std::vector<std::unique_ptr<const Decoder>> steps_;

@@ -52,7 +52,8 @@ std::string StripNormalizer::normalize(const std::string& text) const {
   return text.substr(begin, end - begin);
 }
 
-std::string replace_matches(const Pattern& pattern, const std::string& text,
+std::string replace_matches(const Pattern& pattern,
+                            const std::string& text,
                             const std::string& content) {
   std::string out;
   for (const PatternMatch& s : pattern.find_matches(text)) {

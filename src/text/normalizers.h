@@ -82,7 +82,8 @@ class NormalizerSequence final : public Normalizer {
 
 /// `text` with each match of `pattern` replaced by `content` (the Replace
 /// normalizer's and decoder's rule).
-std::string replace_matches(const Pattern& pattern, const std::string& text,
+std::string replace_matches(const Pattern& pattern,
+                            const std::string& text,
                             const std::string& content);
 
 }  // namespace detail

@@ -68,8 +68,8 @@ Pattern::Pattern(const std::string& text, bool regex) : empty_literal_(!regex &&
   const std::string source = regex ? pcre2_dialect(text) : text;
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const uint32_t options =
-      PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | (regex ? 0u : PCRE2_LITERAL);
+  // PCRE2_LITERAL admits neither PCRE2_UCP nor needs it.
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (regex ? PCRE2_UCP : PCRE2_LITERAL);
   pcre2_code* compiled = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
                                        options, &error, &offset, nullptr);
   if (compiled == nullptr) {
@@ -78,8 +78,9 @@ Pattern::Pattern(const std::string& text, bool regex) : empty_literal_(!regex &&
     TORCH_CHECK_VALUE(false, "tokenizer.json: the pattern '", text, "' does not compile at offset ",
                       offset, ": ", reinterpret_cast<const char*>(message));
   }
-  code_ = std::shared_ptr<const void>(
-      compiled, [](const void* p) { pcre2_code_free(static_cast<pcre2_code*>(const_cast<void*>(p))); });
+  code_ = std::shared_ptr<const void>(compiled, [](const void* p) {
+    pcre2_code_free(static_cast<pcre2_code*>(const_cast<void*>(p)));
+  });
 }
 
 std::vector<PatternMatch> Pattern::find_matches(const std::string& text) const {

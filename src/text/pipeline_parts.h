@@ -70,6 +70,8 @@ class Decoder {
   virtual std::vector<std::string> decode_chain(std::vector<std::string> tokens) const = 0;
   /// The text of `tokens`: the chain's result joined.
   std::string decode(std::vector<std::string> tokens) const;
+  /// Appends this decoder and, for a sequence, its steps (in order) to `out`.
+  virtual void parts(std::vector<const Decoder*>& out) const { out.push_back(this); }
 };
 
 /// The vocabulary of a tokenizer.json model: token -> id, and id -> token.

@@ -63,9 +63,9 @@ PrependScheme prepend_scheme(const std::string& name) {
 
 void MetaspacePreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
   TextPiece replaced{replace_spaces(piece.text, replacement_), piece.at_start};
-  const bool prepend = (scheme_ == PrependScheme::kAlways ||
-                        (scheme_ == PrependScheme::kFirst && piece.at_start)) &&
-                       replaced.text.rfind(replacement_, 0) != 0;
+  const bool prepend =
+      (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && piece.at_start)) &&
+      replaced.text.rfind(replacement_, 0) != 0;
   if (prepend) replaced.text = replacement_ + replaced.text;
   if (!split_) {
     out.push_back(std::move(replaced));

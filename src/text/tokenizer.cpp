@@ -139,6 +139,15 @@ std::string DecodeStream::push(int64_t id) {
          text.compare(stable - replacement.size(), replacement.size(), replacement) == 0) {
     stable -= replacement.size();
   }
+  // A trailing run of byte-fallback tokens: its bytes may still turn out
+  // not UTF-8, and then each is U+FFFD, so its text waits for the run's end.
+  size_t run = ids_.size();
+  while (run > 0 && tokenizer_.pipeline_->fallback_byte_of(ids_[run - 1]) >= 0) --run;
+  if (run < ids_.size()) {
+    const std::string before =
+        tokenizer_.decode({ids_.begin(), ids_.begin() + run}, skip_special_tokens_);
+    stable = text.compare(0, before.size(), before) == 0 ? std::min(stable, before.size()) : 0;
+  }
   if (tokenizer_.pipeline_->clean_up_tokenization_spaces) {
     const size_t last = text.rfind(' ', stable == 0 ? 0 : stable - 1);
     const size_t before =

@@ -289,7 +289,9 @@ std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, cons
       dynamic_cast<const Bpe*>(p->model.get()) == nullptr;
   if (const auto pad_token = special_token(config, "pad_token"))
     p->pad_id = p->added.id_of(*pad_token);
-  p->pad_left = json_field<std::string>(config, "padding_side", "right") == "left";
+  // A class's own default side (its `padding_side` attribute) where the config names none.
+  const bool llama = cls == "LlamaTokenizer" || cls == "LlamaTokenizerFast";
+  p->pad_left = json_field<std::string>(config, "padding_side", llama ? "left" : "right") == "left";
   p->truncate_left = json_field<std::string>(config, "truncation_side", "right") == "left";
   return p;
 }

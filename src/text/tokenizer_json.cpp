@@ -18,7 +18,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string type_of(const json& component) { return json_field<std::string>(component, "type", ""); }
+std::string type_of(const json& component) {
+  return json_field<std::string>(component, "type", "");
+}
 
 /// A "pattern" field: {"String": text} or {"Regex": pattern}.
 Pattern read_pattern(const json& pattern) {
@@ -42,7 +44,7 @@ PrependScheme read_prepend_scheme(const json& metaspace) {
     return prepend_scheme(metaspace.at("prepend_scheme").get<std::string>());
   }
   return json_field<bool>(metaspace, "add_prefix_space", true) ? PrependScheme::kAlways
-                                                                : PrependScheme::kNever;
+                                                               : PrependScheme::kNever;
 }
 
 /// `list`'s components read by `read`.
@@ -94,7 +96,8 @@ std::unique_ptr<const Normalizer> read_normalizer(const json& n) {
     return std::make_unique<ReplaceNormalizer>(read_pattern(n.at("pattern")),
                                                n.at("content").get<std::string>());
   }
-  if (type == "Prepend") return std::make_unique<PrependNormalizer>(n.at("prepend").get<std::string>());
+  if (type == "Prepend")
+    return std::make_unique<PrependNormalizer>(n.at("prepend").get<std::string>());
   TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's normalizer '", type,
                     "' is not supported yet; supported: BertNormalizer, NFC, NFD, NFKC, NFKD, "
                     "Lowercase, StripAccents, Strip, Replace, Prepend, Sequence");
@@ -129,8 +132,7 @@ std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre) {
   if (type == "Digits") {
     return std::make_unique<DigitsPreTokenizer>(json_field<bool>(pre, "individual_digits", false));
   }
-  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's pre_tokenizer '",
-                    type,
+  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's pre_tokenizer '", type,
                     "' is not supported yet; supported: BertPreTokenizer, ByteLevel, Split, "
                     "Whitespace, WhitespaceSplit, Metaspace, Punctuation, Digits, Sequence");
   return std::make_unique<PreTokenizerSequence>(

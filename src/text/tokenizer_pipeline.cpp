@@ -2,6 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
+#include "text/decoders.h"
 #include "text/word_piece.h"
 
 namespace mha {
@@ -39,6 +42,16 @@ std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text) co
     }
   }
   return ids;
+}
+
+int TokenizerPipeline::fallback_byte_of(int64_t id) const {
+  std::vector<const Decoder*> parts;
+  decoder->parts(parts);
+  const bool joins_bytes = std::any_of(parts.begin(), parts.end(), [](const Decoder* d) {
+    return dynamic_cast<const ByteFallbackDecoder*>(d) != nullptr;
+  });
+  const std::string* token = added.find(id) != nullptr ? nullptr : model->id_to_token(id);
+  return joins_bytes && token != nullptr ? fallback_byte(*token) : -1;
 }
 
 std::string TokenizerPipeline::decode(const std::vector<int64_t>& ids,

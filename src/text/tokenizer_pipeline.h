@@ -41,6 +41,9 @@ struct TokenizerPipeline {
   std::vector<int64_t> encode_plain(const std::string& text) const;
   /// The ids' text; `skip_special_tokens` leaves out special added tokens.
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
+  /// The byte of `id`'s `<0xXX>` token where the decoder joins such tokens
+  /// into bytes (ByteFallback), else -1.
+  int fallback_byte_of(int64_t id) const;
   /// Tokens ids can have: the model's vocabulary and the added tokens.
   int64_t size() const { return std::max(model->size(), added.end_id()); }
 
