@@ -25,7 +25,9 @@ the reference:
       lossy_ids, lossy_decoded: byte tokens that are not UTF-8, and their text;
       batch: `tokenizer(lines[:8], padding=True)` where the family has a pad
       token, else (batch_error) transformers' error message; batch_max_length:
-      the same with `padding="max_length", truncation=True, max_length=24`.
+      the same with `padding="max_length", truncation=True, max_length=24`;
+      stop_strings, stop_cases: StopStringCriteria's answer on id sequences
+      (stop_error: its message where it refuses the stop strings).
 
 Usage: export_tokenizer_reference.py --out DIR [--lines N] [--families a,b,...]
 """
@@ -340,6 +342,32 @@ def byte_chars():
     return chars
 
 
+STOP_STRINGS = ["stop", "the end", ".\n", "\u00f6", "!!"]
+STOP_TEXTS = ["Stop! Don't stop now, the end is near.\nThe end.", "Sch\u00f6n, gr\u00f6\u00dfer, b\u00f6se!!",
+              "st op stopper nonstop the  end", "unstoppable.\n\n.\n"]
+
+
+def stop_string_cases(tokenizer, lines):
+    """transformers' StopStringCriteria(tokenizer, STOP_STRINGS) on every
+    prefix of the ids of STOP_TEXTS and of some corpus lines (and, once, with
+    an id outside the vocabulary before the newest token)."""
+    import torch
+    from transformers.generation.stopping_criteria import StopStringCriteria
+    try:
+        criteria = StopStringCriteria(tokenizer, STOP_STRINGS)
+    except ValueError as e:
+        return {"stop_strings": STOP_STRINGS, "stop_error": str(e)}
+    sequences = []
+    for text in STOP_TEXTS + lines[:20]:
+        ids = tokenizer(text)["input_ids"]
+        sequences += [ids[:k] for k in range(1, len(ids) + 1)]
+    ids = tokenizer(STOP_TEXTS[0])["input_ids"]
+    sequences += [ids[:k] + [len(tokenizer) + 7] + ids[k:k + 2] for k in range(len(ids))]
+    return {"stop_strings": STOP_STRINGS,
+            "stop_cases": [{"ids": s, "stop": bool(criteria(torch.tensor([s]), None)[0])}
+                           for s in sequences]}
+
+
 def lossy_ids(tokenizer, bad):
     """The ids of byte tokens of `bad`: <0xXX> where the vocabulary has them
     (byte fallback), else byte-level characters."""
@@ -387,6 +415,7 @@ def reference(directory, lines):
                                       "attention_mask": batch["attention_mask"]}
     except ValueError as e:
         values["batch_error"] = str(e)
+    values.update(stop_string_cases(tokenizer, lines))
     with open(os.path.join(directory, "mha_reference.json"), "w", encoding="utf-8") as f:
         json.dump(values, f, ensure_ascii=False)
 

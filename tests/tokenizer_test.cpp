@@ -16,9 +16,10 @@
 // combining marks, accents, İ and final sigma): ids, pairs, truncation (every
 // strategy), decoded text with and without special tokens, padded batches
 // (to the longest and to max_length), streamed text, bytes that are not
-// UTF-8 decoded with U+FFFD; then the errors.
+// UTF-8 decoded with U+FFFD, StopStringCriteria's answers; then the errors.
 
 #include <gtest/gtest.h>
+#include <mha/stopping_criteria.h>
 #include <mha/tokenizer.h>
 
 #include <filesystem>
@@ -196,6 +197,27 @@ TEST_P(TokenizerParity, StreamedPiecesJoinToTransformersText) {
     joined += stream.finish();
     EXPECT_EQ(joined, expected);
   }
+}
+
+TEST_P(TokenizerParity, StopStringsStopWhereTransformersStops) {
+  const json ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const auto stop_strings = ref.at("stop_strings").get<std::vector<std::string>>();
+  if (ref.contains("stop_error")) {
+    MHA_ASSERT_THROWS_WITH(mha::StopStringCriteria(tokenizer, stop_strings),
+                           "unable to identify tokens matching");
+    return;
+  }
+  const mha::StopStringCriteria criteria(tokenizer, stop_strings);
+  size_t stops = 0;
+  for (const json& c : ref.at("stop_cases")) {
+    const Ids ids = c.at("ids").get<Ids>();
+    const torch::Tensor row = torch::tensor(ids, torch::kLong).unsqueeze(0);  // (1, t)
+    const bool stop = criteria(row, torch::Tensor())[0].item<bool>();
+    EXPECT_EQ(stop, c.at("stop").get<bool>()) << ::testing::PrintToString(ids);
+    stops += stop;
+  }
+  EXPECT_GT(stops, 0u) << "the cases should include sequences that end in a stop string";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families,

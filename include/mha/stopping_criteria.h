@@ -6,10 +6,13 @@
 // caller's own after them, one of a built-in class replacing the config's, as
 // transformers merges a `stopping_criteria` argument.
 
+#include <mha/tokenizer.h>
 #include <torch/types.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace mha {
@@ -54,6 +57,40 @@ class EosTokenCriteria : public StoppingCriteria {
 
  private:
   torch::Tensor eos_;  ///< (K) int64
+};
+
+/// StopStringCriteria: a row is done when its text ends in one of
+/// `stop_strings`, the newest token's text holding at least the stop string's
+/// last character (it may run past it: "stop" ends "...st" "opera"), as
+/// transformers' `StopStringCriteria(tokenizer, stop_strings)` decides, with
+/// its view of each token's text (a byte-level or byte-fallback token's
+/// bytes, else the token's decoded text after other text) and its window (as
+/// many of the newest tokens as the longest stop string has characters, or
+/// bytes where tokens are bytes). An id without a token breaks a match.
+///
+/// Example:
+/// ```
+/// mha::Tokenizer tokenizer = mha::load_hf_tokenizer("path/to/gpt2");
+/// mha::StoppingCriteriaList criteria{
+///     std::make_shared<mha::StopStringCriteria>(tokenizer, std::vector<std::string>{"\n\n"})};
+/// // mha::generate(model, ids, mask, config, std::nullopt, {}, criteria);
+/// ```
+class StopStringCriteria : public StoppingCriteria {
+ public:
+  /// Throws `c10::Error` for no stop strings, an empty or non-UTF-8 one, or
+  /// one no token can end (transformers' message).
+  StopStringCriteria(const Tokenizer& tokenizer, std::vector<std::string> stop_strings);
+  /// See `StoppingCriteria`.
+  torch::Tensor operator()(const torch::Tensor& input_ids,
+                           const torch::Tensor& scores) const override;
+
+ private:
+  /// Whether `row`'s newest tokens end in a stop string.
+  bool row_stops(const int64_t* row, int64_t length) const;
+
+  std::vector<std::string> stop_strings_;
+  std::vector<std::optional<std::string>> token_texts_;  ///< by id
+  int64_t window_ = 0;  ///< newest tokens a match may span
 };
 
 }  // namespace mha

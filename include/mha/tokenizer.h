@@ -105,6 +105,7 @@ class Tokenizer {
 
   friend Tokenizer load_hf_tokenizer(const std::string& directory);
   friend class DecodeStream;
+  friend class StopStringCriteria;
   explicit Tokenizer(std::shared_ptr<const detail::TokenizerPipeline> pipeline);
 
   std::shared_ptr<const detail::TokenizerPipeline> pipeline_;

@@ -72,18 +72,19 @@ void ByteLevelPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>
   for (size_t i = first; i < out.size(); ++i) out[i].text = as_byte_chars(out[i].text);
 }
 
+std::optional<std::string> byte_level_bytes(const std::string& token) {
+  std::string bytes;
+  for (size_t at = 0, length = 0; at < token.size(); at += length) {
+    const auto found = char_bytes().find(code_point_at(token, at, length));
+    if (found == char_bytes().end()) return std::nullopt;
+    bytes += static_cast<char>(found->second);
+  }
+  return bytes;
+}
+
 std::vector<std::string> ByteLevelDecoder::decode_chain(std::vector<std::string> tokens) const {
   std::string bytes;
-  for (const std::string& token : tokens) {
-    std::string own;
-    bool mapped = true;
-    for (size_t at = 0, length = 0; at < token.size() && mapped; at += length) {
-      const auto found = char_bytes().find(code_point_at(token, at, length));
-      mapped = found != char_bytes().end();
-      if (mapped) own += static_cast<char>(found->second);
-    }
-    bytes += mapped ? own : token;
-  }
+  for (const std::string& token : tokens) bytes += byte_level_bytes(token).value_or(token);
   return {utf8_lossy(bytes)};
 }
 

@@ -5,6 +5,7 @@
 // a printable character, and the decoder that turns those characters back
 // into bytes (tokenizers/src/pre_tokenizers/byte_level.rs).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   bool add_prefix_space_;
   bool use_regex_;
 };
+
+/// The bytes `token`'s characters stand for, or none where one of them is
+/// not a byte's character.
+std::optional<std::string> byte_level_bytes(const std::string& token);
 
 /// tokenizers' `ByteLevel` decoder: each token's characters back to their
 /// bytes (a token with a character outside the map keeps its own UTF-8
