@@ -302,13 +302,51 @@ TEST(TokenizerErrors, MissingMalformedAndUnsupportedFilesAreNamed) {
       "unigram", [](json& t) { t["model"]["type"] = "Unigram"; }, "", "TokenizersBackend");
   MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(unigram),
                          "tokenizer.json's model is 'Unigram'; supported: BPE, WordPiece");
-  const std::string nfkc = edited_copy(
-      "nfkc", [](json& t) { t["normalizer"] = {{"type", "NFKC"}}; }, "", "TokenizersBackend");
-  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(nfkc),
-                         "normalizer 'NFKC' is not supported yet; supported: BertNormalizer");
-  const std::string llama = edited_copy("llama", [](json&) {}, "", "LlamaTokenizer");
-  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(llama),
-                         "tokenizer_class 'LlamaTokenizer' is not supported yet");
+  const std::string precompiled = edited_copy(
+      "precompiled", [](json& t) { t["normalizer"] = {{"type", "Precompiled"}}; }, "",
+      "TokenizersBackend");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(precompiled),
+                         "normalizer 'Precompiled' is not supported yet; supported: "
+                         "BertNormalizer, NFC, NFD, NFKC, NFKD");
+  const std::string bad_regex = edited_copy(
+      "bad_regex",
+      [](json& t) {
+        t["pre_tokenizer"] = {{"type", "Split"},
+                              {"pattern", {{"Regex", "(unclosed"}}},
+                              {"behavior", "Isolated"}};
+      },
+      "", "TokenizersBackend");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(bad_regex),
+                         "the pattern '(unclosed' does not compile at offset 9");
+  const std::string bad_behavior = edited_copy(
+      "bad_behavior",
+      [](json& t) {
+        t["pre_tokenizer"] = {
+            {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Sideways"}};
+      },
+      "", "TokenizersBackend");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(bad_behavior),
+                         "split behavior 'Sideways' is not one of Removed, Isolated");
+  const std::string marian = edited_copy("marian", [](json&) {}, "", "MarianTokenizer");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(marian),
+                         "tokenizer_class 'MarianTokenizer' is not supported yet");
+}
+
+TEST(TokenizerErrors, StopStringsThatCannotStopAreRefused) {
+  const mha::Tokenizer bert = mha::load_hf_tokenizer(family_dir("bert_uncased"));
+  using Stops = std::vector<std::string>;
+  MHA_ASSERT_THROWS_WITH(mha::StopStringCriteria(bert, Stops{}),
+                         "expected at least one stop string, but got none");
+  MHA_ASSERT_THROWS_WITH(mha::StopStringCriteria(bert, Stops{"end", ""}),
+                         "expected non-empty stop strings");
+  MHA_ASSERT_THROWS_WITH(mha::StopStringCriteria(bert, Stops{"\xff"}),
+                         "a stop string: expected UTF-8 text");
+  // No token of the WordPiece vocabulary has a snowman.
+  MHA_ASSERT_THROWS_WITH(mha::StopStringCriteria(bert, Stops{"\xe2\x98\x83"}),
+                         "unable to identify tokens matching one or more of the supplied stop");
+  const mha::StopStringCriteria criteria(bert, Stops{"end"});
+  MHA_ASSERT_THROWS_WITH(criteria(torch::zeros({2}, torch::kLong), torch::Tensor()),
+                         "expected input_ids of shape (rows, t) int64, but got [2]");
 }
 
 }  // namespace
