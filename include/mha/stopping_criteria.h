@@ -78,7 +78,8 @@ class EosTokenCriteria : public StoppingCriteria {
 class StopStringCriteria : public StoppingCriteria {
  public:
   /// Throws `c10::Error` for no stop strings, an empty or non-UTF-8 one, or
-  /// one no token can end (transformers' message).
+  /// when no token can end any of them (transformers' message; a stop string
+  /// no token can end while another can is, as there, never matched).
   StopStringCriteria(const Tokenizer& tokenizer, std::vector<std::string> stop_strings);
   /// See `StoppingCriteria`.
   torch::Tensor operator()(const torch::Tensor& input_ids,

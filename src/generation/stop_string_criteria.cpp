@@ -47,18 +47,18 @@ StopStringCriteria::StopStringCriteria(const Tokenizer& tokenizer,
                     "StopStringCriteria: expected at least one stop string, but got none");
   detail::TokenTexts texts = detail::token_texts(*tokenizer.pipeline_);
   token_texts_ = std::move(texts.by_id);
+  bool some_can_end = false;  // transformers refuses only when none can
   for (const std::string& stop : stop_strings_) {
     detail::check_utf8(stop, "StopStringCriteria: a stop string");
     TORCH_CHECK_VALUE(!stop.empty(), "StopStringCriteria: expected non-empty stop strings");
-    TORCH_CHECK_VALUE(some_token_ends(stop, token_texts_),
-                      "Stop string preprocessing was unable to identify tokens matching one or "
-                      "more of the supplied stop string(s). This is most often caused by the stop "
-                      "strings containing unusual characters that are not in the tokenizer "
-                      "vocabulary. (stop string: '",
-                      stop, "')");
+    some_can_end = some_can_end || some_token_ends(stop, token_texts_);
     window_ = std::max(window_, texts.counts_bytes ? static_cast<int64_t>(stop.size())
                                                    : count_chars(stop));
   }
+  TORCH_CHECK_VALUE(some_can_end,
+                    "Stop string preprocessing was unable to identify tokens matching one or more "
+                    "of the supplied stop string(s). This is most often caused by the stop strings "
+                    "containing unusual characters that are not in the tokenizer vocabulary.");
 }
 
 bool StopStringCriteria::row_stops(const int64_t* row, int64_t length) const {
