@@ -11,7 +11,8 @@ the reference:
 
   <out>/<family>/            the directory (tokenizer.json, tokenizer_config.json;
                              gpt2's also a small random GPT-2 of its vocabulary and
-                             generated.txt, transformers' greedy continuation of PROMPT;
+                             generated.txt, transformers' greedy continuation of PROMPT,
+                             generated_stop.json, the same stopped by a stop string;
                              bert_uncased's a small random BERT and embeddings.safetensors,
                              transformers' mean-pooled embeddings of SENTENCES)
   <out>/<family>/mha_reference.json
@@ -302,6 +303,17 @@ def gpt2_model(directory, new_tokens=12):
     text = tokenizer.batch_decode(out.sequences, skip_special_tokens=True)[0]
     with open(os.path.join(directory, "generated.txt"), "w", encoding="utf-8") as f:
         f.write(text)
+    # A stop string from the middle of the continuation, and where generate stops on it.
+    continuation = tokenizer.decode(out.sequences[0, inputs["input_ids"].shape[1]:])
+    stop = next(continuation[i:i + 2] for i in range(3, len(continuation) - 1)
+                if not any(c.isspace() or c == "\ufffd" for c in continuation[i:i + 2]))
+    stopped = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False,
+                             stop_strings=[stop], tokenizer=tokenizer, pad_token_id=0)
+    if stopped.shape[1] >= out.sequences.shape[1]:
+        raise SystemExit(f"gpt2 model: the stop string {stop!r} did not stop generate")
+    with open(os.path.join(directory, "generated_stop.json"), "w", encoding="utf-8") as f:
+        json.dump({"prompt": PROMPT, "stop_strings": [stop], "max_new_tokens": new_tokens,
+                   "sequences": stopped.tolist()}, f, ensure_ascii=False)
 
 
 SENTENCES = ["The early bird catches the worm.", "Der frühe Vogel fängt den Wurm.",

@@ -19,6 +19,8 @@
 // UTF-8 decoded with U+FFFD, StopStringCriteria's answers; then the errors.
 
 #include <gtest/gtest.h>
+#include <mha/generation.h>
+#include <mha/hf_models.h>
 #include <mha/stopping_criteria.h>
 #include <mha/tokenizer.h>
 
@@ -311,9 +313,8 @@ TEST(TokenizerErrors, MissingMalformedAndUnsupportedFilesAreNamed) {
   const std::string bad_regex = edited_copy(
       "bad_regex",
       [](json& t) {
-        t["pre_tokenizer"] = {{"type", "Split"},
-                              {"pattern", {{"Regex", "(unclosed"}}},
-                              {"behavior", "Isolated"}};
+        t["pre_tokenizer"] = {
+            {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
       },
       "", "TokenizersBackend");
   MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(bad_regex),
@@ -330,6 +331,25 @@ TEST(TokenizerErrors, MissingMalformedAndUnsupportedFilesAreNamed) {
   const std::string marian = edited_copy("marian", [](json&) {}, "", "MarianTokenizer");
   MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(marian),
                          "tokenizer_class 'MarianTokenizer' is not supported yet");
+}
+
+TEST(StopStrings, GenerateStopsWhereTransformersStops) {
+  // transformers' generate(stop_strings=[...], tokenizer=...) on the small GPT-2.
+  std::ifstream in(family_dir("gpt2") + "/generated_stop.json");
+  const json ref = json::parse(in);
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir("gpt2"));
+  mha::CausalLM model = mha::load_hf_model(family_dir("gpt2")).as<mha::CausalLM>();
+  const Ids prompt = tokenizer.encode(ref.at("prompt").get<std::string>());
+  const mha::StoppingCriteriaList criteria{std::make_shared<mha::StopStringCriteria>(
+      tokenizer, ref.at("stop_strings").get<std::vector<std::string>>())};
+  const torch::Tensor sequences =
+      mha::generate(model, torch::tensor(prompt, torch::kLong).unsqueeze(0), {},
+                    mha::GenerationConfig()
+                        .max_new_tokens(ref.at("max_new_tokens").get<int64_t>())
+                        .pad_token_id(0),
+                    std::nullopt, {}, criteria);  // (1, L + T)
+  EXPECT_EQ(Ids(sequences.data_ptr<int64_t>(), sequences.data_ptr<int64_t>() + sequences.numel()),
+            ref.at("sequences")[0].get<Ids>());
 }
 
 TEST(TokenizerErrors, StopStringsThatCannotStopAreRefused) {

@@ -91,7 +91,7 @@ class StopStringCriteria : public StoppingCriteria {
 
   std::vector<std::string> stop_strings_;
   std::vector<std::optional<std::string>> token_texts_;  ///< by id
-  int64_t window_ = 0;  ///< newest tokens a match may span
+  int64_t window_ = 0;                                   ///< newest tokens a match may span
 };
 
 }  // namespace mha

@@ -32,7 +32,8 @@ bool some_token_ends(const std::string& stop,
     if (!text) continue;
     for (size_t k = 1; k <= text->size(); ++k) {
       const size_t overlap = std::min(k, stop.size());
-      if (text->compare(k - overlap, overlap, stop, stop.size() - overlap, overlap) == 0) return true;
+      if (text->compare(k - overlap, overlap, stop, stop.size() - overlap, overlap) == 0)
+        return true;
     }
   }
   return false;
@@ -52,8 +53,8 @@ StopStringCriteria::StopStringCriteria(const Tokenizer& tokenizer,
     detail::check_utf8(stop, "StopStringCriteria: a stop string");
     TORCH_CHECK_VALUE(!stop.empty(), "StopStringCriteria: expected non-empty stop strings");
     some_can_end = some_can_end || some_token_ends(stop, token_texts_);
-    window_ = std::max(window_, texts.counts_bytes ? static_cast<int64_t>(stop.size())
-                                                   : count_chars(stop));
+    window_ = std::max(window_,
+                       texts.counts_bytes ? static_cast<int64_t>(stop.size()) : count_chars(stop));
   }
   TORCH_CHECK_VALUE(some_can_end,
                     "Stop string preprocessing was unable to identify tokens matching one or more "
@@ -87,7 +88,7 @@ torch::Tensor StopStringCriteria::operator()(const torch::Tensor& input_ids,
   TORCH_CHECK_VALUE(input_ids.dim() == 2 && input_ids.scalar_type() == at::kLong,
                     "StopStringCriteria: expected input_ids of shape (rows, t) int64, but got ",
                     input_ids.sizes(), " ", input_ids.scalar_type());
-  const torch::Tensor ids = input_ids.contiguous();  // (rows, t)
+  const torch::Tensor ids = input_ids.contiguous();          // (rows, t)
   torch::Tensor done = at::zeros({ids.size(0)}, at::kBool);  // (rows)
   auto rows = done.accessor<bool, 1>();
   for (int64_t r = 0; r < ids.size(0); ++r) {

@@ -65,8 +65,8 @@ TokenTexts token_texts(const TokenizerPipeline& p) {
     tokens.push_back(*token);
     const std::string text = p.decoder->decode(std::move(tokens));
     const size_t at = text.find(prefix);
-    TORCH_CHECK_VALUE(at != std::string::npos, "StopStringCriteria: the decoded text of token ",
-                      id, " ('", *token, "') after \"", prefix, "\" lost the prefix: '", text, "'");
+    TORCH_CHECK_VALUE(at != std::string::npos, "StopStringCriteria: the decoded text of token ", id,
+                      " ('", *token, "') after \"", prefix, "\" lost the prefix: '", text, "'");
     texts.by_id[id] = text.substr(at + prefix.size());
   }
   return texts;
