@@ -4,10 +4,9 @@
 // Usage: tokenizer_rounds DIR THREADS ROUNDS
 // Reads DIR/mha_reference.json's corpus lines (scripts/export_tokenizer_reference.py;
 // the edge cases at its end left out), and on THREADS intra-op threads
-// (at::set_num_threads) times, ROUNDS times each: encoding every line (the
-// ids with special tokens, each line one task of at::parallel_for, as
-// Tokenizer::encode_batch runs them, without its padding) and decoding every
-// line's ids. Prints one JSON object: the lines, the ids in all, and each
+// (at::set_num_threads) times, ROUNDS times each: Tokenizer::encode_each of
+// every line (the ids with special tokens, unpadded) and Tokenizer::batch_decode
+// of their ids. Prints one JSON object: the lines, the ids in all, and each
 // round's lines per second of both.
 
 #include <ATen/Parallel.h>
@@ -49,21 +48,11 @@ int main(int argc, char** argv) {
   lines.resize(lines.size() >= 10000 ? 10000 : lines.size());  // the corpus lines
 
   const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(dir);
-  const auto n = static_cast<int64_t>(lines.size());
-  std::vector<std::vector<int64_t>> ids(lines.size());
-  std::vector<std::string> texts(lines.size());
+  std::vector<std::vector<int64_t>> ids;
   nlohmann::json encode = nlohmann::json::array(), decode = nlohmann::json::array();
   for (int round = 0; round < rounds; ++round) {
-    encode.push_back(lines_per_second(lines.size(), [&] {
-      at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) ids[i] = tokenizer.encode(lines[i]);
-      });
-    }));
-    decode.push_back(lines_per_second(lines.size(), [&] {
-      at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) texts[i] = tokenizer.decode(ids[i]);
-      });
-    }));
+    encode.push_back(lines_per_second(lines.size(), [&] { ids = tokenizer.encode_each(lines); }));
+    decode.push_back(lines_per_second(lines.size(), [&] { tokenizer.batch_decode(ids); }));
   }
   size_t total = 0;
   for (const auto& row : ids) total += row.size();

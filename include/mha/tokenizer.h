@@ -77,8 +77,11 @@ class Tokenizer {
   std::vector<int64_t> encode_pair(const std::string& text,
                                    const std::string& pair,
                                    const EncodeOptions& options = {}) const;
-  /// `texts` encoded and padded (to the longest, or to `max_length`);
-  /// encodes on LibTorch's intra-op threads.
+  /// Each text's ids, unpadded: transformers' `tokenizer(texts, **options)["input_ids"]`;
+  /// the texts are encoded on at::get_num_threads() threads.
+  std::vector<std::vector<int64_t>> encode_each(const std::vector<std::string>& texts,
+                                                const EncodeOptions& options = {}) const;
+  /// `texts` encoded (as `encode_each`) and padded (to the longest, or to `max_length`).
   TokenizedBatch encode_batch(const std::vector<std::string>& texts,
                               const EncodeOptions& options = {}) const;
 
@@ -86,6 +89,10 @@ class Tokenizer {
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;
   /// Each row of `sequences` (N, L) integer decoded, transformers' `batch_decode`.
   std::vector<std::string> batch_decode(const torch::Tensor& sequences,
+                                        bool skip_special_tokens = false) const;
+  /// Each sequence decoded, transformers' `batch_decode` of a list of lists;
+  /// on at::get_num_threads() threads.
+  std::vector<std::string> batch_decode(const std::vector<std::vector<int64_t>>& sequences,
                                         bool skip_special_tokens = false) const;
 
   /// The id of `token` (an added token or one of the vocabulary), if any.

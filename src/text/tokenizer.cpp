@@ -2,10 +2,10 @@
 
 #include "mha/tokenizer.h"
 
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
 
+#include "common/parallel_items.h"
 #include "text/tokenizer_files.h"
 #include "text/truncation.h"
 #include "text/utf8.h"
@@ -72,15 +72,27 @@ std::vector<int64_t> Tokenizer::encode_pair(const std::string& text,
   return truncated_with_specials(pipeline_->encode_plain(text), &b, options);
 }
 
-TokenizedBatch Tokenizer::encode_batch(const std::vector<std::string>& texts,
-                                       const EncodeOptions& options) const {
+std::vector<std::vector<int64_t>> Tokenizer::encode_each(const std::vector<std::string>& texts,
+                                                         const EncodeOptions& options) const {
   for (size_t i = 0; i < texts.size(); ++i) {
     detail::check_utf8(texts[i], ("texts[" + std::to_string(i) + "]").c_str());
   }
   std::vector<std::vector<int64_t>> ids(texts.size());
-  at::parallel_for(0, static_cast<int64_t>(texts.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) ids[i] = encode(texts[i], options);
-  });
+  // Many small chunks: lines differ in length, so threads finish together.
+  detail::parallel_items(
+      static_cast<int64_t>(texts.size()),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          ids[i] = truncated_with_specials(pipeline_->encode_plain(texts[i]), nullptr, options);
+        }
+      },
+      /*chunks_per_thread=*/16);
+  return ids;
+}
+
+TokenizedBatch Tokenizer::encode_batch(const std::vector<std::string>& texts,
+                                       const EncodeOptions& options) const {
+  const std::vector<std::vector<int64_t>> ids = encode_each(texts, options);
   size_t longest = 0;
   for (const auto& row : ids) longest = std::max(longest, row.size());
   if (options.pad_to_max_length()) {
@@ -105,11 +117,23 @@ std::vector<std::string> Tokenizer::batch_decode(const torch::Tensor& sequences,
                     "batch_decode: expected sequences of integer ids of shape (N, L), but got ",
                     sequences.scalar_type(), " of shape ", sequences.sizes());
   const torch::Tensor rows = sequences.to(torch::kCPU, torch::kLong).contiguous();
-  std::vector<std::string> texts;
+  std::vector<std::vector<int64_t>> ids;
   for (int64_t i = 0; i < rows.size(0); ++i) {
     const int64_t* row = rows[i].data_ptr<int64_t>();
-    texts.push_back(decode(std::vector<int64_t>(row, row + rows.size(1)), skip_special_tokens));
+    ids.emplace_back(row, row + rows.size(1));
   }
+  return batch_decode(ids, skip_special_tokens);
+}
+
+std::vector<std::string> Tokenizer::batch_decode(const std::vector<std::vector<int64_t>>& sequences,
+                                                 bool skip_special_tokens) const {
+  std::vector<std::string> texts(sequences.size());
+  detail::parallel_items(
+      static_cast<int64_t>(sequences.size()),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) texts[i] = decode(sequences[i], skip_special_tokens);
+      },
+      /*chunks_per_thread=*/16);
   return texts;
 }
 
