@@ -67,6 +67,9 @@ TEST_P(TokenizerParity, IdsOfEveryLineAreTransformers) {
     }
   }
   EXPECT_EQ(differ, 0u) << "of " << lines.size() << " lines";
+  // All lines in one call, on the threads.
+  const auto each = tokenizer.encode_each(lines.get<std::vector<std::string>>());
+  EXPECT_TRUE(each == ref.at("ids").get<std::vector<Ids>>());
 }
 
 TEST_P(TokenizerParity, DecodedTextIsTransformers) {
@@ -81,6 +84,9 @@ TEST_P(TokenizerParity, DecodedTextIsTransformers) {
     if (!same && ++differ <= 5) ADD_FAILURE() << "line " << i << ": decoded text differs";
   }
   EXPECT_EQ(differ, 0u);
+  // All sequences in one call, on the threads.
+  EXPECT_TRUE(tokenizer.batch_decode(ref.at("ids").get<std::vector<Ids>>()) ==
+              ref.at("decoded").get<std::vector<std::string>>());
   // Byte tokens that are not UTF-8: U+FFFD for each maximal invalid part.
   for (size_t i = 0; i < ref.at("lossy_ids").size(); ++i) {
     EXPECT_EQ(tokenizer.decode(ref.at("lossy_ids")[i].get<Ids>()),
