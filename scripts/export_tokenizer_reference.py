@@ -276,6 +276,51 @@ def metaspace_generic(directory, lines):
                             add_eos_token=True).save_pretrained(directory)
 
 
+def unigram_generic(directory, lines):
+    """tokenizer.json's own pipeline with a Unigram model (T5's and XLM-R's
+    kind): NFKC, Metaspace, a Unigram with an unknown piece, the Metaspace
+    decoder, `$A </s>`."""
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=3000, unk_token="<unk>", max_piece_length=12,
+                                      special_tokens=["<pad>", "</s>", "<unk>"],
+                                      show_progress=False)
+    tokenizer.train_from_iterator(lines[::4], trainer)
+    tokenizer.decoder = decoders.Metaspace()
+    eos = tokenizer.token_to_id("</s>")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos)])
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>",
+                            eos_token="</s>").save_pretrained(directory)
+
+
+def without_tokenizer_json(directory, files):
+    """The directory as older checkpoints have it: `files` (name -> text)
+    written beside tokenizer_config.json, tokenizer.json removed."""
+    for name, text in files.items():
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    os.remove(os.path.join(directory, "tokenizer.json"))
+
+
+def bert_vocab_txt(directory, lines):
+    """BERT's older directory: vocab.txt (a token a line) and tokenizer_config.json."""
+    vocab = word_piece(lines, lowercase=True).get_vocab()
+    BertTokenizer(vocab=vocab, do_lower_case=True).save_pretrained(directory)
+    tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
+    without_tokenizer_json(directory, {"vocab.txt": "".join(t + "\n" for t in tokens)})
+
+
+def gpt2_vocab_merges(directory, trained):
+    """GPT-2's older directory: vocab.json, merges.txt and tokenizer_config.json."""
+    vocab, merges = trained
+    GPT2Tokenizer(vocab=vocab, merges=merges).save_pretrained(directory)
+    without_tokenizer_json(directory, {
+        "vocab.json": json.dumps(vocab, ensure_ascii=False),
+        "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)})
+
+
 PROMPT = "Once upon a time, the fortune said"
 
 
@@ -453,7 +498,10 @@ def main():
                 "llama3": lambda d: llama3(d, lines),
                 "qwen2": lambda d: qwen2(d, lines),
                 "bpe_suffix_generic": lambda d: bpe_suffix_generic(d, lines),
-                "metaspace_generic": lambda d: metaspace_generic(d, lines)}
+                "metaspace_generic": lambda d: metaspace_generic(d, lines),
+                "unigram_generic": lambda d: unigram_generic(d, lines),
+                "bert_vocab_txt": lambda d: bert_vocab_txt(d, lines),
+                "gpt2_vocab_merges": lambda d: gpt2_vocab_merges(d, trained)}
     wanted = set(filter(None, args.families.split(",")))
     for family, build in families.items():
         if wanted and family not in wanted:

@@ -10,7 +10,9 @@
 // one as Qwen2Tokenizer does, and under the generic class a Llama-3-style
 // (Split + ByteLevel, ignore_merges) and two that use the other components
 // (Unicode forms, Replace, Strip, Whitespace, Punctuation, Digits, Metaspace,
-// an end-of-word suffix, a continuing-subword prefix, their decoders).
+// an end-of-word suffix, a continuing-subword prefix, their decoders), and a
+// Unigram (T5's and XLM-R's kind of model); and directories without
+// tokenizer.json: BERT's vocab.txt, GPT-2's vocab.json and merges.txt.
 // On 10,000 corpus lines and the edge cases (empty, whitespace runs, tabs and
 // newlines, a 5,000-character word, special tokens in the text, emoji,
 // combining marks, accents, İ and final sigma): ids, pairs, truncation (every
@@ -240,7 +242,10 @@ INSTANTIATE_TEST_SUITE_P(Families,
                                            "llama3",
                                            "qwen2",
                                            "bpe_suffix_generic",
-                                           "metaspace_generic"));
+                                           "metaspace_generic",
+                                           "unigram_generic",
+                                           "bert_vocab_txt",
+                                           "gpt2_vocab_merges"));
 
 TEST(Tokenizer, ConcurrentEncodesGiveOneThreadsIds) {
   const json ref = reference("gpt2");
@@ -298,7 +303,7 @@ std::string edited_copy(const std::string& name,
 TEST(TokenizerErrors, MissingMalformedAndUnsupportedFilesAreNamed) {
   MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer("/nonexistent/dir"),
                          "/nonexistent/dir/tokenizer.json (a tokenizer directory holds "
-                         "tokenizer.json), but it cannot be read");
+                         "tokenizer.json; or, for BertTokenizer, vocab.txt");
   const std::string truncated = edited_copy("truncated", [](json&) {}, "{\"version\": \"1.0\", ");
   MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(truncated), "tokenizer.json is not valid JSON");
   const std::string bad_merge = edited_copy(
@@ -306,10 +311,11 @@ TEST(TokenizerErrors, MissingMalformedAndUnsupportedFilesAreNamed) {
   MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(bad_merge),
                          "merge 0 ('nowhere', 'tobeseen') names a token that is not in the "
                          "vocabulary");
-  const std::string unigram = edited_copy(
-      "unigram", [](json& t) { t["model"]["type"] = "Unigram"; }, "", "TokenizersBackend");
-  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(unigram),
-                         "tokenizer.json's model is 'Unigram'; supported: BPE, WordPiece");
+  const std::string word_level = edited_copy(
+      "word_level", [](json& t) { t["model"]["type"] = "WordLevel"; }, "", "TokenizersBackend");
+  MHA_ASSERT_THROWS_WITH(
+      mha::load_hf_tokenizer(word_level),
+      "tokenizer.json's model is 'WordLevel'; supported: BPE, WordPiece, Unigram");
   const std::string precompiled = edited_copy(
       "precompiled", [](json& t) { t["normalizer"] = {{"type", "Precompiled"}}; }, "",
       "TokenizersBackend");

@@ -39,8 +39,8 @@ class Pattern {
   std::vector<PatternMatch> find_matches(const std::string& text) const;
 
  private:
-  std::shared_ptr<const void> code_;  // pcre2_code, freed by its deleter
-  bool empty_literal_ = false;
+  std::shared_ptr<const void> code_;  // pcre2_code (a regex), freed by its deleter
+  std::string literal_;               // the text (not a regex)
 };
 
 /// `text`'s stretches where each character for which `matches` holds is a

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,6 +15,7 @@
 #include "text/normalizers.h"
 #include "text/pre_tokenizers.h"
 #include "text/tokenizer_json.h"
+#include "text/vocabulary_files.h"
 #include "text/word_piece.h"
 
 namespace mha {
@@ -25,21 +25,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-/// `path` parsed; `c10::Error` naming it when missing or not JSON.
-json read_tokenizer_json(const fs::path& path) {
-  std::ifstream in(path);
-  TORCH_CHECK_VALUE(in.good(), "load_hf_tokenizer: expected ", path.string(),
-                    " (a tokenizer directory holds tokenizer.json), but it cannot be read");
-  json parsed;
-  try {
-    parsed = json::parse(in);
-  } catch (const json::exception& e) {
-    TORCH_CHECK_VALUE(false, "load_hf_tokenizer: ", path.string(),
-                      " is not valid JSON: ", e.what());
-  }
-  return parsed;
-}
 
 /// A special token of tokenizer_config.json: a string, an AddedToken's
 /// fields, or null.
@@ -300,9 +285,14 @@ std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, cons
 
 std::shared_ptr<const TokenizerPipeline> read_tokenizer_directory(const std::string& directory) {
   const fs::path dir(directory);
-  const json tokenizer = read_tokenizer_json(dir / "tokenizer.json");
   const fs::path config_path = dir / "tokenizer_config.json";
-  const json config = fs::exists(config_path) ? read_tokenizer_json(config_path) : json::object();
+  const json config = fs::exists(config_path) ? read_json_file(config_path) : json::object();
+  std::optional<json> files;
+  if (!fs::exists(dir / "tokenizer.json")) {
+    files = tokenizer_json_of_vocabulary_files(
+        dir, json_field<std::string>(config, "tokenizer_class", ""), config);
+  }
+  const json tokenizer = files ? *files : read_json_file(dir / "tokenizer.json");
   std::shared_ptr<const TokenizerPipeline> pipeline;
   try {
     pipeline = pipeline_of(tokenizer, config);

@@ -2,12 +2,15 @@
 
 #include <c10/util/Exception.h>
 
+#include <fstream>
+
 #include "text/bert_text.h"
 #include "text/bpe.h"
 #include "text/byte_level.h"
 #include "text/decoders.h"
 #include "text/normalizers.h"
 #include "text/pre_tokenizers.h"
+#include "text/unigram.h"
 #include "text/utf8.h"
 #include "text/word_piece.h"
 
@@ -56,6 +59,22 @@ std::vector<std::unique_ptr<const Component>> read_each(const json& list, Read r
 }
 
 }  // namespace
+
+json read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  TORCH_CHECK_VALUE(in.good(), "load_hf_tokenizer: expected ", path.string(),
+                    " (a tokenizer directory holds tokenizer.json; or, for BertTokenizer, "
+                    "vocab.txt; for GPT2Tokenizer and RobertaTokenizer, vocab.json and "
+                    "merges.txt), but it cannot be read");
+  json parsed;
+  try {
+    parsed = json::parse(in);
+  } catch (const json::exception& e) {
+    TORCH_CHECK_VALUE(false, "load_hf_tokenizer: ", path.string(),
+                      " is not valid JSON: ", e.what());
+  }
+  return parsed;
+}
 
 std::vector<std::pair<std::string, std::string>> read_merges(const json& model) {
   std::vector<std::pair<std::string, std::string>> merges;
@@ -141,15 +160,25 @@ std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre) {
 
 std::unique_ptr<const TokenModel> read_model(const json& model) {
   const std::string type = type_of(model);
-  const auto vocab = model.at("vocab").get<std::unordered_map<std::string, int64_t>>();
   if (type == "WordPiece") {
     return std::make_unique<WordPiece>(
-        vocab, json_field<std::string>(model, "unk_token", "[UNK]"),
+        model.at("vocab").get<std::unordered_map<std::string, int64_t>>(),
+        json_field<std::string>(model, "unk_token", "[UNK]"),
         json_field<std::string>(model, "continuing_subword_prefix", "##"),
         json_field<int64_t>(model, "max_input_chars_per_word", 100));
   }
+  if (type == "Unigram") {
+    std::vector<std::pair<std::string, double>> pieces;
+    for (const json& piece : model.at("vocab")) {
+      pieces.emplace_back(piece.at(0).get<std::string>(), piece.at(1).get<double>());
+    }
+    std::optional<int64_t> unk_id;
+    if (!model.value("unk_id", json()).is_null()) unk_id = model.at("unk_id").get<int64_t>();
+    return std::make_unique<Unigram>(std::move(pieces), unk_id,
+                                     json_field<bool>(model, "byte_fallback", false));
+  }
   TORCH_CHECK_VALUE(type == "BPE", "load_hf_tokenizer: tokenizer.json's model is '", type,
-                    "'; supported: BPE, WordPiece");
+                    "'; supported: BPE, WordPiece, Unigram");
   BpeOptions options;
   options.ignore_merges = json_field<bool>(model, "ignore_merges", false);
   if (!model.value("unk_token", json()).is_null()) {
@@ -160,7 +189,8 @@ std::unique_ptr<const TokenModel> read_model(const json& model) {
   options.continuing_subword_prefix =
       json_field<std::string>(model, "continuing_subword_prefix", "");
   options.end_of_word_suffix = json_field<std::string>(model, "end_of_word_suffix", "");
-  return std::make_unique<Bpe>(vocab, read_merges(model), std::move(options));
+  return std::make_unique<Bpe>(model.at("vocab").get<std::unordered_map<std::string, int64_t>>(),
+                               read_merges(model), std::move(options));
 }
 
 std::unique_ptr<const Decoder> read_decoder(const json& decoder) {
