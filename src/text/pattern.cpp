@@ -63,13 +63,15 @@ SplitBehavior split_behavior(const std::string& name) {
   return SplitBehavior::kContiguous;
 }
 
-Pattern::Pattern(const std::string& text, bool regex) : empty_literal_(!regex && text.empty()) {
-  if (empty_literal_) return;
-  const std::string source = regex ? pcre2_dialect(text) : text;
+Pattern::Pattern(const std::string& text, bool regex) {
+  if (!regex) {
+    literal_ = text;
+    return;
+  }
+  const std::string source = pcre2_dialect(text);
   int error = 0;
   PCRE2_SIZE offset = 0;
-  // PCRE2_LITERAL admits neither PCRE2_UCP nor needs it.
-  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (regex ? PCRE2_UCP : PCRE2_LITERAL);
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | PCRE2_UCP;
   pcre2_code* compiled = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
                                        options, &error, &offset, nullptr);
   if (compiled == nullptr) {
@@ -85,7 +87,7 @@ Pattern::Pattern(const std::string& text, bool regex) : empty_literal_(!regex &&
 
 std::vector<PatternMatch> Pattern::find_matches(const std::string& text) const {
   if (text.empty()) return {{0, 0, false}};
-  if (empty_literal_) return {{0, text.size(), false}};
+  if (code_ == nullptr) return find_literal(text);
   const std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
       pcre2_match_data_create_from_pattern(as_code(code_), nullptr), &pcre2_match_data_free);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
@@ -109,6 +111,20 @@ std::vector<PatternMatch> Pattern::find_matches(const std::string& text) const {
     stretches.push_back({range[0], range[1], true});
     previous = at = range[1];
     last_match_end = range[1];
+  }
+  if (previous != text.size()) stretches.push_back({previous, text.size(), false});
+  return stretches;
+}
+
+std::vector<PatternMatch> Pattern::find_literal(const std::string& text) const {
+  if (literal_.empty()) return {{0, text.size(), false}};
+  std::vector<PatternMatch> stretches;
+  size_t previous = 0;
+  for (size_t at = text.find(literal_); at != std::string::npos;
+       at = text.find(literal_, at + literal_.size())) {
+    if (previous != at) stretches.push_back({previous, at, false});
+    stretches.push_back({at, at + literal_.size(), true});
+    previous = at + literal_.size();
   }
   if (previous != text.size()) stretches.push_back({previous, text.size(), false});
   return stretches;

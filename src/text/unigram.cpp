@@ -71,7 +71,8 @@ std::vector<std::pair<size_t, size_t>> Unigram::best_pieces(const std::string& w
       single = single || n == length;
     }
     if (!single) {
-      TORCH_CHECK_VALUE(unk_id_.has_value(), "Unigram: the text has a character outside the "
+      TORCH_CHECK_VALUE(unk_id_.has_value(),
+                        "Unigram: the text has a character outside the "
                         "vocabulary and the model has no unk_id");
       offer(begin, begin + length, *unk_id_, unknown_score);
     }
