@@ -39,6 +39,9 @@ class Pattern {
   std::vector<PatternMatch> find_matches(const std::string& text) const;
 
  private:
+  /// `find_matches` of the literal text (leftmost, not overlapping).
+  std::vector<PatternMatch> find_literal(const std::string& text) const;
+
   std::shared_ptr<const void> code_;  // pcre2_code (a regex), freed by its deleter
   std::string literal_;               // the text (not a regex)
 };
