@@ -283,7 +283,7 @@ def unigram_generic(directory, lines):
     tokenizer = Tokenizer(models.Unigram())
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-    trainer = trainers.UnigramTrainer(vocab_size=3000, unk_token="<unk>", max_piece_length=12,
+    trainer = trainers.UnigramTrainer(vocab_size=8000, unk_token="<unk>", max_piece_length=12,
                                       special_tokens=["<pad>", "</s>", "<unk>"],
                                       show_progress=False)
     tokenizer.train_from_iterator(lines[::4], trainer)
