@@ -295,6 +295,68 @@ def unigram_generic(directory, lines):
                             eos_token="</s>").save_pretrained(directory)
 
 
+def protobuf_field(message, number):
+    """The bytes of length-delimited field `number` of a protobuf `message`."""
+    def varint(at):
+        value, shift = 0, 0
+        while True:
+            byte = message[at]
+            value |= (byte & 0x7F) << shift
+            at, shift = at + 1, shift + 7
+            if byte < 0x80:
+                return value, at
+    at = 0
+    while at < len(message):
+        key, at = varint(at)
+        wire = key & 7
+        if wire == 0:
+            _, at = varint(at)
+        elif wire in (1, 5):
+            at += 8 if wire == 1 else 4
+        elif wire == 2:
+            length, at = varint(at)
+            if key >> 3 == number:
+                return message[at:at + length]
+            at += length
+        else:
+            raise SystemExit(f"protobuf: wire type {wire} is not expected here")
+    raise SystemExit(f"protobuf: no field {number}")
+
+
+def sentencepiece_charsmap(lines):
+    """SentencePiece's compiled nmt_nfkc rules: the precompiled_charsmap of a
+    model the sentencepiece package trains (the ModelProto's NormalizerSpec,
+    field 3; its charsmap, field 2)."""
+    import io
+    import sentencepiece as spm
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines[::40]), model_writer=model,
+                                   vocab_size=2000, normalization_rule_name="nmt_nfkc",
+                                   character_coverage=0.98, minloglevel=2)
+    return protobuf_field(protobuf_field(model.getvalue(), 3), 2)
+
+
+def unigram_precompiled(directory, lines):
+    """A T5-style tokenizer.json under the generic class: SentencePiece's
+    nmt_nfkc rules (Precompiled) and runs of spaces made one, Metaspace, a
+    Unigram, `$A </s>`."""
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizers.Sequence([
+        normalizers.Precompiled(sentencepiece_charsmap(lines)),
+        normalizers.Replace(Regex(" {2,}"), " ")])
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=8000, unk_token="<unk>", max_piece_length=12,
+                                      special_tokens=["<pad>", "</s>", "<unk>"],
+                                      show_progress=False)
+    tokenizer.train_from_iterator(lines[::4], trainer)
+    tokenizer.decoder = decoders.Metaspace()
+    eos = tokenizer.token_to_id("</s>")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos)])
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>",
+                            eos_token="</s>").save_pretrained(directory)
+
+
 def without_tokenizer_json(directory, files):
     """The directory as older checkpoints have it: `files` (name -> text)
     written beside tokenizer_config.json, tokenizer.json removed."""
@@ -500,6 +562,7 @@ def main():
                 "bpe_suffix_generic": lambda d: bpe_suffix_generic(d, lines),
                 "metaspace_generic": lambda d: metaspace_generic(d, lines),
                 "unigram_generic": lambda d: unigram_generic(d, lines),
+                "unigram_precompiled": lambda d: unigram_precompiled(d, lines),
                 "bert_vocab_txt": lambda d: bert_vocab_txt(d, lines),
                 "gpt2_vocab_merges": lambda d: gpt2_vocab_merges(d, trained)}
     wanted = set(filter(None, args.families.split(",")))

@@ -11,7 +11,8 @@
 // (Split + ByteLevel, ignore_merges) and two that use the other components
 // (Unicode forms, Replace, Strip, Whitespace, Punctuation, Digits, Metaspace,
 // an end-of-word suffix, a continuing-subword prefix, their decoders), and a
-// Unigram (T5's and XLM-R's kind of model); and directories without
+// Unigram (T5's and XLM-R's kind of model), one behind SentencePiece's
+// compiled normalization rules (Precompiled); and directories without
 // tokenizer.json: BERT's vocab.txt, GPT-2's vocab.json and merges.txt.
 // On 10,000 corpus lines and the edge cases (empty, whitespace runs, tabs and
 // newlines, a 5,000-character word, special tokens in the text, emoji,
@@ -244,6 +245,7 @@ INSTANTIATE_TEST_SUITE_P(Families,
                                            "bpe_suffix_generic",
                                            "metaspace_generic",
                                            "unigram_generic",
+                                           "unigram_precompiled",
                                            "bert_vocab_txt",
                                            "gpt2_vocab_merges"));
 

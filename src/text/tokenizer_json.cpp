@@ -9,6 +9,7 @@
 #include "text/byte_level.h"
 #include "text/decoders.h"
 #include "text/normalizers.h"
+#include "text/precompiled.h"
 #include "text/pre_tokenizers.h"
 #include "text/unigram.h"
 #include "text/utf8.h"
@@ -115,11 +116,21 @@ std::unique_ptr<const Normalizer> read_normalizer(const json& n) {
     return std::make_unique<ReplaceNormalizer>(read_pattern(n.at("pattern")),
                                                n.at("content").get<std::string>());
   }
+  if (type == "Precompiled") {
+    const std::string charsmap =
+        base64_decode(json_field<std::string>(n, "precompiled_charsmap", ""),
+                      "Precompiled's precompiled_charsmap");
+    // An empty charsmap rewrites nothing (tokenizers leaves the text as it is).
+    if (charsmap.empty()) {
+      return std::make_unique<NormalizerSequence>(std::vector<std::unique_ptr<const Normalizer>>{});
+    }
+    return std::make_unique<PrecompiledNormalizer>(charsmap);
+  }
   if (type == "Prepend")
     return std::make_unique<PrependNormalizer>(n.at("prepend").get<std::string>());
   TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's normalizer '", type,
                     "' is not supported yet; supported: BertNormalizer, NFC, NFD, NFKC, NFKD, "
-                    "Lowercase, StripAccents, Strip, Replace, Prepend, Sequence");
+                    "Lowercase, StripAccents, Strip, Replace, Prepend, Precompiled, Sequence");
   return std::make_unique<NormalizerSequence>(
       read_each<Normalizer>(n.at("normalizers"), read_normalizer));
 }
