@@ -46,11 +46,14 @@ void WhitespacePreTokenizer::split(const TextPiece& piece, std::vector<TextPiece
                 out);
 }
 
-void WhitespaceSplitPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
+void CharClassPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
   append_ranges(piece,
-                split_ranges(find_char_matches(piece.text, is_white_space), SplitBehavior::kRemoved,
-                             /*invert=*/false),
+                split_ranges(find_char_matches(piece.text, in_class_), behavior_, /*invert=*/false),
                 out);
+}
+
+bool is_any_punctuation(char32_t c) {
+  return (c < 0x80 && std::ispunct(static_cast<int>(c))) || is_punctuation(c);
 }
 
 PrependScheme prepend_scheme(const std::string& name) {
@@ -74,24 +77,6 @@ void MetaspacePreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>
   const Pattern delimiter(replacement_, /*regex=*/false);
   append_ranges(replaced,
                 split_ranges(delimiter.find_matches(replaced.text), SplitBehavior::kMergedWithNext,
-                             /*invert=*/false),
-                out);
-}
-
-void PunctuationPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
-  const auto punctuation = [](char32_t c) {
-    return (c < 0x80 && std::ispunct(static_cast<int>(c))) || is_punctuation(c);
-  };
-  append_ranges(piece,
-                split_ranges(find_char_matches(piece.text, punctuation), behavior_,
-                             /*invert=*/false),
-                out);
-}
-
-void DigitsPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
-  append_ranges(piece,
-                split_ranges(find_char_matches(piece.text, is_numeric),
-                             individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
                              /*invert=*/false),
                 out);
 }

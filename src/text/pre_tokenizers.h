@@ -38,11 +38,22 @@ class WhitespacePreTokenizer final : public PreTokenizer {
   Pattern words_;
 };
 
-/// `WhitespaceSplit`: split at whitespace, which is dropped.
-class WhitespaceSplitPreTokenizer final : public PreTokenizer {
+/// A split at the characters of a class: `WhitespaceSplit` (whitespace,
+/// removed), `Punctuation` (ASCII and Unicode punctuation, as `behavior`
+/// says), `Digits` (numeric characters, each alone or in runs).
+class CharClassPreTokenizer final : public PreTokenizer {
  public:
+  CharClassPreTokenizer(bool (*in_class)(char32_t), SplitBehavior behavior)
+      : in_class_(in_class), behavior_(behavior) {}
   void split(const TextPiece& piece, std::vector<TextPiece>& out) const override;
+
+ private:
+  bool (*in_class_)(char32_t);
+  SplitBehavior behavior_;
 };
+
+/// Rust's `is_ascii_punctuation || is_punctuation` (tokenizers' Punctuation).
+bool is_any_punctuation(char32_t c);
 
 /// Where Metaspace puts its replacement before a piece.
 enum class PrependScheme { kAlways, kFirst, kNever };
@@ -63,27 +74,6 @@ class MetaspacePreTokenizer final : public PreTokenizer {
   std::string replacement_;
   PrependScheme scheme_;
   bool split_;
-};
-
-/// `Punctuation`: ASCII and Unicode punctuation, kept as `behavior` says.
-class PunctuationPreTokenizer final : public PreTokenizer {
- public:
-  explicit PunctuationPreTokenizer(SplitBehavior behavior) : behavior_(behavior) {}
-  void split(const TextPiece& piece, std::vector<TextPiece>& out) const override;
-
- private:
-  SplitBehavior behavior_;
-};
-
-/// `Digits`: numeric characters apart from the rest, each on its own with
-/// `individual_digits`, else in runs.
-class DigitsPreTokenizer final : public PreTokenizer {
- public:
-  explicit DigitsPreTokenizer(bool individual_digits) : individual_(individual_digits) {}
-  void split(const TextPiece& piece, std::vector<TextPiece>& out) const override;
-
- private:
-  bool individual_;
 };
 
 /// `Sequence`: each pre-tokenizer in turn on all pieces.

@@ -45,8 +45,8 @@ PrecompiledNormalizer::PrecompiledNormalizer(const std::string& charsmap) {
                     " bytes, fewer than its 4-byte trie size");
   std::memcpy(&trie_bytes, charsmap.data(), 4);  // little-endian, as x86 and ARM read it
   TORCH_CHECK_VALUE(trie_bytes % 4 == 0 && 4 + size_t{trie_bytes} <= charsmap.size(),
-                    "Precompiled: the charsmap's trie of ", trie_bytes,
-                    " bytes does not fit its ", charsmap.size(), " bytes");
+                    "Precompiled: the charsmap's trie of ", trie_bytes, " bytes does not fit its ",
+                    charsmap.size(), " bytes");
   trie_.resize(trie_bytes / 4);
   std::memcpy(trie_.data(), charsmap.data() + 4, trie_bytes);
   replacements_ = charsmap.substr(4 + trie_bytes);

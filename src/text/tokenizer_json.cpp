@@ -9,8 +9,9 @@
 #include "text/byte_level.h"
 #include "text/decoders.h"
 #include "text/normalizers.h"
-#include "text/precompiled.h"
 #include "text/pre_tokenizers.h"
+#include "text/precompiled.h"
+#include "text/unicode_classes.h"
 #include "text/unigram.h"
 #include "text/utf8.h"
 #include "text/word_piece.h"
@@ -149,18 +150,22 @@ std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre) {
         json_field<bool>(pre, "invert", false));
   }
   if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
-  if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplitPreTokenizer>();
+  if (type == "WhitespaceSplit") {
+    return std::make_unique<CharClassPreTokenizer>(is_white_space, SplitBehavior::kRemoved);
+  }
   if (type == "Metaspace") {
     return std::make_unique<MetaspacePreTokenizer>(
         json_field<std::string>(pre, "replacement", "\xE2\x96\x81"), read_prepend_scheme(pre),
         json_field<bool>(pre, "split", true));
   }
   if (type == "Punctuation") {
-    return std::make_unique<PunctuationPreTokenizer>(
-        split_behavior(json_field<std::string>(pre, "behavior", "Isolated")));
+    return std::make_unique<CharClassPreTokenizer>(
+        is_any_punctuation, split_behavior(json_field<std::string>(pre, "behavior", "Isolated")));
   }
   if (type == "Digits") {
-    return std::make_unique<DigitsPreTokenizer>(json_field<bool>(pre, "individual_digits", false));
+    const bool each = json_field<bool>(pre, "individual_digits", false);
+    return std::make_unique<CharClassPreTokenizer>(
+        is_numeric, each ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
   }
   TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's pre_tokenizer '", type,
                     "' is not supported yet; supported: BertPreTokenizer, ByteLevel, Split, "
