@@ -66,6 +66,7 @@ EDGE_CASES = [
     "Ligatures \ufb01 \ufb02, full-width \uff21\uff22\uff23 \uff11\uff12, \u2460 \u00bd",
     "\u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22 \u0939\u093f\u0928\u094d\u0926\u0940 \ud55c\uad6d\uc5b4 \u65e5\u672c\u8a9e",
     "IT'S THEY'RE 123456789 x\r\ny\n\n\nz",
+    "ony testimony ony, Tony ony_ \u00e9ony ony\u0301 ony.",
 ]
 
 
@@ -159,8 +160,11 @@ def bert_cased(directory, lines):
 
 def word_piece_generic(directory, lines):
     """tokenizer.json's own pipeline under the generic class: BertNormalizer,
-    BertPreTokenizer, WordPiece and its decoder, a [CLS] $A [SEP] template."""
+    BertPreTokenizer, WordPiece and its decoder, a [CLS] $A [SEP] template,
+    and a single_word added token."""
+    from tokenizers import AddedToken
     tokenizer = word_piece(lines, lowercase=True)
+    tokenizer.add_tokens([AddedToken("ony", single_word=True, normalized=False)])
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "text/unicode_classes.h"
 #include "text/utf8.h"
 
 namespace mha {
@@ -21,6 +22,20 @@ size_t whitespace_before(const std::string& text, size_t end, size_t floor) {
     at = start;
   }
   return at;
+}
+
+/// Whether the character that ends before byte `end` of `text` is a word character.
+bool word_char_before(const std::string& text, size_t end) {
+  if (end == 0) return false;
+  size_t start = end - 1, length = 0;
+  while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+  return is_word_char(code_point_at(text, start, length));
+}
+
+/// Whether the character at byte `begin` of `text` is a word character.
+bool word_char_at(const std::string& text, size_t begin) {
+  size_t length = 0;
+  return begin < text.size() && is_word_char(code_point_at(text, begin, length));
 }
 
 /// The end of the whitespace run that starts at byte `begin` of `text`.
@@ -61,6 +76,12 @@ std::vector<TextSegment> AddedTokens::split(const std::string& text, bool normal
     code_point_at(text, at, length);
     const AddedToken* token = longest_at(text, at, normalized);
     if (token == nullptr) continue;
+    if (token->single_word && (word_char_before(text, at) ||
+                               word_char_at(text, at + token->content.size()))) {
+      at += token->content.size();  // tokenizers' search goes on after the match
+      length = 0;
+      continue;
+    }
     const size_t begin = token->lstrip ? whitespace_before(text, at, done) : at;
     const size_t end = token->rstrip ? whitespace_after(text, at + token->content.size())
                                      : at + token->content.size();

@@ -23,6 +23,7 @@ struct AddedToken {
   bool normalized = false;  ///< found in the normalized text (else in the raw text)
   bool lstrip = false;      ///< takes the whitespace before it
   bool rstrip = false;      ///< takes the whitespace after it
+  bool single_word = false;  ///< only where no word character touches it
 };
 
 /// A piece of a text: an added token (`id` set), or text for the pipeline.
@@ -39,7 +40,8 @@ class AddedTokens {
   /// `text` split at its added tokens whose `normalized` flag is
   /// `normalized`, leftmost first and longest among those that start at one
   /// place (tokenizers' leftmost-longest match), an lstrip/rstrip token taking
-  /// the whitespace beside it.
+  /// the whitespace beside it; a `single_word` match that touches a word
+  /// character is not taken, nor is any token inside it.
   std::vector<TextSegment> split(const std::string& text, bool normalized) const;
   /// The added token of `id`, or null.
   const AddedToken* find(int64_t id) const;

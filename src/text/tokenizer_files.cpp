@@ -43,13 +43,11 @@ std::vector<AddedToken> read_added(const json& tokenizer,
                                    const TokenModel& model) {
   std::vector<AddedToken> added;
   for (const json& t : tokenizer.value("added_tokens", json::array())) {
-    TORCH_CHECK_VALUE(!json_field<bool>(t, "single_word", false),
-                      "load_hf_tokenizer: added token '", t.at("content").get<std::string>(),
-                      "' is single_word, which is not supported yet");
     const bool special = json_field<bool>(t, "special", false);
     added.push_back({t.at("content").get<std::string>(), t.at("id").get<int64_t>(), special,
                      json_field<bool>(t, "normalized", !special),
-                     json_field<bool>(t, "lstrip", false), json_field<bool>(t, "rstrip", false)});
+                     json_field<bool>(t, "lstrip", false), json_field<bool>(t, "rstrip", false),
+                     json_field<bool>(t, "single_word", false)});
   }
   for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
                           "cls_token", "mask_token"}) {

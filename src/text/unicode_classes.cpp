@@ -45,6 +45,13 @@ bool is_mark(char32_t c) {
   return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
 }
 
+bool is_word_char(char32_t c) {
+  const utf8proc_category_t k = category(c);
+  return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) || is_mark(c) ||
+         k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_PC ||
+         c == 0x200C || c == 0x200D;
+}
+
 bool is_numeric(char32_t c) {
   const utf8proc_category_t k = category(c);
   return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;

@@ -22,6 +22,9 @@ bool is_punctuation(char32_t c);
 void append_lowercase(std::string& out, char32_t c);
 /// General category M* (Mn, Mc, Me): a combining mark.
 bool is_mark(char32_t c);
+/// Rust regex's Unicode `\w`: letters (and Nl), marks, decimal digits,
+/// connector punctuation, the joiners.
+bool is_word_char(char32_t c);
 /// General category N* (Nd, Nl, No): Rust's `char::is_numeric`.
 bool is_numeric(char32_t c);
 
