@@ -51,21 +51,28 @@ AddedTokens::AddedTokens(std::vector<AddedToken> tokens) : tokens_(std::move(tok
   for (size_t i = 0; i < tokens_.size(); ++i) {
     by_id_.emplace(tokens_[i].id, i);
     end_id_ = std::max(end_id_, tokens_[i].id + 1);
+    if (!tokens_[i].content.empty()) {
+      by_first_byte_[static_cast<unsigned char>(tokens_[i].content[0])].push_back(i);
+    }
+  }
+  for (auto& candidates : by_first_byte_) {  // longest first, the earlier among equals
+    std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+      return tokens_[a].content.size() > tokens_[b].content.size();
+    });
   }
 }
 
 const AddedToken* AddedTokens::longest_at(const std::string& text,
                                           size_t at,
                                           bool normalized) const {
-  const AddedToken* best = nullptr;
-  for (const AddedToken& token : tokens_) {
-    if (token.normalized != normalized || token.content.empty() ||
-        text.compare(at, token.content.size(), token.content) != 0) {
-      continue;
+  for (const size_t i : by_first_byte_[static_cast<unsigned char>(text[at])]) {
+    const AddedToken& token = tokens_[i];
+    if (token.normalized == normalized &&
+        text.compare(at, token.content.size(), token.content) == 0) {
+      return &token;
     }
-    if (best == nullptr || token.content.size() > best->content.size()) best = &token;
   }
-  return best;
+  return nullptr;
 }
 
 std::vector<TextSegment> AddedTokens::split(const std::string& text, bool normalized) const {
@@ -76,8 +83,8 @@ std::vector<TextSegment> AddedTokens::split(const std::string& text, bool normal
     code_point_at(text, at, length);
     const AddedToken* token = longest_at(text, at, normalized);
     if (token == nullptr) continue;
-    if (token->single_word && (word_char_before(text, at) ||
-                               word_char_at(text, at + token->content.size()))) {
+    if (token->single_word &&
+        (word_char_before(text, at) || word_char_at(text, at + token->content.size()))) {
       at += token->content.size();  // tokenizers' search goes on after the match
       length = 0;
       continue;

@@ -5,6 +5,7 @@
 // pipeline runs, each one token whatever the model would make of it
 // (tokenizers/src/tokenizer/added_vocabulary.rs).
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -20,9 +21,9 @@ struct AddedToken {
   std::string content;
   int64_t id = 0;
   bool special = false;
-  bool normalized = false;  ///< found in the normalized text (else in the raw text)
-  bool lstrip = false;      ///< takes the whitespace before it
-  bool rstrip = false;      ///< takes the whitespace after it
+  bool normalized = false;   ///< found in the normalized text (else in the raw text)
+  bool lstrip = false;       ///< takes the whitespace before it
+  bool rstrip = false;       ///< takes the whitespace after it
   bool single_word = false;  ///< only where no word character touches it
 };
 
@@ -55,6 +56,8 @@ class AddedTokens {
   const AddedToken* longest_at(const std::string& text, size_t at, bool normalized) const;
 
   std::vector<AddedToken> tokens_;
+  /// By first byte: the tokens (indices) that start with it, longest first.
+  std::array<std::vector<size_t>, 256> by_first_byte_;
   std::unordered_map<int64_t, size_t> by_id_;
   int64_t end_id_ = 0;
 };
