@@ -318,12 +318,22 @@ TEST(TokenizerErrors, MissingMalformedAndUnsupportedFilesAreNamed) {
   MHA_ASSERT_THROWS_WITH(
       mha::load_hf_tokenizer(word_level),
       "tokenizer.json's model is 'WordLevel'; supported: BPE, WordPiece, Unigram");
-  const std::string precompiled = edited_copy(
-      "precompiled", [](json& t) { t["normalizer"] = {{"type", "Precompiled"}}; }, "",
-      "TokenizersBackend");
-  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(precompiled),
-                         "normalizer 'Precompiled' is not supported yet; supported: "
+  const std::string nmt = edited_copy(
+      "nmt", [](json& t) { t["normalizer"] = {{"type", "Nmt"}}; }, "", "TokenizersBackend");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(nmt),
+                         "normalizer 'Nmt' is not supported yet; supported: "
                          "BertNormalizer, NFC, NFD, NFKC, NFKD");
+  const auto charsmap = [](const std::string& base64) {
+    return [base64](json& t) {
+      t["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", base64}};
+    };
+  };
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(edited_copy("charsmap_b64", charsmap("@@@@"), "",
+                                                            "TokenizersBackend")),
+                         "Precompiled's precompiled_charsmap: '@' at 0 is not base64");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_tokenizer(edited_copy("charsmap_fit", charsmap("/wAAAA=="),
+                                                            "", "TokenizersBackend")),
+                         "the charsmap's trie of 255 bytes does not fit its 4 bytes");
   const std::string bad_regex = edited_copy(
       "bad_regex",
       [](json& t) {
