@@ -30,13 +30,20 @@ the reference:
       stop_strings, stop_cases: StopStringCriteria's answer on id sequences
       (stop_error: its message where it refuses the stop strings).
 
+The output depends only on this script, the packages and the corpus: it is
+kept under --cache (default $MHA_REFERENCE_CACHE, else ~/.cache/mha/reference)
+by a hash of those and the arguments, and copied from there when present (a
+second build, the sanitizer one, does not write it again).
+
 Usage: export_tokenizer_reference.py --out DIR [--lines N] [--families a,b,...]
+                                     [--cache DIR]
 """
 
 import argparse
 import glob
 import json
 import os
+import shutil
 
 from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
                         processors, trainers)
@@ -543,13 +550,61 @@ def reference(directory, lines):
         json.dump(values, f, ensure_ascii=False)
 
 
+def cache_key(args):
+    """What the output depends on: this script, the packages that write it,
+    the corpus files, the arguments."""
+    import hashlib
+    from importlib.metadata import version
+    key = hashlib.sha256()
+    with open(__file__, "rb") as f:
+        key.update(f.read())
+    for package in ("torch", "transformers", "tokenizers", "sentencepiece"):
+        key.update(f"{package}={version(package)};".encode())
+    for path in sorted(glob.glob(f"{FORTUNES}/**", recursive=True)):
+        if os.path.isfile(path):
+            key.update(f"{path}:{os.path.getsize(path)};".encode())
+    key.update(f"{args.lines};{args.families}".encode())
+    return key.hexdigest()[:16]
+
+
+def from_cache(cache, out):
+    """Copies a complete cached output into `out`; False where there is none."""
+    if not os.path.exists(os.path.join(cache, "complete")):
+        return False
+    shutil.copytree(cache, out, dirs_exist_ok=True)
+    return True
+
+
+def to_cache(out, cache, keep=3):
+    """Stores `out` as `cache`, keeping the `keep` newest entries beside it."""
+    parent = os.path.dirname(cache)
+    os.makedirs(parent, exist_ok=True)
+    staging = cache + ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(out, staging)
+    with open(os.path.join(staging, "complete"), "w", encoding="utf-8"):
+        pass
+    shutil.rmtree(cache, ignore_errors=True)
+    os.rename(staging, cache)
+    entries = sorted((os.path.join(parent, e) for e in os.listdir(parent)), key=os.path.getmtime)
+    for old in entries[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--lines", type=int, default=10000,
                         help="corpus lines to compare, spread over the whole corpus")
     parser.add_argument("--families", default="", help="comma-separated families (default: all)")
+    parser.add_argument("--cache", default=os.environ.get(
+        "MHA_REFERENCE_CACHE", os.path.expanduser("~/.cache/mha/reference")),
+        help="where outputs are kept by what they depend on ('' for none)")
     args = parser.parse_args()
+    cache = os.path.join(args.cache, "tokenizer", cache_key(args)) if args.cache else ""
+    if cache and from_cache(cache, args.out):
+        print(f"from the cache {cache}")
+        return
     lines = corpus()
     step = max(1, len(lines) // args.lines)
     test_lines = lines[::step][: args.lines] + EDGE_CASES
@@ -578,6 +633,8 @@ def main():
         build(directory)
         reference(directory, test_lines)
         print(f"{family}: {len(test_lines)} lines")
+    if cache:
+        to_cache(args.out, cache)
 
 
 if __name__ == "__main__":
