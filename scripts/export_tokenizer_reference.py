@@ -24,6 +24,10 @@ the reference:
       300 lines and the edge cases; pair_<strategy>: `tokenizer(a, b,
       truncation=strategy, max_length=16)` (null where transformers refuses);
       lossy_ids, lossy_decoded: byte tokens that are not UTF-8, and their text;
+      overflow: `tokenizer(line, truncation=True, max_length=12, stride=4,
+      return_overflowing_tokens=True)["input_ids"]` of 100 lines and the edge
+      cases; overflow_<strategy>: pairs with max_length=20, stride=2 (null where
+      tokenizers panics);
       batch: `tokenizer(lines[:8], padding=True)` where the family has a pad
       token, else (batch_error) transformers' error message; batch_max_length:
       the same with `padding="max_length", truncation=True, max_length=24`;
@@ -51,6 +55,7 @@ from transformers import (AutoTokenizer, BertTokenizer, GPT2Tokenizer, LlamaToke
                           PreTrainedTokenizerFast, Qwen2Tokenizer, RobertaTokenizer)
 
 FORTUNES = "/usr/share/games/fortunes"
+os.environ.setdefault("RUST_BACKTRACE", "0")  # tokenizers' expected panics, in one line
 
 # Inputs whose handling differs from ordinary prose.
 EDGE_CASES = [
@@ -532,6 +537,21 @@ def reference(directory, lines):
             except Exception:  # tokenizers: the sequence to truncate is too short
                 truncated.append(None)
         values[f"pair_{strategy}"] = truncated
+    # Overflowing windows with a stride, of single texts and of pairs (None
+    # where tokenizers panics: a cut side not longer than the stride).
+    def overflow(*texts, **options):
+        try:
+            return tokenizer(*texts, return_overflowing_tokens=True, **options)["input_ids"]
+        except BaseException as e:  # pyo3's PanicException is a BaseException
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return None
+    values["overflow"] = [overflow(line, truncation=True, max_length=12, stride=4)
+                          for line in lines[:100] + lines[-len(EDGE_CASES):]]
+    for strategy in ("longest_first", "only_first", "only_second"):
+        values[f"overflow_{strategy}"] = [
+            overflow(a, b, truncation=strategy, max_length=20, stride=2)
+            for a, b in zip(lines[:100:2], lines[1:100:2])]
     # Byte sequences that are not UTF-8, one byte token each: decoded with U+FFFD.
     values["lossy_ids"] = [ids for ids in (lossy_ids(tokenizer, bad) for bad in LOSSY_BYTES)
                            if None not in ids]

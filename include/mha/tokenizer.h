@@ -43,6 +43,8 @@ struct EncodeOptions {
   /// `encode_batch`: every row padded to `max_length` (`padding="max_length"`;
   /// a longer row is not cut unless `truncation` says), else to the longest.
   TORCH_ARG(bool, pad_to_max_length) = false;
+  /// `encode_overflowing`: the ids consecutive windows of a cut sequence share.
+  TORCH_ARG(int64_t, stride) = 0;
 };
 
 /// A batch of texts' ids, padded (transformers'
@@ -77,6 +79,14 @@ class Tokenizer {
   std::vector<int64_t> encode_pair(const std::string& text,
                                    const std::string& pair,
                                    const EncodeOptions& options = {}) const;
+  /// Every window of a text (and `pair`) cut by `options`' truncation, each
+  /// with its special tokens: transformers' `tokenizer(text, pair,
+  /// truncation=..., max_length=..., stride=..., return_overflowing_tokens=True)["input_ids"]`,
+  /// in its order (the first row is `encode`'s; a pair whose sides both
+  /// overflow gives every combination, as tokenizers' `Encoding::merge_with`).
+  std::vector<std::vector<int64_t>> encode_overflowing(const std::string& text,
+                                                       const std::optional<std::string>& pair,
+                                                       const EncodeOptions& options) const;
   /// Each text's ids, unpadded: transformers' `tokenizer(texts, **options)["input_ids"]`;
   /// the texts are encoded on at::get_num_threads() threads.
   std::vector<std::vector<int64_t>> encode_each(const std::vector<std::string>& texts,
@@ -109,6 +119,13 @@ class Tokenizer {
   std::vector<int64_t> truncated_with_specials(std::vector<int64_t> a,
                                                std::vector<int64_t>* b,
                                                const EncodeOptions& options) const;
+  /// `a` and `b` (or null) with the special tokens `options` ask for.
+  std::vector<int64_t> with_specials(const std::vector<int64_t>& a,
+                                     const std::vector<int64_t>* b,
+                                     const EncodeOptions& options) const;
+  /// The length the sequences are cut to: `max_length` less the special
+  /// tokens (`c10::Error` unless positive with truncation).
+  int64_t sequence_budget(bool pair, const EncodeOptions& options) const;
 
   friend Tokenizer load_hf_tokenizer(const std::string& directory);
   friend class DecodeStream;

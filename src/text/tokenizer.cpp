@@ -39,22 +39,58 @@ Tokenizer load_hf_tokenizer(const std::string& directory) {
   return Tokenizer(detail::read_tokenizer_directory(directory));
 }
 
+int64_t Tokenizer::sequence_budget(bool pair, const EncodeOptions& options) const {
+  TORCH_CHECK_VALUE(options.truncation() == Truncation::kNone || options.max_length() > 0,
+                    "EncodeOptions: truncation needs max_length > 0, but got max_length ",
+                    options.max_length());
+  // tokenizers' post_process: the special tokens count towards max_length.
+  const int64_t added =
+      options.add_special_tokens() ? pipeline_->post_processor.added_tokens(pair) : 0;
+  return std::max<int64_t>(options.max_length() - added, 0);
+}
+
+std::vector<int64_t> Tokenizer::with_specials(const std::vector<int64_t>& a,
+                                              const std::vector<int64_t>* b,
+                                              const EncodeOptions& options) const {
+  if (options.add_special_tokens()) return pipeline_->post_processor.apply(a, b);
+  std::vector<int64_t> ids = a;
+  if (b != nullptr) ids.insert(ids.end(), b->begin(), b->end());
+  return ids;
+}
+
 std::vector<int64_t> Tokenizer::truncated_with_specials(std::vector<int64_t> a,
                                                         std::vector<int64_t>* b,
                                                         const EncodeOptions& options) const {
-  const detail::TemplateProcessing& post = pipeline_->post_processor;
-  if (options.truncation() != Truncation::kNone) {
-    TORCH_CHECK_VALUE(options.max_length() > 0,
-                      "EncodeOptions: truncation needs max_length > 0, but got max_length ",
-                      options.max_length());
-    // tokenizers' post_process: the special tokens count towards max_length.
-    const int64_t added = options.add_special_tokens() ? post.added_tokens(b != nullptr) : 0;
-    detail::truncate_sequences(a, b, std::max<int64_t>(options.max_length() - added, 0),
-                               options.truncation(), pipeline_->truncate_left);
+  detail::truncate_sequences(a, b, sequence_budget(b != nullptr, options), options.truncation(),
+                             pipeline_->truncate_left);
+  return with_specials(a, b, options);
+}
+
+std::vector<std::vector<int64_t>> Tokenizer::encode_overflowing(
+    const std::string& text,
+    const std::optional<std::string>& pair,
+    const EncodeOptions& options) const {
+  detail::check_utf8(text, "text");
+  if (pair) detail::check_utf8(*pair, "pair");
+  const std::vector<int64_t> a = pipeline_->encode_plain(text);
+  const std::vector<int64_t> b = pair ? pipeline_->encode_plain(*pair) : std::vector<int64_t>{};
+  const detail::SequenceWindows w =
+      detail::truncation_windows(a, pair ? &b : nullptr, sequence_budget(pair.has_value(), options),
+                                 options.truncation(), pipeline_->truncate_left, options.stride());
+  std::vector<std::vector<int64_t>> rows;
+  if (!pair) {
+    for (const auto& window : w.a) rows.push_back(with_specials(window, nullptr, options));
+    return rows;
   }
-  if (options.add_special_tokens()) return post.apply(a, b);
-  if (b != nullptr) a.insert(a.end(), b->begin(), b->end());
-  return a;
+  // tokenizers' merge_with: the first windows, then each later first-side
+  // window with every second-side one, then the first first-side window
+  // with the later second-side ones.
+  rows.push_back(with_specials(w.a[0], &w.b[0], options));
+  for (size_t i = 1; i < w.a.size(); ++i) {
+    for (const auto& second : w.b) rows.push_back(with_specials(w.a[i], &second, options));
+  }
+  for (size_t j = 1; j < w.b.size(); ++j) rows.push_back(with_specials(w.a[0], &w.b[j], options));
+  return rows;
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text,

@@ -22,5 +22,19 @@ void truncate_sequences(std::vector<int64_t>& a,
                         Truncation strategy,
                         bool from_left);
 
+/// Each side's windows: the first is what `truncate_sequences` keeps, the
+/// others what it cuts, in windows of that length sharing `stride` ids with
+/// the one before (tokenizers' `Encoding::truncate` with a stride). `c10::Error`
+/// with tokenizers' message where a cut side's length is not above `stride`.
+struct SequenceWindows {
+  std::vector<std::vector<int64_t>> a, b;  ///< `b` empty without a pair
+};
+SequenceWindows truncation_windows(const std::vector<int64_t>& a,
+                                   const std::vector<int64_t>* b,
+                                   int64_t max_length,
+                                   Truncation strategy,
+                                   bool from_left,
+                                   int64_t stride);
+
 }  // namespace detail
 }  // namespace mha
