@@ -52,6 +52,13 @@ PrependScheme read_prepend_scheme(const json& metaspace) {
                                                                : PrependScheme::kNever;
 }
 
+/// `c10::Error` naming the `kind` of component `type` and the `supported`
+/// ones unless it is a "Sequence" (the last type each reader knows).
+void check_sequence(const char* kind, const std::string& type, const char* supported) {
+  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's ", kind, " '", type,
+                    "' is not supported yet; supported: ", supported);
+}
+
 /// `list`'s components read by `read`.
 template <typename Component, typename Read>
 std::vector<std::unique_ptr<const Component>> read_each(const json& list, Read read) {
@@ -129,9 +136,9 @@ std::unique_ptr<const Normalizer> read_normalizer(const json& n) {
   }
   if (type == "Prepend")
     return std::make_unique<PrependNormalizer>(n.at("prepend").get<std::string>());
-  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's normalizer '", type,
-                    "' is not supported yet; supported: BertNormalizer, NFC, NFD, NFKC, NFKD, "
-                    "Lowercase, StripAccents, Strip, Replace, Prepend, Precompiled, Sequence");
+  check_sequence("normalizer", type,
+                 "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Replace, "
+                 "Prepend, Precompiled, Sequence");
   return std::make_unique<NormalizerSequence>(
       read_each<Normalizer>(n.at("normalizers"), read_normalizer));
 }
@@ -167,9 +174,9 @@ std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre) {
     return std::make_unique<CharClassPreTokenizer>(
         is_numeric, each ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
   }
-  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's pre_tokenizer '", type,
-                    "' is not supported yet; supported: BertPreTokenizer, ByteLevel, Split, "
-                    "Whitespace, WhitespaceSplit, Metaspace, Punctuation, Digits, Sequence");
+  check_sequence("pre_tokenizer", type,
+                 "BertPreTokenizer, ByteLevel, Split, Whitespace, WhitespaceSplit, Metaspace, "
+                 "Punctuation, Digits, Sequence");
   return std::make_unique<PreTokenizerSequence>(
       read_each<PreTokenizer>(pre.at("pretokenizers"), read_pre_tokenizer));
 }
@@ -237,9 +244,9 @@ std::unique_ptr<const Decoder> read_decoder(const json& decoder) {
   if (type == "BPEDecoder") {
     return std::make_unique<BpeSuffixDecoder>(json_field<std::string>(decoder, "suffix", "</w>"));
   }
-  TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's decoder '", type,
-                    "' is not supported yet; supported: ByteLevel, WordPiece, ByteFallback, Fuse, "
-                    "Strip, Replace, Metaspace, BPEDecoder, Sequence");
+  check_sequence("decoder", type,
+                 "ByteLevel, WordPiece, ByteFallback, Fuse, Strip, Replace, Metaspace, BPEDecoder, "
+                 "Sequence");
   return std::make_unique<DecoderSequence>(
       read_each<Decoder>(decoder.at("decoders"), read_decoder));
 }

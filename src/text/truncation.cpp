@@ -25,7 +25,13 @@ void keep_ids(std::vector<int64_t>& ids, int64_t length, bool from_left) {
 /// The lengths `truncate_sequences` cuts `a` and `b` (a pair, or null) to;
 /// none where a side keeps its length.
 std::pair<std::optional<int64_t>, std::optional<int64_t>> truncated_lengths(
-    int64_t a, const std::optional<int64_t>& b, int64_t max_length, Truncation strategy) {
+    const std::vector<int64_t>& a_ids,
+    const std::vector<int64_t>* b_ids,
+    int64_t max_length,
+    Truncation strategy) {
+  const auto a = static_cast<int64_t>(a_ids.size());
+  const std::optional<int64_t> b =
+      b_ids ? std::optional<int64_t>(static_cast<int64_t>(b_ids->size())) : std::nullopt;
   const int64_t total = a + b.value_or(0);
   if (strategy == Truncation::kNone || total <= max_length) return {};
   if (max_length == 0) return {0, b ? std::optional<int64_t>(0) : std::nullopt};
