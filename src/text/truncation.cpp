@@ -102,10 +102,7 @@ void truncate_sequences(std::vector<int64_t>& a,
                         int64_t max_length,
                         Truncation strategy,
                         bool from_left) {
-  const auto [a_length, b_length] =
-      truncated_lengths(static_cast<int64_t>(a.size()),
-                        b ? std::optional<int64_t>(static_cast<int64_t>(b->size())) : std::nullopt,
-                        max_length, strategy);
+  const auto [a_length, b_length] = truncated_lengths(a, b, max_length, strategy);
   if (a_length) keep_ids(a, *a_length, from_left);
   if (b && b_length) keep_ids(*b, *b_length, from_left);
 }
@@ -116,10 +113,7 @@ SequenceWindows truncation_windows(const std::vector<int64_t>& a,
                                    Truncation strategy,
                                    bool from_left,
                                    int64_t stride) {
-  const auto [a_length, b_length] =
-      truncated_lengths(static_cast<int64_t>(a.size()),
-                        b ? std::optional<int64_t>(static_cast<int64_t>(b->size())) : std::nullopt,
-                        max_length, strategy);
+  const auto [a_length, b_length] = truncated_lengths(a, b, max_length, strategy);
   SequenceWindows windows{windows_of(a, a_length, stride, from_left), {}};
   if (b) windows.b = windows_of(*b, b_length, stride, from_left);
   return windows;
