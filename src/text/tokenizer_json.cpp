@@ -52,19 +52,18 @@ PrependScheme read_prepend_scheme(const json& metaspace) {
                                                                : PrependScheme::kNever;
 }
 
-/// `c10::Error` naming the `kind` of component `type` and the `supported`
-/// ones unless it is a "Sequence" (the last type each reader knows).
-void check_sequence(const char* kind, const std::string& type, const char* supported) {
+/// A "Sequence" `component` of `kind`: its `list` read by `read` into a
+/// `SequenceOf`; any other type is a `c10::Error` naming it and the
+/// `supported` ones (the last type each reader tries).
+template <typename SequenceOf, typename Component, typename Read>
+std::unique_ptr<const Component> read_sequence(
+    const json& component, const char* kind, const char* list, const char* supported, Read read) {
+  const std::string type = type_of(component);
   TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's ", kind, " '", type,
                     "' is not supported yet; supported: ", supported);
-}
-
-/// `list`'s components read by `read`.
-template <typename Component, typename Read>
-std::vector<std::unique_ptr<const Component>> read_each(const json& list, Read read) {
   std::vector<std::unique_ptr<const Component>> components;
-  for (const json& item : list) components.push_back(read(item));
-  return components;
+  for (const json& item : component.at(list)) components.push_back(read(item));
+  return std::make_unique<SequenceOf>(std::move(components));
 }
 
 }  // namespace
@@ -136,11 +135,11 @@ std::unique_ptr<const Normalizer> read_normalizer(const json& n) {
   }
   if (type == "Prepend")
     return std::make_unique<PrependNormalizer>(n.at("prepend").get<std::string>());
-  check_sequence("normalizer", type,
-                 "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Replace, "
-                 "Prepend, Precompiled, Sequence");
-  return std::make_unique<NormalizerSequence>(
-      read_each<Normalizer>(n.at("normalizers"), read_normalizer));
+  return read_sequence<NormalizerSequence, Normalizer>(
+      n, "normalizer", "normalizers",
+      "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Replace, Prepend, "
+      "Precompiled, Sequence",
+      read_normalizer);
 }
 
 std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre) {
@@ -174,11 +173,11 @@ std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre) {
     return std::make_unique<CharClassPreTokenizer>(
         is_numeric, each ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
   }
-  check_sequence("pre_tokenizer", type,
-                 "BertPreTokenizer, ByteLevel, Split, Whitespace, WhitespaceSplit, Metaspace, "
-                 "Punctuation, Digits, Sequence");
-  return std::make_unique<PreTokenizerSequence>(
-      read_each<PreTokenizer>(pre.at("pretokenizers"), read_pre_tokenizer));
+  return read_sequence<PreTokenizerSequence, PreTokenizer>(
+      pre, "pre_tokenizer", "pretokenizers",
+      "BertPreTokenizer, ByteLevel, Split, Whitespace, WhitespaceSplit, Metaspace, Punctuation, "
+      "Digits, Sequence",
+      read_pre_tokenizer);
 }
 
 std::unique_ptr<const TokenModel> read_model(const json& model) {
@@ -244,11 +243,10 @@ std::unique_ptr<const Decoder> read_decoder(const json& decoder) {
   if (type == "BPEDecoder") {
     return std::make_unique<BpeSuffixDecoder>(json_field<std::string>(decoder, "suffix", "</w>"));
   }
-  check_sequence("decoder", type,
-                 "ByteLevel, WordPiece, ByteFallback, Fuse, Strip, Replace, Metaspace, BPEDecoder, "
-                 "Sequence");
-  return std::make_unique<DecoderSequence>(
-      read_each<Decoder>(decoder.at("decoders"), read_decoder));
+  return read_sequence<DecoderSequence, Decoder>(
+      decoder, "decoder", "decoders",
+      "ByteLevel, WordPiece, ByteFallback, Fuse, Strip, Replace, Metaspace, BPEDecoder, Sequence",
+      read_decoder);
 }
 
 }  // namespace detail
