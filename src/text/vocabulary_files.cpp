@@ -49,7 +49,9 @@ json merges_of(const fs::path& path) {
 /// tokenizer_config.json's "added_tokens_decoder" as tokenizer.json's "added_tokens".
 json added_tokens_of(const json& config) {
   json added = json::array();
-  for (const auto& [id, token] : config.value("added_tokens_decoder", json::object()).items()) {
+  // A local: the loop may not iterate `items()` of a temporary.
+  const json decoder = config.value("added_tokens_decoder", json::object());
+  for (const auto& [id, token] : decoder.items()) {
     json entry = token;
     entry["id"] = std::stoll(id);
     added.push_back(entry);
