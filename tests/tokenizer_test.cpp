@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -228,7 +229,15 @@ TEST_P(TokenizerParity, StreamedPiecesJoinToTransformersText) {
     cases.emplace_back(ref.at("lossy_ids")[i].get<Ids>(),
                        ref.at("lossy_decoded")[i].get<std::string>());
   }
+#if defined(__SANITIZE_ADDRESS__)
+  // Each push decodes the whole sequence again: under AddressSanitizer the
+  // longest cases (the 5,000-character word) are left to the release suite.
+  constexpr size_t kLongest = 512;
+#else
+  constexpr size_t kLongest = std::numeric_limits<size_t>::max();
+#endif
   for (const auto& [ids, expected] : cases) {
+    if (ids.size() > kLongest) continue;
     mha::DecodeStream stream(tokenizer);
     std::string joined;
     for (const int64_t id : ids) {
