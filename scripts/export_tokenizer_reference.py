@@ -296,8 +296,14 @@ def unigram_generic(directory, lines):
     """tokenizer.json's own pipeline with a Unigram model (T5's and XLM-R's
     kind): NFKC, Metaspace, a Unigram with an unknown piece, the Metaspace
     decoder, `$A </s>`."""
+    save_unigram(directory, lines, normalizers.NFKC())
+
+
+def save_unigram(directory, lines, normalizer):
+    """A Unigram of 8,000 pieces behind `normalizer` and Metaspace, trained
+    on `lines`, with `$A </s>`, saved under the generic class."""
     tokenizer = Tokenizer(models.Unigram())
-    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.normalizer = normalizer
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     trainer = trainers.UnigramTrainer(vocab_size=8000, unk_token="<unk>", max_piece_length=12,
                                       special_tokens=["<pad>", "</s>", "<unk>"],
@@ -356,21 +362,9 @@ def unigram_precompiled(directory, lines):
     """A T5-style tokenizer.json under the generic class: SentencePiece's
     nmt_nfkc rules (Precompiled) and runs of spaces made one, Metaspace, a
     Unigram, `$A </s>`."""
-    tokenizer = Tokenizer(models.Unigram())
-    tokenizer.normalizer = normalizers.Sequence([
+    save_unigram(directory, lines, normalizers.Sequence([
         normalizers.Precompiled(sentencepiece_charsmap(lines)),
-        normalizers.Replace(Regex(" {2,}"), " ")])
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-    trainer = trainers.UnigramTrainer(vocab_size=8000, unk_token="<unk>", max_piece_length=12,
-                                      special_tokens=["<pad>", "</s>", "<unk>"],
-                                      show_progress=False)
-    tokenizer.train_from_iterator(lines[::4], trainer)
-    tokenizer.decoder = decoders.Metaspace()
-    eos = tokenizer.token_to_id("</s>")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos)])
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>",
-                            eos_token="</s>").save_pretrained(directory)
+        normalizers.Replace(Regex(" {2,}"), " ")]))
 
 
 def without_tokenizer_json(directory, files):
