@@ -3,7 +3,8 @@
 # Usage: scripts/test.sh [--sanitize | --tsan | --fuzz] [ctest arguments]
 #   --sanitize: the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   (preset asan) in its own build tree, build-asan, without the examples (the
-#   plain suite builds and runs them); suppressions for reports
+#   plain suite builds and runs them), with the fuzz targets replaying their
+#   committed corpus (tests/fuzz); suppressions for reports
 #   inside LibTorch (not instrumented) are in tests/sanitizers/.
 #   --tsan: the concurrency tests built with ThreadSanitizer (preset tsan) in
 #   build-tsan, run with tests/sanitizers/env.sh; not in CI (it builds the
@@ -25,6 +26,8 @@ if [ "${1:-}" = "--sanitize" ]; then
   shift
   export MHA_PRESET=asan
   export MHA_BUILD_DIR="${MHA_ASAN_BUILD_DIR:-$MHA_ROOT/build-asan}"
+  # FuzzedDataProvider.h for the fuzz targets' corpus replay (tests/fuzz).
+  export MHA_EXTRA_APT_PACKAGES="libclang-rt-19-dev"
   source "$MHA_ROOT/tests/sanitizers/env.sh"
   # The packaging tests build an uninstrumented consumer, and the snippet and
   # compile-alone tests only compile: none is about memory. The preset builds
