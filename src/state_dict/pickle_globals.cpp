@@ -217,6 +217,9 @@ void reject_global(const std::string& full_name, std::string_view pickle) {
 }
 
 Value* apply_reduce(const Value& func, const Value& args, ValueArena& arena) {
+  if (func.kind == ValueKind::kGlobal && func.role == GlobalRole::kScriptClass) {
+    return make_object(func.text, arena);
+  }
   if (func.kind != ValueKind::kGlobal || func.role != GlobalRole::kCallable) {
     pickle_corrupt("REDUCE calls a value that is not an allow-listed function");
   }
@@ -248,6 +251,9 @@ Value* apply_reduce(const Value& func, const Value& args, ValueArena& arena) {
 }
 
 Value* apply_newobj(const Value& cls, const Value& args, ValueArena& arena) {
+  if (cls.kind == ValueKind::kGlobal && cls.role == GlobalRole::kScriptClass) {
+    return make_object(cls.text, arena);
+  }
   if (cls.kind != ValueKind::kGlobal || cls.role != GlobalRole::kCallable) {
     pickle_corrupt("NEWOBJ of a value that is not an allow-listed class");
   }

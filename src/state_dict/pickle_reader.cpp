@@ -79,8 +79,11 @@ constexpr std::string_view kPickleOpcodes =
 
 class Parser {
  public:
-  Parser(std::string_view in, const StorageLoader& load_storage, ValueArena& arena)
-      : in_(in), load_storage_(load_storage), arena_(arena) {}
+  Parser(std::string_view in,
+         const StorageLoader& load_storage,
+         ValueArena& arena,
+         PickleDialect dialect)
+      : in_(in), load_storage_(load_storage), arena_(arena), dialect_(dialect) {}
 
   Value* run() {
     try {
@@ -209,6 +212,7 @@ class Parser {
   size_t op_offset_ = 0;
   const StorageLoader& load_storage_;
   ValueArena& arena_;
+  PickleDialect dialect_;
   std::vector<Value*> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint32_t, Value*> memo_;
@@ -354,7 +358,11 @@ void Parser::global() {
   }
   const std::string full_name = module + "." + name;
   Value* value = resolve_global(full_name, arena_);
-  if (value == nullptr) {
+  if (value == nullptr && dialect_ == PickleDialect::kTorchScriptScan) {
+    value = make(ValueKind::kGlobal);
+    value->text = full_name;
+    value->role = GlobalRole::kScriptClass;
+  } else if (value == nullptr) {
     reject_global(full_name, in_);
   }
   push(value);
@@ -409,7 +417,9 @@ Value* Parser::storage(const Value& pid) {
     pickle_unsupported(fmt::format("a storage of type {}", type.text));
   }
   auto [found, inserted] = storages_.emplace(key.text, nullptr);
-  if (inserted) {  // as Python: the first load of a key decides its dtype
+  // As Python: the first load of a key decides its dtype; LibTorch's unpickler
+  // (the TorchScript scan) reads each id's record again.
+  if (inserted || dialect_ == PickleDialect::kTorchScriptScan) {
     Value* out = make(ValueKind::kStorage);
     out->dtype = type.dtype;
     out->storage = load_storage_(key.text, type.dtype, numel.integer);
@@ -422,8 +432,9 @@ Value* Parser::storage(const Value& pid) {
 
 Value* read_weights_pickle(std::string_view pickle,
                            const StorageLoader& load_storage,
-                           ValueArena& arena) {
-  return Parser(pickle, load_storage, arena).run();
+                           ValueArena& arena,
+                           PickleDialect dialect) {
+  return Parser(pickle, load_storage, arena, dialect).run();
 }
 
 }  // namespace detail

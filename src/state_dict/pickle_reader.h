@@ -29,12 +29,21 @@ namespace detail {
 using StorageLoader =
     std::function<c10::Storage(const std::string& key, c10::ScalarType dtype, int64_t numel)>;
 
+/// How a pickle is read: a torch.save archive's, weights only (the allow-list
+/// above, each storage key loaded once, as Python's persistent_load); or a
+/// TorchScript archive's data.pkl, scanned only to check its storages before
+/// LibTorch's unpickler reads it: any other global is an opaque TorchScript class
+/// (GlobalRole::kScriptClass), and every storage id is loaded, as LibTorch's
+/// unpickler reads the record again for each.
+enum class PickleDialect { kWeightsOnly, kTorchScriptScan };
+
 /// Reads `pickle` and returns the value STOP returns; all values live in
 /// `arena`. Throws `c10::Error` "offset <n>: corrupt pickle: ..." or
 /// "offset <n>: unsupported: ...", <n> being the offset of the opcode.
 Value* read_weights_pickle(std::string_view pickle,
                            const StorageLoader& load_storage,
-                           ValueArena& arena);
+                           ValueArena& arena,
+                           PickleDialect dialect = PickleDialect::kWeightsOnly);
 
 }  // namespace detail
 }  // namespace mha

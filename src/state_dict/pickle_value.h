@@ -41,6 +41,9 @@ enum class GlobalRole : uint8_t {
   kDtype,        ///< torch.float32, ...
   kStorageType,  ///< torch.FloatStorage, torch.storage.UntypedStorage, ...
   kConstant,     ///< a legacy tensor class or a quantization scheme
+  /// A TorchScript class or helper (`__torch__.*`, `torch.jit._pickle.*`) in a
+  /// pickle only scanned for its storages: calls and NEWOBJ make opaque objects.
+  kScriptClass,
 };
 
 /// One pickled value. Values refer to each other by pointer; all are owned by
