@@ -363,14 +363,26 @@ std::vector<Row> bad_file_rows() {
              {"cannot load the TorchScript archive"}),
       // Found by tests/fuzz (mha_fuzz_torchscript): a pickled string whose length
       // reaches past the end of its record. LibTorch's unpickler trusts the length
-      // and allocates that much before it fails; the error still reaches the caller.
+      // and allocates that much; the reader's scan of data.pkl refuses it first.
       loader("TorchScriptStringPastItsRecord",
              [](const std::string& dir) {
                return write_bytes(
                    in(dir, "string_length.pt"),
                    read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-pickle-string-length"));
              },
-             {"cannot load the TorchScript archive: Unexpected end of pickler archive."})};
+             {"cannot load the TorchScript archive: data.pkl: offset 66: corrupt pickle: "
+              "truncated: 1862270990 bytes needed, 727 left"}),
+      // Found by the replay of tests/fuzz's corpus: a storage id whose key or count
+      // was corrupt, which LibTorch's unpickler turns into a 64-byte storage over a
+      // 16-byte record (a read past the buffer, seen by no check after the load).
+      loader("TorchScriptStoragePastItsRecord",
+             [](const std::string& dir) {
+               return write_bytes(
+                   in(dir, "view_past_storage.pt"),
+                   read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-view-past-storage"));
+             },
+             {"cannot load the TorchScript archive: data.pkl: offset ", "claims 16 elements of Float",
+              "but its record 'data/"})};
 }
 
 /// Loaders: the file is fine, the module does not match.
