@@ -17,11 +17,12 @@ the reference:
                              transformers' mean-pooled embeddings of SENTENCES)
   <out>/<family>/mha_reference.json
       lines: the test lines (every `--every`-th corpus line, then edge cases);
-      ids: `tokenizer(line)["input_ids"]` for each;
+      ids, offsets: `tokenizer(line, return_offsets_mapping=True)`'s
+      input_ids and offset_mapping for each; pair_offsets: those of the pairs;
       decoded, decoded_skip: `decode(ids)`, with `skip_special_tokens=True`;
       pair_ids: `tokenizer(a, b)` of consecutive lines;
       truncated: `tokenizer(line, truncation=True, max_length=12)` of the first
-      300 lines and the edge cases; pair_<strategy>: `tokenizer(a, b,
+      300 lines and the edge cases (truncated_offsets: their offset_mapping); pair_<strategy>: `tokenizer(a, b,
       truncation=strategy, max_length=16)` (null where transformers refuses);
       lossy_ids, lossy_decoded: byte tokens that are not UTF-8, and their text;
       overflow: `tokenizer(line, truncation=True, max_length=12, stride=4,
@@ -509,11 +510,16 @@ def lossy_ids(tokenizer, bad):
 
 def reference(directory, lines):
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    ids = [tokenizer(line)["input_ids"] for line in lines]
+    encodings = [tokenizer(line, return_offsets_mapping=True) for line in lines]
+    ids = [e["input_ids"] for e in encodings]
+    pairs = list(zip(lines[:200:2], lines[1:200:2]))
     values = {
         "class": type(tokenizer).__name__,
         "lines": lines,
         "ids": ids,
+        "offsets": [e["offset_mapping"] for e in encodings],
+        "pair_offsets": [tokenizer(a, b, return_offsets_mapping=True)["offset_mapping"]
+                         for a, b in pairs],
         "decoded": [tokenizer.decode(i) for i in ids],
         "decoded_skip": [tokenizer.decode(i, skip_special_tokens=True) for i in ids],
         "pair_ids": [tokenizer(a, b)["input_ids"] for a, b in zip(lines[:200:2], lines[1:200:2])],
@@ -523,6 +529,9 @@ def reference(directory, lines):
     short = lines[:300] + lines[-len(EDGE_CASES):]
     values["truncated"] = [tokenizer(line, truncation=True, max_length=12)["input_ids"]
                            for line in short]
+    values["truncated_offsets"] = [
+        tokenizer(line, truncation=True, max_length=12, return_offsets_mapping=True)[
+            "offset_mapping"] for line in short]
     for strategy in ("longest_first", "only_first", "only_second"):
         truncated = []
         for a, b in zip(lines[:200:2], lines[1:200:2]):

@@ -90,6 +90,47 @@ TEST_P(TokenizerParity, IdsOfEveryLineAreTransformers) {
   EXPECT_TRUE(each == ref.at("ids").get<std::vector<Ids>>());
 }
 
+using Offsets = std::vector<std::pair<int64_t, int64_t>>;
+
+/// transformers' offset_mapping (a list of [begin, end] lists).
+Offsets offsets_of(const json& mapping) {
+  Offsets out;
+  for (const json& pair : mapping)
+    out.emplace_back(pair.at(0).get<int64_t>(), pair.at(1).get<int64_t>());
+  return out;
+}
+
+TEST_P(TokenizerParity, OffsetsOfEveryLineAreTransformers) {
+  const json& ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const json& lines = ref.at("lines");
+  size_t differ = 0;
+  for (size_t i = 0; i < lines.size(); i += kLineStep) {
+    const auto line = lines[i].get<std::string>();
+    const mha::EncodedText got = tokenizer.encode_with_offsets(line);
+    const bool same = got.input_ids == ref.at("ids")[i].get<Ids>() &&
+                      got.offset_mapping == offsets_of(ref.at("offsets")[i]);
+    if (!same && ++differ <= 5) {
+      ADD_FAILURE() << "line " << i << " (" << line.substr(0, 80) << "): offsets differ";
+    }
+  }
+  EXPECT_EQ(differ, 0u) << "of " << lines.size() << " lines";
+  for (size_t i = 0; i < ref.at("pair_offsets").size(); ++i) {
+    const mha::EncodedText got = tokenizer.encode_with_offsets(lines[2 * i].get<std::string>(),
+                                                               lines[2 * i + 1].get<std::string>());
+    EXPECT_EQ(got.offset_mapping, offsets_of(ref.at("pair_offsets")[i])) << "pair " << i;
+  }
+  const size_t edge = ref.at("truncated_offsets").size() - 300;  // the edge cases, the last lines
+  for (size_t i = 0; i < ref.at("truncated_offsets").size(); ++i) {
+    const size_t line = i < 300 ? i : lines.size() - edge + (i - 300);
+    const mha::EncodedText got = tokenizer.encode_with_offsets(
+        lines[line].get<std::string>(), std::nullopt,
+        mha::EncodeOptions().truncation(mha::Truncation::kLongestFirst).max_length(12));
+    EXPECT_EQ(got.input_ids, ref.at("truncated")[i].get<Ids>()) << "line " << line;
+    EXPECT_EQ(got.offset_mapping, offsets_of(ref.at("truncated_offsets")[i])) << "line " << line;
+  }
+}
+
 TEST_P(TokenizerParity, DecodedTextIsTransformers) {
   const json& ref = reference(GetParam());
   const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mha {
@@ -56,6 +57,16 @@ struct TokenizedBatch {
   torch::Tensor attention_mask;
 };
 
+/// A text's (or a pair's) ids and where each came from: transformers'
+/// `tokenizer(text, pair, return_offsets_mapping=True)`.
+struct EncodedText {
+  std::vector<int64_t> input_ids;
+  /// Per id, the characters [first, second) of its own text (the text's or
+  /// the pair's) it stands for, counted in code points as Python indexes a
+  /// str; (0, 0) for the post-processor's special tokens.
+  std::vector<std::pair<int64_t, int64_t>> offset_mapping;
+};
+
 /// A tokenizer (`load_hf_tokenizer`). Const and thread-safe: any number of
 /// threads may encode and decode at once. Copies share the read files.
 ///
@@ -79,6 +90,12 @@ class Tokenizer {
   std::vector<int64_t> encode_pair(const std::string& text,
                                    const std::string& pair,
                                    const EncodeOptions& options = {}) const;
+  /// `encode` with each id's characters in `text` (or, for a pair, in its own
+  /// text): transformers' `return_offsets_mapping=True`, for token
+  /// classification and question answering.
+  EncodedText encode_with_offsets(const std::string& text,
+                                  const std::optional<std::string>& pair = std::nullopt,
+                                  const EncodeOptions& options = {}) const;
   /// Every window of a text (and `pair`) cut by `options`' truncation, each
   /// with its special tokens: transformers' `tokenizer(text, pair,
   /// truncation=..., max_length=..., stride=..., return_overflowing_tokens=True)["input_ids"]`,

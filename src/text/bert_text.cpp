@@ -1,5 +1,6 @@
 #include "text/bert_text.h"
 
+#include "text/normalizers.h"
 #include "text/pattern.h"
 #include "text/unicode_classes.h"
 #include "text/utf8.h"
@@ -68,6 +69,33 @@ std::string BertNormalizer::normalize(const std::string& text) const {
   }
   if (lowercase_) s = map_chars(s, all, append_lowercase);
   return s;
+}
+
+void BertNormalizer::normalize_aligned(std::string& text, Alignment& origin) const {
+  if (clean_text_) {
+    filter_aligned(text, origin,
+                   [](char32_t c) { return c != 0 && c != 0xFFFD && !is_bert_control(c); });
+    transform(text, origin, mapped_chars(text, [](char32_t c) {
+                return std::u32string(1, is_bert_whitespace(c) ? U' ' : c);
+              }));
+  }
+  if (handle_chinese_chars_) {
+    std::vector<CharChange> changes;  // a space replaces the character, which follows it again
+    for (size_t at = 0, length = 0; at < text.size(); at += length) {
+      const char32_t c = code_point_at(text, at, length);
+      if (is_chinese_char(c)) {
+        changes.insert(changes.end(), {{U' ', 0}, {c, 1}, {U' ', 1}});
+      } else {
+        changes.push_back({c, 0});
+      }
+    }
+    transform(text, origin, changes);
+  }
+  if (strip_accents_) {
+    unicode_form_aligned(text, origin, UnicodeForm::kNFD);
+    filter_aligned(text, origin, [](char32_t c) { return !is_mark_nonspacing(c); });
+  }
+  if (lowercase_) transform(text, origin, mapped_chars(text, lowercase_chars));
 }
 
 void BertPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {

@@ -23,6 +23,7 @@ class BertNormalizer final : public Normalizer {
         strip_accents_(strip_accents),
         lowercase_(lowercase) {}
   std::string normalize(const std::string& text) const override;
+  void normalize_aligned(std::string& text, Alignment& origin) const override;
 
  private:
   bool clean_text_, handle_chinese_chars_, strip_accents_, lowercase_;

@@ -48,7 +48,8 @@ const Bpe::Merge* Bpe::merge_of(int64_t left, int64_t right) const {
   return found == merges_.end() ? nullptr : &found->second;
 }
 
-std::vector<int64_t> Bpe::merge_all(std::vector<int64_t> symbols) const {
+std::vector<int64_t> Bpe::merge_all(std::vector<int64_t> symbols,
+                                    std::vector<uint32_t>* lengths) const {
   // Each symbol links to its neighbours; a merge keeps the left one.
   const auto n = static_cast<int64_t>(symbols.size());
   std::vector<int64_t> prev(n), next(n);
@@ -74,6 +75,7 @@ std::vector<int64_t> Bpe::merge_all(std::vector<int64_t> symbols) const {
     if (m == nullptr || m->id != id) continue;  // stale: a neighbour merged since
     const int64_t right = next[at];
     symbols[at] = id;
+    if (lengths != nullptr) (*lengths)[at] += (*lengths)[right];
     alive[right] = false;
     next[at] = next[right];
     if (next[at] >= 0) prev[next[at]] = at;
@@ -82,8 +84,11 @@ std::vector<int64_t> Bpe::merge_all(std::vector<int64_t> symbols) const {
   }
   std::vector<int64_t> out;
   for (int64_t i = 0; i < n; ++i) {
-    if (alive[i]) out.push_back(symbols[i]);
+    if (!alive[i]) continue;
+    if (lengths != nullptr) (*lengths)[out.size()] = (*lengths)[i];
+    out.push_back(symbols[i]);
   }
+  if (lengths != nullptr) lengths->resize(out.size());
   return out;
 }
 
@@ -100,38 +105,60 @@ bool Bpe::append_byte_tokens(const std::string& text, std::vector<int64_t>& ids)
   return true;
 }
 
-std::vector<int64_t> Bpe::initial_symbols(const std::string& word) const {
+std::vector<int64_t> Bpe::initial_symbols(const std::string& word,
+                                          std::vector<uint32_t>& lengths) const {
   std::vector<int64_t> symbols;
-  std::optional<int64_t> unknown;  // an unknown token not yet written (fuse_unk joins the next)
+  // An unknown token not yet written (fuse_unk joins the next) and its bytes.
+  std::optional<int64_t> unknown;
+  uint32_t unknown_length = 0;
+  auto flush_unknown = [&] {
+    symbols.push_back(*std::exchange(unknown, std::nullopt));
+    lengths.push_back(std::exchange(unknown_length, 0));
+  };
   for (size_t at = 0, length = 0; at < word.size(); at += length) {
     code_point_at(word, at, length);
     std::string piece = word.substr(at, length);
     if (at > 0) piece = options_.continuing_subword_prefix + piece;
     if (at + length == word.size()) piece += options_.end_of_word_suffix;
     if (const auto found = vocab_.id(piece)) {
-      if (unknown) symbols.push_back(*std::exchange(unknown, std::nullopt));
+      if (unknown) flush_unknown();
       symbols.push_back(*found);
+      lengths.push_back(static_cast<uint32_t>(length));
       continue;
     }
-    // tokenizers writes byte tokens before an unknown token still pending.
-    if (options_.byte_fallback && append_byte_tokens(piece, symbols)) continue;
+    // tokenizers writes byte tokens (one byte each) before an unknown token still pending.
+    if (options_.byte_fallback && append_byte_tokens(piece, symbols)) {
+      lengths.resize(symbols.size(), 1);
+      continue;
+    }
     if (!unk_id_) continue;  // dropped
-    if (unknown && !options_.fuse_unk) symbols.push_back(*unknown);
+    if (unknown && !options_.fuse_unk) flush_unknown();
     unknown = unk_id_;
+    unknown_length += static_cast<uint32_t>(length);
   }
-  if (unknown) symbols.push_back(*unknown);
+  if (unknown) flush_unknown();
   return symbols;
 }
 
-void Bpe::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
+void Bpe::tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const {
   if (word.empty()) return;
   if (options_.ignore_merges) {
     if (const auto whole = vocab_.id(word)) {
       ids.push_back(*whole);
+      if (spans != nullptr) spans->emplace_back(0, static_cast<uint32_t>(word.size()));
       return;
     }
   }
-  for (const int64_t id : merge_all(initial_symbols(word))) ids.push_back(id);
+  std::vector<uint32_t> lengths;
+  std::vector<int64_t> symbols = initial_symbols(word, lengths);
+  symbols = merge_all(std::move(symbols), spans != nullptr ? &lengths : nullptr);
+  ids.insert(ids.end(), symbols.begin(), symbols.end());
+  if (spans == nullptr) return;
+  uint32_t at = 0;
+  for (const uint32_t length : lengths) {
+    spans->emplace_back(at, at + length);
+    at += length;
+  }
 }
 
 }  // namespace detail

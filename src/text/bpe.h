@@ -42,7 +42,7 @@ class Bpe final : public VocabularyModel {
       const std::vector<std::pair<std::string, std::string>>& merges,
       BpeOptions options);
 
-  void tokenize(const std::string& word, std::vector<int64_t>& ids) const override;
+  void tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const override;
 
  private:
   /// A pair of adjacent tokens' merge: its rank and the merged token's id.
@@ -52,11 +52,15 @@ class Bpe final : public VocabularyModel {
   };
   /// The merge of `left` then `right`, if any.
   const Merge* merge_of(int64_t left, int64_t right) const;
-  /// `symbols` (ids) merged lowest rank first, leftmost first among equals.
-  std::vector<int64_t> merge_all(std::vector<int64_t> symbols) const;
+  /// `symbols` (ids) merged lowest rank first, leftmost first among equals;
+  /// `lengths` (the symbols' bytes in the word), unless null, merged with them.
+  std::vector<int64_t> merge_all(std::vector<int64_t> symbols,
+                                 std::vector<uint32_t>* lengths) const;
 
-  /// `word`'s characters as ids, before merging (tokenizers' `merge_word`).
-  std::vector<int64_t> initial_symbols(const std::string& word) const;
+  /// `word`'s characters as ids, before merging (tokenizers' `merge_word`),
+  /// and their bytes in the word (a `<0xXX>` token: one) in `lengths`.
+  std::vector<int64_t> initial_symbols(const std::string& word,
+                                       std::vector<uint32_t>& lengths) const;
   /// Appends the `<0xXX>` ids of `text`'s bytes to `ids`; false (nothing
   /// appended) where the vocabulary lacks one.
   bool append_byte_tokens(const std::string& text, std::vector<int64_t>& ids) const;

@@ -46,20 +46,34 @@ const Pattern& gpt2_pattern() {
   return pattern;
 }
 
-/// `piece`'s bytes written as their characters (UTF-8).
-std::string as_byte_chars(const std::string& piece) {
+/// `piece`'s bytes written as their characters (UTF-8); its origin, if
+/// tracked, as tokenizers aligns them (a character's later bytes inserted).
+void write_byte_chars(TextPiece& piece) {
+  if (!piece.origin.empty()) {
+    std::vector<CharChange> changes;
+    for (size_t at = 0, length = 0; at < piece.text.size(); at += length) {
+      code_point_at(piece.text, at, length);
+      for (size_t i = 0; i < length; ++i) {
+        changes.push_back({byte_chars()[static_cast<unsigned char>(piece.text[at + i])], i > 0});
+      }
+    }
+    transform(piece.text, piece.origin, changes);
+    return;
+  }
   std::string out;
-  out.reserve(piece.size() * 2);
-  for (const char byte : piece) append_utf8(out, byte_chars()[static_cast<unsigned char>(byte)]);
-  return out;
+  out.reserve(piece.text.size() * 2);
+  for (const char byte : piece.text) {
+    append_utf8(out, byte_chars()[static_cast<unsigned char>(byte)]);
+  }
+  piece.text = std::move(out);
 }
 
 }  // namespace
 
 void ByteLevelPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
   if (piece.text.empty()) return;
-  const bool prefix = add_prefix_space_ && piece.text.rfind(' ', 0) != 0;
-  const TextPiece prefixed{prefix ? " " + piece.text : piece.text, piece.at_start};
+  TextPiece prefixed = piece;
+  if (add_prefix_space_ && piece.text.rfind(' ', 0) != 0) prepend_aligned(prefixed, " ");
   const size_t first = out.size();
   if (use_regex_) {
     append_ranges(prefixed,
@@ -69,7 +83,7 @@ void ByteLevelPreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>
   } else {
     out.push_back(prefixed);
   }
-  for (size_t i = first; i < out.size(); ++i) out[i].text = as_byte_chars(out[i].text);
+  for (size_t i = first; i < out.size(); ++i) write_byte_chars(out[i]);
 }
 
 std::optional<std::string> byte_level_bytes(const std::string& token) {

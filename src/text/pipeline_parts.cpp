@@ -18,7 +18,11 @@ void append_ranges(const TextPiece& piece,
                    const std::vector<std::pair<size_t, size_t>>& ranges,
                    std::vector<TextPiece>& out) {
   for (const auto& [begin, end] : ranges) {
-    out.push_back({piece.text.substr(begin, end - begin), piece.at_start && begin == 0});
+    out.push_back({piece.text.substr(begin, end - begin), piece.at_start && begin == 0, {}});
+    if (!piece.origin.empty()) {
+      out.back().origin.assign(piece.origin.begin() + static_cast<std::ptrdiff_t>(begin),
+                               piece.origin.begin() + static_cast<std::ptrdiff_t>(end));
+    }
   }
 }
 

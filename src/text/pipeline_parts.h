@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "text/alignment.h"
+
 namespace mha {
 namespace detail {
 
@@ -21,14 +23,19 @@ class Normalizer {
   virtual ~Normalizer() = default;
   /// `text` (valid UTF-8) normalized.
   virtual std::string normalize(const std::string& text) const = 0;
+  /// `text` normalized as `normalize` does, and `origin` (one entry per byte
+  /// of `text`) with it, as tokenizers aligns each change.
+  virtual void normalize_aligned(std::string& text, Alignment& origin) const = 0;
 };
 
 /// A piece of a sequence's normalized text on its way through the
-/// pre-tokenizers: its bytes, and whether it begins where the sequence's
-/// text begins (Metaspace's "first" scheme asks).
+/// pre-tokenizers: its bytes, whether it begins where the sequence's text
+/// begins (Metaspace's "first" scheme asks), and, where offsets are tracked,
+/// each byte's origin in the text the caller gave.
 struct TextPiece {
   std::string text;
   bool at_start = false;
+  Alignment origin;
 };
 
 /// Splits normalized text into the words the model tokenizes.
@@ -42,17 +49,26 @@ class PreTokenizer {
   std::vector<TextPiece> pre_tokenize(const std::vector<TextPiece>& pieces) const;
 };
 
+/// `prefix` before `piece`'s text (its origin aligned, if tracked).
+inline void prepend_aligned(TextPiece& piece, const std::string& prefix) {
+  prepend_aligned(piece.text, piece.origin, prefix);
+}
+
 /// Appends `piece`'s byte ranges `ranges` to `out` as pieces.
 void append_ranges(const TextPiece& piece,
                    const std::vector<std::pair<size_t, size_t>>& ranges,
                    std::vector<TextPiece>& out);
 
+/// Each token's bytes [first, second) in the word it came from.
+using Spans = std::vector<std::pair<uint32_t, uint32_t>>;
+
 /// Turns a word into token ids (BPE, WordPiece), and holds the vocabulary.
 class TokenModel {
  public:
   virtual ~TokenModel() = default;
-  /// Appends `word`'s token ids to `ids`.
-  virtual void tokenize(const std::string& word, std::vector<int64_t>& ids) const = 0;
+  /// Appends `word`'s token ids to `ids` and, unless null, their bytes in
+  /// `word` to `spans` (tokenizers' `Token::offsets`).
+  virtual void tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const = 0;
   /// The token of `id`, or null.
   virtual const std::string* id_to_token(int64_t id) const = 0;
   /// The id of `token`, if in the vocabulary.

@@ -16,17 +16,14 @@ namespace {
 /// punctuation, and the joiners.
 constexpr const char* kWordClass = R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D})";
 
-/// `text` with each ' ' replaced by `replacement`.
-std::string replace_spaces(const std::string& text, const std::string& replacement) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    if (c == ' ') {
-      out += replacement;
-    } else {
-      out += c;
-    }
+/// `piece` with each ' ' replaced by `replacement`.
+TextPiece replace_spaces(const TextPiece& piece, const std::string& replacement) {
+  std::vector<std::pair<size_t, size_t>> spaces;
+  for (size_t i = 0; i < piece.text.size(); ++i) {
+    if (piece.text[i] == ' ') spaces.emplace_back(i, i + 1);
   }
+  TextPiece out = piece;
+  replace_aligned(out.text, out.origin, spaces, replacement);
   return out;
 }
 
@@ -65,11 +62,11 @@ PrependScheme prepend_scheme(const std::string& name) {
 }
 
 void MetaspacePreTokenizer::split(const TextPiece& piece, std::vector<TextPiece>& out) const {
-  TextPiece replaced{replace_spaces(piece.text, replacement_), piece.at_start};
+  TextPiece replaced = replace_spaces(piece, replacement_);
   const bool prepend =
       (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && piece.at_start)) &&
       replaced.text.rfind(replacement_, 0) != 0;
-  if (prepend) replaced.text = replacement_ + replaced.text;
+  if (prepend) prepend_aligned(replaced, replacement_);
   if (!split_) {
     out.push_back(std::move(replaced));
     return;

@@ -99,6 +99,32 @@ std::string PrecompiledNormalizer::normalize(const std::string& text) const {
   return out;
 }
 
+void PrecompiledNormalizer::normalize_aligned(std::string& text, Alignment& origin) const {
+  std::vector<CharChange> changes;
+  for (const std::string_view cluster : grapheme_clusters(text)) {
+    const std::string characters(cluster);
+    size_t count = 0;
+    for (size_t at = 0, length = 0; at < characters.size(); at += length, ++count) {
+      code_point_at(characters, at, length);
+    }
+    if (cluster.size() < 6) {
+      if (const auto replaced = transform(cluster)) {
+        append_replacement(changes, count, std::string(*replaced));
+        continue;
+      }
+    }
+    for (size_t at = 0, length = 0; at < characters.size(); at += length) {
+      const char32_t c = code_point_at(characters, at, length);
+      if (const auto replaced = transform(cluster.substr(at, length))) {
+        append_replacement(changes, 1, std::string(*replaced));
+      } else {
+        changes.push_back({c, 0});
+      }
+    }
+  }
+  detail::transform(text, origin, changes);
+}
+
 std::string base64_decode(const std::string& text, const char* what) {
   const auto sextet = [](char c) -> int {
     if (c >= 'A' && c <= 'Z') return c - 'A';

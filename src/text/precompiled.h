@@ -28,6 +28,7 @@ class PrecompiledNormalizer final : public Normalizer {
   /// replaced whole by the shortest key's replacement; else each of its
   /// characters that starts with a key replaced by it.
   std::string normalize(const std::string& text) const override;
+  void normalize_aligned(std::string& text, Alignment& origin) const override;
 
  private:
   /// The replacement of the shortest key that prefixes `chunk`, if any.

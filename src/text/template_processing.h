@@ -22,6 +22,11 @@ struct TemplateProcessing {
   std::vector<TemplatePiece> single{{TemplatePiece::Kind::kSequenceA, {}}};
   std::vector<TemplatePiece> pair{{TemplatePiece::Kind::kSequenceA, {}},
                                   {TemplatePiece::Kind::kSequenceB, {}}};
+  /// RobertaProcessing's and ByteLevel's `trim_offsets`: each token's offsets
+  /// without the spaces its token begins or ends with...
+  bool trim_offsets = false;
+  /// ... but a sequence's first token keeps one (their `add_prefix_space`).
+  bool trim_keeps_prefix_space = false;
 
   /// The ids the template adds to a sequence (or a pair).
   int64_t added_tokens(bool pair) const;

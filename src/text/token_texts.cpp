@@ -30,24 +30,18 @@ Mode matching_mode(const Decoder& decoder) {
   return any(byte_level) ? Mode::kByteLevel : Mode::kText;
 }
 
-/// The token of `id` (an added token's content or the vocabulary's), or null.
-const std::string* token_of(const TokenizerPipeline& p, int64_t id) {
-  if (const AddedToken* added = p.added.find(id)) return &added->content;
-  return p.model->id_to_token(id);
-}
-
 }  // namespace
 
 TokenTexts token_texts(const TokenizerPipeline& p) {
   const Mode mode = matching_mode(*p.decoder);
   const std::string prefix = "abcdef";
   std::vector<std::string> base;  // the tokens of the prefix
-  for (const int64_t id : p.encode_plain(prefix)) base.push_back(*token_of(p, id));
+  for (const int64_t id : p.encode_plain(prefix)) base.push_back(*p.token_of(id));
   TokenTexts texts;
   texts.counts_bytes = mode != Mode::kText;
   texts.by_id.resize(static_cast<size_t>(p.size()));
   for (int64_t id = 0; id < p.size(); ++id) {
-    const std::string* token = token_of(p, id);
+    const std::string* token = p.token_of(id);
     if (token == nullptr) continue;
     if (mode == Mode::kByteLevel) {
       if (auto bytes = byte_level_bytes(*token)) {

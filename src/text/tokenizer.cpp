@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "common/parallel_items.h"
+#include "text/token_offsets.h"
 #include "text/tokenizer_files.h"
 #include "text/truncation.h"
 #include "text/utf8.h"
@@ -91,6 +92,46 @@ std::vector<std::vector<int64_t>> Tokenizer::encode_overflowing(
   }
   for (size_t j = 1; j < w.b.size(); ++j) rows.push_back(with_specials(w.a[0], &w.b[j], options));
   return rows;
+}
+
+EncodedText Tokenizer::encode_with_offsets(const std::string& text,
+                                           const std::optional<std::string>& pair,
+                                           const EncodeOptions& options) const {
+  detail::check_utf8(text, "text");
+  if (pair) detail::check_utf8(*pair, "pair");
+  // Both sides' ids and character offsets, the text's first.
+  std::vector<int64_t> ids;
+  std::vector<std::pair<int64_t, int64_t>> offsets;
+  std::vector<int64_t> a_marks, b_marks;
+  for (const std::string* side : {&text, pair ? &*pair : nullptr}) {
+    if (side == nullptr) break;
+    detail::Spans bytes;
+    const std::vector<int64_t> side_ids = pipeline_->encode_plain(*side, &bytes);
+    const auto side_offsets = detail::character_offsets(*side, bytes);
+    // A negative mark per id, -1 - its index: truncation and the special
+    // tokens move the marks as they would move the ids.
+    for (size_t i = 0; i < side_ids.size(); ++i) {
+      (side == &text ? a_marks : b_marks).push_back(-1 - static_cast<int64_t>(ids.size()));
+      ids.push_back(side_ids[i]);
+      offsets.push_back(side_offsets[i]);
+    }
+  }
+  const size_t a_count = a_marks.size();
+  EncodedText out;
+  size_t kept[2] = {0, 0};  // each side's ids kept so far
+  for (const int64_t mark : truncated_with_specials(a_marks, pair ? &b_marks : nullptr, options)) {
+    if (mark >= 0) {  // a special token's id
+      out.input_ids.push_back(mark);
+      out.offset_mapping.emplace_back(0, 0);
+      continue;
+    }
+    const auto index = static_cast<size_t>(-1 - mark);
+    out.input_ids.push_back(ids[index]);
+    out.offset_mapping.push_back(offsets[index]);
+    detail::trim_offsets(*pipeline_, ids[index], kept[index < a_count ? 0 : 1]++,
+                         out.offset_mapping.back());
+  }
+  return out;
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text,

@@ -124,6 +124,10 @@ void read_post_processor(const json& processor, TemplateProcessing& out) {
                       "' is not supported yet; supported: TemplateProcessing, "
                       "BertProcessing, RobertaProcessing, ByteLevel, Sequence");
   }
+  if (type == "RobertaProcessing" || type == "ByteLevel") {  // tokenizers' defaults: true, true
+    out.trim_offsets = json_field<bool>(processor, "trim_offsets", true);
+    out.trim_keeps_prefix_space = json_field<bool>(processor, "add_prefix_space", true);
+  }
 }
 
 /// transformers' `update_post_processor`: bos and eos around each sequence as
@@ -246,8 +250,12 @@ TemplateProcessing read_template(const std::string& cls,
     const bool roberta = roberta_class(cls);
     const auto cls_token = special_token(config, "cls_token").value_or(roberta ? "<s>" : "[CLS]");
     const auto sep_token = special_token(config, "sep_token").value_or(roberta ? "</s>" : "[SEP]");
-    return cls_sep_template(added.id_of(cls_token).value_or(roberta ? 0 : 2),
-                            added.id_of(sep_token).value_or(roberta ? 2 : 3), roberta);
+    TemplateProcessing t =
+        cls_sep_template(added.id_of(cls_token).value_or(roberta ? 0 : 2),
+                         added.id_of(sep_token).value_or(roberta ? 2 : 3), roberta);
+    t.trim_offsets = roberta && json_field<bool>(config, "trim_offsets", true);
+    t.trim_keeps_prefix_space = json_field<bool>(config, "add_prefix_space", false);
+    return t;
   }
   const json processor = tokenizer.value("post_processor", json());
   if (config.contains("add_bos_token") || config.contains("add_eos_token") || processor.is_null()) {

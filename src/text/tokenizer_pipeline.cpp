@@ -10,35 +10,58 @@
 namespace mha {
 namespace detail {
 
-void TokenizerPipeline::encode_words(const std::string& text,
-                                     bool at_start,
-                                     std::vector<int64_t>& ids) const {
-  if (pre_tokenizer == nullptr) {
-    model->tokenize(text, ids);
-    return;
+void TokenizerPipeline::encode_words(const TextPiece& piece,
+                                     std::vector<int64_t>& ids,
+                                     Spans* offsets) const {
+  const std::vector<TextPiece> words =
+      pre_tokenizer != nullptr ? pre_tokenizer->pre_tokenize({piece}) : std::vector{piece};
+  Spans spans;
+  for (const TextPiece& word : words) {
+    spans.clear();
+    model->tokenize(word.text, ids, offsets != nullptr ? &spans : nullptr);
+    if (offsets == nullptr) continue;
+    for (const auto& [begin, end] : spans) {
+      offsets->push_back(original_range(word.origin, begin, end));
+    }
   }
-  for (const TextPiece& word : pre_tokenizer->pre_tokenize({{text, at_start}}))
-    model->tokenize(word.text, ids);
 }
 
-std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text) const {
+std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text,
+                                                     Spans* offsets) const {
   std::vector<int64_t> ids;
   // tokenizers' AddedVocabulary: tokens that are not normalized are found in
   // the raw text, the others in the normalized text between those.
   for (const TextSegment& raw : added.split(text, /*normalized=*/false)) {
     if (raw.id) {
       ids.push_back(*raw.id);
+      if (offsets != nullptr) offsets->emplace_back(raw.begin, raw.end);
       continue;
     }
-    const std::string piece = text.substr(raw.begin, raw.end - raw.begin);
-    const std::string normalized = normalizer ? normalizer->normalize(piece) : piece;
+    std::string normalized = text.substr(raw.begin, raw.end - raw.begin);
+    Alignment origin;  // each normalized byte's bytes in `text`, where offsets are asked for
+    if (offsets != nullptr) {
+      origin = identity_alignment(normalized);
+      for (auto& [begin, end] : origin) begin += raw.begin, end += raw.begin;
+      if (normalizer) normalizer->normalize_aligned(normalized, origin);
+    } else if (normalizer) {
+      normalized = normalizer->normalize(normalized);
+    }
     for (const TextSegment& segment : added.split(normalized, /*normalized=*/true)) {
       if (segment.id) {
         ids.push_back(*segment.id);
-      } else {
-        encode_words(normalized.substr(segment.begin, segment.end - segment.begin),
-                     raw.begin == 0 && segment.begin == 0, ids);
+        if (offsets != nullptr) {
+          offsets->push_back(original_range(origin, segment.begin, segment.end));
+        }
+        continue;
       }
+      TextPiece piece{normalized.substr(segment.begin, segment.end - segment.begin),
+                      raw.begin == 0 && segment.begin == 0,
+                      {}};
+      if (offsets != nullptr) {
+        piece.origin.assign(origin.begin() + static_cast<std::ptrdiff_t>(segment.begin),
+                            origin.begin() + static_cast<std::ptrdiff_t>(segment.end));
+      }
+      encode_words(piece, ids, offsets);
     }
   }
   return ids;

@@ -37,10 +37,16 @@ struct TokenizerPipeline {
   bool truncate_left = false;  ///< truncation_side "left"
 
   /// `text`'s ids without special tokens around it (added tokens written in
-  /// the text are found).
-  std::vector<int64_t> encode_plain(const std::string& text) const;
+  /// the text are found); `offsets`, unless null, receives each id's bytes
+  /// [first, second) in `text` (tokenizers' byte offsets).
+  std::vector<int64_t> encode_plain(const std::string& text, Spans* offsets = nullptr) const;
   /// The ids' text; `skip_special_tokens` leaves out special added tokens.
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
+  /// The token of `id` (an added token's content or the vocabulary's), or null.
+  const std::string* token_of(int64_t id) const {
+    if (const AddedToken* added_token = added.find(id)) return &added_token->content;
+    return model->id_to_token(id);
+  }
   /// The byte of `id`'s `<0xXX>` token where the decoder joins such tokens
   /// into bytes (ByteFallback), else -1.
   int fallback_byte_of(int64_t id) const;
@@ -48,9 +54,9 @@ struct TokenizerPipeline {
   int64_t size() const { return std::max(model->size(), added.end_id()); }
 
  private:
-  /// Appends the ids of `text` (no added token in it, normalized) to `ids`;
-  /// `at_start`: `text` begins where the sequence begins.
-  void encode_words(const std::string& text, bool at_start, std::vector<int64_t>& ids) const;
+  /// Appends the ids of `piece` (no added token in it, normalized) to `ids`,
+  /// and, unless null, their bytes in the original text (`piece.origin`) to `offsets`.
+  void encode_words(const TextPiece& piece, std::vector<int64_t>& ids, Spans* offsets) const;
 };
 
 }  // namespace detail

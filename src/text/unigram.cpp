@@ -118,10 +118,16 @@ void Unigram::append_piece(std::string_view text, std::vector<int64_t>& ids) con
   ids.push_back(*unk_id_);
 }
 
-void Unigram::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
+void Unigram::tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const {
   if (word.empty()) return;
   for (const auto& [begin, end] : best_pieces(word)) {
+    const size_t before = ids.size();
     append_piece(std::string_view(word).substr(begin, end - begin), ids);
+    // tokenizers: a piece's byte tokens each span the whole piece.
+    if (spans != nullptr) {
+      spans->insert(spans->end(), ids.size() - before,
+                    {static_cast<uint32_t>(begin), static_cast<uint32_t>(end)});
+    }
   }
 }
 

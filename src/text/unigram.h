@@ -32,7 +32,7 @@ class Unigram final : public TokenModel {
   Unigram(const Unigram&) = delete;  // `ids_` views its own pieces
   Unigram& operator=(const Unigram&) = delete;
 
-  void tokenize(const std::string& word, std::vector<int64_t>& ids) const override;
+  void tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const override;
   const std::string* id_to_token(int64_t id) const override;
   std::optional<int64_t> token_to_id(const std::string& token) const override;
   int64_t size() const override { return static_cast<int64_t>(pieces_.size()); }

@@ -85,6 +85,12 @@ char32_t code_point_at(const std::string& text, size_t at, size_t& length) {
   return c;
 }
 
+size_t count_chars(const std::string& text) {
+  size_t count = 0;
+  for (const char byte : text) count += (static_cast<unsigned char>(byte) & 0xC0) != 0x80;
+  return count;
+}
+
 void append_utf8(std::string& out, char32_t c) {
   if (c < 0x80) {
     out += static_cast<char>(c);

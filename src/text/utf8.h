@@ -26,6 +26,9 @@ std::string utf8_lossy(const std::string& bytes);
 /// receives its byte count.
 char32_t code_point_at(const std::string& text, size_t at, size_t& length);
 
+/// The characters (code points) of valid UTF-8 `text`.
+size_t count_chars(const std::string& text);
+
 /// Appends `c`'s UTF-8 bytes to `out`.
 void append_utf8(std::string& out, char32_t c);
 

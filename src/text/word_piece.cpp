@@ -33,18 +33,23 @@ WordPiece::WordPiece(std::unordered_map<std::string, int64_t> vocab,
   unk_id_ = *unk;
 }
 
-void WordPiece::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
+void WordPiece::tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const {
   std::vector<size_t> starts;  // each character's first byte
   for (size_t at = 0, length = 0; at < word.size(); at += length) {
     code_point_at(word, at, length);
     starts.push_back(at);
   }
-  if (static_cast<int64_t>(starts.size()) > max_chars_) {
+  auto unknown_word = [&] {
     ids.push_back(unk_id_);
+    if (spans != nullptr) spans->emplace_back(0, static_cast<uint32_t>(word.size()));
+  };
+  if (static_cast<int64_t>(starts.size()) > max_chars_) {
+    unknown_word();
     return;
   }
   starts.push_back(word.size());
   std::vector<int64_t> pieces;
+  Spans piece_spans;
   for (size_t begin = 0; begin + 1 < starts.size();) {
     size_t end = starts.size() - 1;  // the longest piece first, one character less each try
     std::optional<int64_t> id;
@@ -54,13 +59,16 @@ void WordPiece::tokenize(const std::string& word, std::vector<int64_t>& ids) con
       if (id) break;
     }
     if (!id) {
-      ids.push_back(unk_id_);  // a word with a missing piece is unknown whole
+      unknown_word();  // a word with a missing piece is unknown whole
       return;
     }
     pieces.push_back(*id);
+    piece_spans.emplace_back(static_cast<uint32_t>(starts[begin]),
+                             static_cast<uint32_t>(starts[end]));
     begin = end;
   }
   ids.insert(ids.end(), pieces.begin(), pieces.end());
+  if (spans != nullptr) spans->insert(spans->end(), piece_spans.begin(), piece_spans.end());
 }
 
 std::string clean_up_tokenization(std::string text, bool do_not) {

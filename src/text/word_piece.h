@@ -24,7 +24,7 @@ class WordPiece final : public VocabularyModel {
             std::string continuing_subword_prefix,
             int64_t max_input_chars_per_word);
 
-  void tokenize(const std::string& word, std::vector<int64_t>& ids) const override;
+  void tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const override;
 
  private:
   int64_t unk_id_;

@@ -381,8 +381,8 @@ std::vector<Row> bad_file_rows() {
                    in(dir, "view_past_storage.pt"),
                    read_bytes(MHA_FUZZ_CORPUS "/torchscript/regression-view-past-storage"));
              },
-             {"cannot load the TorchScript archive: data.pkl: offset ", "claims 16 elements of Float",
-              "but its record 'data/"})};
+             {"cannot load the TorchScript archive: data.pkl: offset ",
+              "claims 16 elements of Float", "but its record 'data/"})};
 }
 
 /// Loaders: the file is fine, the module does not match.
