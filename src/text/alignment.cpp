@@ -111,8 +111,9 @@ void replace_aligned(std::string& text,
 std::pair<uint32_t, uint32_t> original_range(const Alignment& origin, size_t begin, size_t end) {
   if (begin >= end) {
     if (begin < origin.size()) return {origin[begin].first, origin[begin].first};
-    return origin.empty() ? std::pair<uint32_t, uint32_t>{0, 0}
-                          : std::pair<uint32_t, uint32_t>{origin.back().second, origin.back().second};
+    return origin.empty()
+               ? std::pair<uint32_t, uint32_t>{0, 0}
+               : std::pair<uint32_t, uint32_t>{origin.back().second, origin.back().second};
   }
   return {origin[begin].first, origin[end - 1].second};
 }
