@@ -45,6 +45,7 @@ Usage: export_tokenizer_reference.py --out DIR [--lines N] [--families a,b,...]
 """
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -52,7 +53,8 @@ import shutil
 
 from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
                         processors, trainers)
-from transformers import (AutoTokenizer, BertTokenizer, GPT2Tokenizer, LlamaTokenizer,
+from transformers import (AutoTokenizer, BertTokenizer, DistilBertTokenizer, GPT2Tokenizer,
+                          LlamaTokenizer,
                           PreTrainedTokenizerFast, Qwen2Tokenizer, RobertaTokenizer)
 
 FORTUNES = "/usr/share/games/fortunes"
@@ -137,10 +139,37 @@ def gpt2_left_bos(directory, trained):
                   pad_token="<|endoftext|>", padding_side="left").save_pretrained(directory)
 
 
-def roberta(directory, lines):
-    """RoBERTa's tokenizer as RobertaTokenizer saves it (roberta; bart's class is the same)."""
-    vocab, merges = byte_level_bpe(lines, ("<s>", "<pad>", "</s>", "<unk>", "<mask>"))
+ROBERTA_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+
+
+def with_class(directory, tokenizer_class):
+    """The saved tokenizer_config.json naming `tokenizer_class`, as older
+    checkpoints name theirs (transformers 5.23 maps the name to its class)."""
+    path = os.path.join(directory, "tokenizer_config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config["tokenizer_class"] = tokenizer_class
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, ensure_ascii=False, indent=2)
+
+
+def roberta(directory, trained):
+    """RoBERTa's tokenizer as RobertaTokenizer saves it."""
+    vocab, merges = trained
     RobertaTokenizer(vocab=vocab, merges=merges).save_pretrained(directory)
+
+
+def bart(directory, trained):
+    """BART's: RoBERTa's class under the name BART checkpoints give it."""
+    roberta(directory, trained)
+    with_class(directory, "BartTokenizer")
+
+
+def opt(directory, trained):
+    """OPT's: GPT2Tokenizer with </s> as bos (before each sequence) and a pad token."""
+    vocab, merges = trained
+    GPT2Tokenizer(vocab=vocab, merges=merges, bos_token="</s>", eos_token="</s>",
+                  unk_token="</s>", pad_token="<pad>", add_bos_token=True).save_pretrained(directory)
 
 
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -162,6 +191,18 @@ def bert_uncased(directory, lines):
     """BERT's tokenizer as BertTokenizer saves it (bert, distilbert, electra)."""
     vocab = word_piece(lines, lowercase=True).get_vocab()
     BertTokenizer(vocab=vocab, do_lower_case=True).save_pretrained(directory)
+
+
+def distilbert(directory, lines):
+    """DistilBERT's: BertTokenizer's pipeline under DistilBertTokenizer."""
+    vocab = word_piece(lines, lowercase=True).get_vocab()
+    DistilBertTokenizer(vocab=vocab).save_pretrained(directory)
+
+
+def electra(directory, lines):
+    """ELECTRA's: BertTokenizer under the name ElectraTokenizer (5.23 has no such class)."""
+    bert_uncased(directory, lines)
+    with_class(directory, "ElectraTokenizer")
 
 
 def bert_cased(directory, lines):
@@ -632,9 +673,15 @@ def main():
     step = max(1, len(lines) // args.lines)
     test_lines = lines[::step][: args.lines] + EDGE_CASES
     trained = byte_level_bpe(lines)
+    roberta_trained = functools.lru_cache(maxsize=None)(
+        lambda: byte_level_bpe(lines, ROBERTA_SPECIALS))
     families = {"gpt2": lambda d: (gpt2(d, trained), gpt2_model(d)),
                 "gpt2_left_bos": lambda d: gpt2_left_bos(d, trained),
-                "roberta": lambda d: roberta(d, lines),
+                "roberta": lambda d: roberta(d, roberta_trained()),
+                "bart": lambda d: bart(d, roberta_trained()),
+                "opt": lambda d: opt(d, roberta_trained()),
+                "distilbert": lambda d: distilbert(d, lines),
+                "electra": lambda d: electra(d, lines),
                 "bert_uncased": lambda d: (bert_uncased(d, lines), bert_model(d)),
                 "bert_cased": lambda d: bert_cased(d, lines),
                 "word_piece_generic": lambda d: word_piece_generic(d, lines),

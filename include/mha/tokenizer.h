@@ -128,7 +128,9 @@ class Tokenizer {
   std::optional<int64_t> pad_token_id() const;
   /// Tokens an id may name: transformers' `len(tokenizer)`.
   int64_t size() const;
-  /// tokenizer_config.json's class, e.g. "GPT2Tokenizer".
+  /// The class transformers makes for the directory, e.g. "GPT2Tokenizer":
+  /// tokenizer_config.json's, its "...Fast" and older names resolved as
+  /// transformers resolves them (BartTokenizer is "RobertaTokenizer").
   const std::string& tokenizer_class() const;
 
  private:

@@ -81,9 +81,25 @@ TemplateProcessing cls_sep_template(int64_t cls, int64_t sep, bool roberta) {
   return t;
 }
 
-/// RoBERTa's class (BART's is the same class under another name).
-bool roberta_class(const std::string& cls) {
-  return cls == "RobertaTokenizer" || cls == "BartTokenizer";
+/// The class transformers 5.23 makes for tokenizer_config.json's
+/// `tokenizer_class` (models/auto/tokenization_auto.py's names): a "...Fast"
+/// name is its class's alias, ElectraTokenizer is BertTokenizer and
+/// BartTokenizer is RobertaTokenizer; none: the generic TokenizersBackend.
+std::string instantiated_class(const json& config) {
+  std::string cls = json_field<std::string>(config, "tokenizer_class", "TokenizersBackend");
+  const std::string fast = "Fast";
+  if (cls != "PreTrainedTokenizerFast" && cls.size() > fast.size() &&
+      cls.compare(cls.size() - fast.size(), fast.size(), fast) == 0) {
+    cls.resize(cls.size() - fast.size());
+  }
+  if (cls == "ElectraTokenizer") return "BertTokenizer";
+  if (cls == "BartTokenizer") return "RobertaTokenizer";
+  return cls;
+}
+
+/// BERT's class or DistilBERT's (its subclass, the same pipeline).
+bool bert_class(const std::string& cls) {
+  return cls == "BertTokenizer" || cls == "DistilBertTokenizer";
 }
 
 /// A post-processor's template: tokenizer.json's TemplateProcessing (or none, or
@@ -208,12 +224,12 @@ void build_components(const std::string& cls,
   const auto vocab = [&] {
     return model.at("vocab").get<std::unordered_map<std::string, int64_t>>();
   };
-  if (cls == "GPT2Tokenizer" || roberta_class(cls)) {  // models/{gpt2,roberta}/tokenization_*.py
+  if (cls == "GPT2Tokenizer" || cls == "RobertaTokenizer") {  // models/{gpt2,roberta}/tokenization_*.py
     p.pre_tokenizer = std::make_unique<ByteLevelPreTokenizer>(
         json_field<bool>(config, "add_prefix_space", false), true);
     p.model = std::make_unique<Bpe>(vocab(), read_merges(model), BpeOptions{});
     p.decoder = std::make_unique<ByteLevelDecoder>();
-  } else if (cls == "BertTokenizer") {  // models/bert/tokenization_bert.py
+  } else if (bert_class(cls)) {  // models/bert/tokenization_bert.py
     const bool lowercase = json_field<bool>(config, "do_lower_case", true);
     p.normalizer = std::make_unique<BertNormalizer>(
         true, json_field<bool>(config, "tokenize_chinese_chars", true),
@@ -222,16 +238,17 @@ void build_components(const std::string& cls,
     p.model = std::make_unique<WordPiece>(
         vocab(), special_token(config, "unk_token").value_or("[UNK]"), "##", 100);
     p.decoder = std::make_unique<WordPieceDecoder>("##", true);
-  } else if (cls == "LlamaTokenizer" || cls == "LlamaTokenizerFast") {
+  } else if (cls == "LlamaTokenizer") {
     build_llama(vocab(), read_merges(model), config, p);
-  } else if (cls == "Qwen2Tokenizer" || cls == "Qwen2TokenizerFast") {
+  } else if (cls == "Qwen2Tokenizer") {
     build_qwen2(vocab(), read_merges(model), config, p);
   } else {
     TORCH_CHECK_VALUE(cls == "TokenizersBackend" || cls == "PreTrainedTokenizerFast",
                       "load_hf_tokenizer: tokenizer_class '", cls,
                       "' is not supported yet; "
-                      "supported: GPT2Tokenizer, RobertaTokenizer, BartTokenizer, BertTokenizer, "
-                      "LlamaTokenizer, Qwen2Tokenizer, TokenizersBackend, PreTrainedTokenizerFast");
+                      "supported: GPT2Tokenizer, RobertaTokenizer (BartTokenizer), BertTokenizer "
+                      "(ElectraTokenizer), DistilBertTokenizer, LlamaTokenizer, Qwen2Tokenizer, "
+                      "TokenizersBackend, PreTrainedTokenizerFast");
     p.normalizer = read_normalizer(tokenizer.value("normalizer", json()));
     p.pre_tokenizer = read_pre_tokenizer(tokenizer.value("pre_tokenizer", json()));
     p.model = read_model(model);
@@ -246,8 +263,8 @@ TemplateProcessing read_template(const std::string& cls,
                                  const json& tokenizer,
                                  const json& config,
                                  const AddedTokens& added) {
-  if (cls == "BertTokenizer" || roberta_class(cls)) {
-    const bool roberta = roberta_class(cls);
+  if (bert_class(cls) || cls == "RobertaTokenizer") {
+    const bool roberta = cls == "RobertaTokenizer";
     const auto cls_token = special_token(config, "cls_token").value_or(roberta ? "<s>" : "[CLS]");
     const auto sep_token = special_token(config, "sep_token").value_or(roberta ? "</s>" : "[SEP]");
     TemplateProcessing t =
@@ -268,7 +285,7 @@ TemplateProcessing read_template(const std::string& cls,
 
 /// The pipeline of the parsed files.
 std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, const json& config) {
-  const std::string cls = json_field<std::string>(config, "tokenizer_class", "TokenizersBackend");
+  const std::string cls = instantiated_class(config);
   auto p = std::make_shared<TokenizerPipeline>();
   p->tokenizer_class = cls;
   build_components(cls, tokenizer, config, *p);
@@ -281,7 +298,7 @@ std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, cons
   if (const auto pad_token = special_token(config, "pad_token"))
     p->pad_id = p->added.id_of(*pad_token);
   // A class's own default side (its `padding_side` attribute) where the config names none.
-  const bool llama = cls == "LlamaTokenizer" || cls == "LlamaTokenizerFast";
+  const bool llama = cls == "LlamaTokenizer";
   p->pad_left = json_field<std::string>(config, "padding_side", llama ? "left" : "right") == "left";
   p->truncate_left = json_field<std::string>(config, "truncation_side", "right") == "left";
   return p;
@@ -296,7 +313,7 @@ std::shared_ptr<const TokenizerPipeline> read_tokenizer_directory(const std::str
   std::optional<json> files;
   if (!fs::exists(dir / "tokenizer.json")) {
     files = tokenizer_json_of_vocabulary_files(
-        dir, json_field<std::string>(config, "tokenizer_class", ""), config);
+        dir, instantiated_class(config), config);
   }
   const json tokenizer = files ? *files : read_json_file(dir / "tokenizer.json");
   std::shared_ptr<const TokenizerPipeline> pipeline;

@@ -65,10 +65,10 @@ std::optional<json> tokenizer_json_of_vocabulary_files(const fs::path& dir,
                                                        const std::string& cls,
                                                        const json& config) {
   json tokenizer;
-  if (cls == "BertTokenizer" && fs::exists(dir / "vocab.txt")) {
+  if ((cls == "BertTokenizer" || cls == "DistilBertTokenizer") && fs::exists(dir / "vocab.txt")) {
     tokenizer["model"] = {{"type", "WordPiece"},
                           {"vocab", word_piece_vocabulary(dir / "vocab.txt")}};
-  } else if ((cls == "GPT2Tokenizer" || cls == "RobertaTokenizer" || cls == "BartTokenizer") &&
+  } else if ((cls == "GPT2Tokenizer" || cls == "RobertaTokenizer") &&
              fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {
     tokenizer["model"] = {{"type", "BPE"},
                           {"vocab", read_json_file(dir / "vocab.json")},
