@@ -26,7 +26,7 @@ FIELDS = ["max_length", "max_new_tokens", "min_length", "min_new_tokens", "do_sa
           "temperature", "top_k", "top_p", "repetition_penalty", "no_repeat_ngram_size",
           "bad_words_ids", "forced_bos_token_id", "forced_eos_token_id", "suppress_tokens",
           "begin_suppress_tokens", "renormalize_logits", "eos_token_id", "pad_token_id",
-          "bos_token_id", "decoder_start_token_id"]
+          "bos_token_id", "decoder_start_token_id", "stop_strings"]
 
 
 def loaded(directory):
@@ -53,7 +53,7 @@ def as_list(value):
 def expected(config):
     out = {field: getattr(config, field) for field in FIELDS}
     for field in ("forced_eos_token_id", "eos_token_id", "suppress_tokens",
-                  "begin_suppress_tokens"):
+                  "begin_suppress_tokens", "stop_strings"):
         out[field] = as_list(out[field])
     out["bad_words_ids"] = out["bad_words_ids"] or []
     out["early_stopping"] = {True: "true", False: "false", "never": "never"}[out["early_stopping"]]
@@ -110,7 +110,9 @@ def main():
            "repetition_penalty": 1.2, "eos_token_id": [50, 51], "max_new_tokens": 64,
            "min_new_tokens": 3, "early_stopping": "never", "num_return_sequences": 2,
            "bad_words_ids": [[5, 6], [7]], "suppress_tokens": [8],
-           "begin_suppress_tokens": [9, 10], "typical_p": 1.0, "use_cache": True})
+           "begin_suppress_tokens": [9, 10], "typical_p": 1.0, "use_cache": True,
+           "stop_strings": ["\n\n", "THE END"]})
+    write(out, "one_stop_string", T.GPT2Config(vocab_size=99), {"stop_strings": "###"})
     # Refused: transformers' validation, and a field mha does not implement.
     write(out, "refused_num_return_sequences", None,
           {"num_return_sequences": 2}, error="`num_return_sequences` different than 1 (got 2)", transformers_raises=True)
@@ -126,7 +128,7 @@ def main():
           error="generation field 'typical_p' is 0.9")
     write(out, "refused_temperature", None, {"do_sample": True, "temperature": 0.0},
           error="`temperature` (=0.0) has to be a strictly positive float")
-    print(f"wrote 12 generation configs (transformers {T.__version__}) to {out}")
+    print(f"wrote 13 generation configs (transformers {T.__version__}) to {out}")
 
 
 if __name__ == "__main__":

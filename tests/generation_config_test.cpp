@@ -62,7 +62,8 @@ json as_json(const mha::GenerationConfig& c) {
           {"eos_token_id", c.eos_token_id()},
           {"pad_token_id", optional_json(c.pad_token_id())},
           {"bos_token_id", optional_json(c.bos_token_id())},
-          {"decoder_start_token_id", optional_json(c.decoder_start_token_id())}};
+          {"decoder_start_token_id", optional_json(c.decoder_start_token_id())},
+          {"stop_strings", c.stop_strings()}};
 }
 
 TEST(GenerationConfig, ReadsWhatTransformersLoadsFromEachDirectory) {
@@ -77,7 +78,7 @@ TEST(GenerationConfig, ReadsWhatTransformersLoadsFromEachDirectory) {
     }
     ++compared;
   }
-  EXPECT_EQ(compared, 6);
+  EXPECT_EQ(compared, 7);
 }
 
 TEST(GenerationConfig, RefusesWhatTransformersRefusesAndWhatMhaDoesNotImplement) {

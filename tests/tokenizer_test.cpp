@@ -475,6 +475,21 @@ TEST(StopStrings, GenerateStopsWhereTransformersStops) {
                     std::nullopt, {}, criteria);  // (1, L + T)
   EXPECT_EQ(Ids(sequences.data_ptr<int64_t>(), sequences.data_ptr<int64_t>() + sequences.numel()),
             ref.at("sequences")[0].get<Ids>());
+  // The same stop strings as a config field, with the tokenizer passed to generate.
+  const mha::GenerationConfig config =
+      mha::GenerationConfig()
+          .max_new_tokens(ref.at("max_new_tokens").get<int64_t>())
+          .pad_token_id(0)
+          .stop_strings(ref.at("stop_strings").get<std::vector<std::string>>());
+  const torch::Tensor from_config =
+      mha::generate(model, torch::tensor(prompt, torch::kLong).unsqueeze(0), {}, config,
+                    std::nullopt, {}, {}, tokenizer);  // (1, L + T)
+  EXPECT_TRUE(torch::equal(from_config, sequences));
+  // Without the tokenizer: transformers' error.
+  MHA_ASSERT_THROWS_WITH(
+      mha::generate(model, torch::tensor(prompt, torch::kLong).unsqueeze(0), {}, config),
+      "There are one or more stop strings, either in the arguments to `generate` or in the "
+      "model's generation config, but we could not locate a tokenizer");
 }
 
 TEST(TokenizerErrors, StopStringsThatCannotStopAreRefused) {

@@ -50,6 +50,7 @@ struct GenerateCall {
   std::optional<at::Generator> generator = std::nullopt;
   LogitsProcessorList logits_processor = {};
   StoppingCriteriaList stopping_criteria = {};
+  std::optional<Tokenizer> tokenizer = std::nullopt;
 };
 
 /// `generate_with_scores` of a sequence-to-sequence LM.
@@ -68,15 +69,15 @@ GenerateOutput generate_with_scores(LanguageModel& model,
                                     const torch::Tensor& input_ids,
                                     const torch::Tensor& attention_mask,
                                     const GenerationConfig& config,
-                                    const Optional&... generator_processors_criteria) {
+                                    const Optional&... generator_processors_criteria_tokenizer) {
   static_assert(std::is_same_v<LanguageModel, Seq2SeqLM> || std::is_same_v<LanguageModel, CausalLM>,
                 "mha::generate and mha::generate_with_scores take a mha::Seq2SeqLM or a "
                 "mha::CausalLM");
-  static_assert(sizeof...(Optional) <= 3,
+  static_assert(sizeof...(Optional) <= 4,
                 "mha::generate_with_scores: after the config, at most a generator, a "
-                "LogitsProcessorList and a StoppingCriteriaList");
+                "LogitsProcessorList, a StoppingCriteriaList and a Tokenizer");
   return detail::generate_for(model, detail::GenerateCall{input_ids, attention_mask, config,
-                                                          generator_processors_criteria...});
+                                                          generator_processors_criteria_tokenizer...});
 }
 
 /// transformers' `model.generate(input_ids, attention_mask=mask, generation_config=config)`
@@ -101,7 +102,9 @@ GenerateOutput generate_with_scores(LanguageModel& model,
 /// caller's own, transformers' arguments of those names
 /// (mha/logits_processors.h, mha/stopping_criteria.h: processors run after
 /// the config's processors and before its warpers, criteria after the
-/// config's; one of a built-in class replaces the config's). Runs under
+/// config's; one of a built-in class replaces the config's). `tokenizer`:
+/// the model's, transformers' argument of that name, needed (and used) only
+/// where `config` has `stop_strings`. Runs under
 /// `torch::NoGradGuard`, on the CPU (a model or `input_ids` elsewhere is a
 /// c10::Error).
 template <typename LanguageModel>
@@ -111,9 +114,10 @@ torch::Tensor generate(LanguageModel& model,
                        const GenerationConfig& config,
                        const std::optional<at::Generator>& generator = std::nullopt,
                        const LogitsProcessorList& logits_processor = {},
-                       const StoppingCriteriaList& stopping_criteria = {}) {
+                       const StoppingCriteriaList& stopping_criteria = {},
+                       const std::optional<Tokenizer>& tokenizer = std::nullopt) {
   return generate_with_scores(model, input_ids, attention_mask, config, generator, logits_processor,
-                              stopping_criteria)
+                              stopping_criteria, tokenizer)
       .sequences;
 }
 

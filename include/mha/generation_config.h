@@ -72,6 +72,10 @@ struct GenerationConfig {
   TORCH_ARG(bool, renormalize_logits) = false;
   /// The end token(s).
   TORCH_ARG(std::vector<int64_t>, eos_token_id) = {};
+  /// Texts that end a sequence when its text ends in one (transformers'
+  /// `StopStringCriteria`, mha/stopping_criteria.h): `generate` then needs
+  /// the model's tokenizer.
+  TORCH_ARG(std::vector<std::string>, stop_strings) = {};
   /// The padding token (finished sequences continue with it).
   TORCH_ARG(std::optional<int64_t>, pad_token_id) = std::nullopt;
   /// The beginning-of-sequence token.

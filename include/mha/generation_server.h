@@ -47,6 +47,8 @@ struct GenerationRequest {
   LogitsProcessorList logits_processor;
   /// See `logits_processor`.
   StoppingCriteriaList stopping_criteria;
+  /// The model's tokenizer: needed where `config` has `stop_strings`.
+  std::optional<Tokenizer> tokenizer;
   /// Receives each token as it is chosen (may be empty); a beam search's
   /// tokens (its best hypothesis') when it ends, since no beam is final before.
   /// A callback that throws fails its request alone.

@@ -50,6 +50,9 @@ class HfConfig {
   /// An integer or a list of integers (as `eos_token_id` may be); empty when
   /// absent or `null`.
   std::vector<int64_t> integers(const std::string& field) const;
+  /// A string or a list of strings (as `stop_strings` may be); empty when
+  /// absent or `null`.
+  std::vector<std::string> strings(const std::string& field) const;
   /// The field's JSON text, as the file has it (`null` when absent).
   std::string json_text(const std::string& field) const;
   /// A list of lists of integers (as `bad_words_ids`); empty when absent or `null`.

@@ -95,19 +95,16 @@ Tensor ordinary(const Tensor& t) { return t.defined() ? t.clone() : t; }
 /// Beam search with beams, else greedy decoding or sampling, in
 /// InferenceMode (no autograd bookkeeping on the loop's ~1,000 ops a step);
 /// what it returns is copied out as ordinary tensors.
-GenerateOutput decode(const GenerationConfig& config,
+GenerateOutput decode(const detail::GenerateCall& call,
                       detail::GenerationPlan plan,
-                      const LogitsProcessorList& logits_processor,
-                      const StoppingCriteriaList& stopping_criteria,
                       const Tensor& input_ids,
-                      const std::optional<at::Generator>& generator,
                       const detail::DecodingSteps& steps) {
-  detail::add_logits_processors(config, logits_processor, plan);
-  detail::add_stopping_criteria(stopping_criteria, plan);
+  detail::add_logits_processors(call.config, call.logits_processor, plan);
+  detail::add_stopping_criteria(call.config, call.tokenizer, call.stopping_criteria, plan);
   detail::Decoded decoded;
   {
     const c10::InferenceMode inference;
-    const auto search = detail::make_search(config, plan, input_ids, generator);
+    const auto search = detail::make_search(call.config, plan, input_ids, call.generator);
     decoded = detail::run_search(*search, steps);
   }
   return {ordinary(decoded.sequences), ordinary(decoded.sequences_scores)};
@@ -143,8 +140,7 @@ GenerateOutput detail::generate_for(Seq2SeqLM& model, const GenerateCall& call) 
   // Beams move within their source's rows, whose projected memories are the same.
   steps.reorder = [&](const Tensor& index) { cache.reorder_decoded(index); };
   const Tensor start = at::full({memory.size(0) * rows, 1}, *plan.start, at::kLong);  // (N R, 1)
-  return decode(call.config, plan, call.logits_processor, call.stopping_criteria, start,
-                call.generator, steps);
+  return decode(call, plan, start, steps);
 }
 
 GenerateOutput detail::generate_for(CausalLM& model, const GenerateCall& call) {
@@ -183,8 +179,7 @@ GenerateOutput detail::generate_for(CausalLM& model, const GenerateCall& call) {
     return logits.select(1, logits.size(1) - 1).index_select(0, first.each);  // (N R, V)
   };
   steps.reorder = [&](const Tensor& index) { cache.reorder(index); };
-  return decode(call.config, plan, call.logits_processor, call.stopping_criteria, prompts,
-                call.generator, steps);
+  return decode(call, plan, prompts, steps);
 }
 
 }  // namespace mha

@@ -27,7 +27,6 @@ namespace {
 const std::map<std::string, std::vector<std::string>>& unimplemented_fields() {
   static const std::map<std::string, std::vector<std::string>> fields = {
       {"max_time", {}},
-      {"stop_strings", {}},
       {"min_p", {}},
       {"top_h", {}},
       {"typical_p", {"1.0", "1"}},
@@ -134,6 +133,7 @@ void read_fields(const HfConfig& file, GenerationConfig& c) {
   }
   c.renormalize_logits(file.boolean("renormalize_logits", c.renormalize_logits()));
   if (file.has("eos_token_id")) c.eos_token_id(file.integers("eos_token_id"));
+  if (file.has("stop_strings")) c.stop_strings(file.strings("stop_strings"));
   c.pad_token_id(token_of(file, "pad_token_id"));
   c.bos_token_id(token_of(file, "bos_token_id"));
   c.decoder_start_token_id(token_of(file, "decoder_start_token_id"));

@@ -60,9 +60,13 @@ void add_logits_processors(const GenerationConfig& config,
                            GenerationPlan& plan);
 
 /// Sets `plan.stopping` (once its other fields are final): the maximum
-/// length, the end tokens (if any), then the caller's `extra` merged as
+/// length, `config`'s stop strings (read with `tokenizer`: a c10::Error
+/// without one), the end tokens (if any), then the caller's `extra` merged as
 /// `add_logits_processors` merges processors.
-void add_stopping_criteria(const StoppingCriteriaList& extra, GenerationPlan& plan);
+void add_stopping_criteria(const GenerationConfig& config,
+                           const std::optional<Tokenizer>& tokenizer,
+                           const StoppingCriteriaList& extra,
+                           GenerationPlan& plan);
 
 /// Which rows of `sequences` (rows, t) `plan.stopping` ends: (rows) bool.
 torch::Tensor stops(const GenerationPlan& plan, const torch::Tensor& sequences);

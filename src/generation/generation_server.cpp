@@ -162,7 +162,7 @@ int64_t GenerationServer::submit(GenerationRequest request) {
   auto r = std::make_unique<detail::ServedRequest>();
   r->plan = model_->plan(c, request.input_ids);
   detail::add_logits_processors(c, request.logits_processor, r->plan);
-  detail::add_stopping_criteria(request.stopping_criteria, r->plan);
+  detail::add_stopping_criteria(c, request.tokenizer, request.stopping_criteria, r->plan);
   const Tensor first = model_->first_tokens(request.input_ids, r->plan);  // (1, t0)
   r->first_length = first.size(1);
   r->search = detail::make_search(c, r->plan, first.repeat({c.num_beams(), 1}),  // (B, t0)

@@ -30,8 +30,20 @@ Tensor EosTokenCriteria::operator()(const Tensor& input_ids, const Tensor& /*sco
 
 namespace detail {
 
-void add_stopping_criteria(const StoppingCriteriaList& extra, GenerationPlan& plan) {
+void add_stopping_criteria(const GenerationConfig& config,
+                           const std::optional<Tokenizer>& tokenizer,
+                           const StoppingCriteriaList& extra,
+                           GenerationPlan& plan) {
+  // transformers' _get_stopping_criteria: the maximum length, the stop strings, the end tokens.
   StoppingCriteriaList defaults{std::make_shared<MaxLengthCriteria>(plan.max_length)};
+  if (!config.stop_strings().empty()) {
+    TORCH_CHECK_VALUE(tokenizer.has_value(),
+                      "There are one or more stop strings, either in the arguments to `generate` "
+                      "or in the model's generation config, but we could not locate a tokenizer. "
+                      "When generating with stop strings, you must pass the model's tokenizer "
+                      "(mha::load_hf_tokenizer) to `generate` after the stopping criteria");
+    defaults.push_back(std::make_shared<StopStringCriteria>(*tokenizer, config.stop_strings()));
+  }
   if (!plan.eos.empty()) defaults.push_back(std::make_shared<EosTokenCriteria>(plan.eos));
   plan.stopping = merged_by_class(defaults, extra, "stopping criterion");
   plan.pads_finished = std::any_of(plan.stopping.begin(), plan.stopping.end(), [](const auto& c) {

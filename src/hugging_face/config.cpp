@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 #include <mha/hugging_face.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -124,6 +125,21 @@ std::vector<int64_t> HfConfig::integers(const std::string& field) const {
     out.push_back(item.get<int64_t>());
   }
   return out;
+}
+
+std::vector<std::string> HfConfig::strings(const std::string& field) const {
+  if (!has(field)) {
+    return {};
+  }
+  json value = field_value(fields_, source_, field);
+  if (value.is_string()) {
+    return {value.get<std::string>()};
+  }
+  const bool strings = value.is_array() && std::all_of(value.begin(), value.end(),
+                                                       [](const json& v) { return v.is_string(); });
+  TORCH_CHECK(strings, source_, ": expected field '", field,
+              "' to be a string or a list of strings, but got ", value.dump());
+  return value.get<std::vector<std::string>>();
 }
 
 std::vector<std::vector<int64_t>> HfConfig::integer_lists(const std::string& field) const {
