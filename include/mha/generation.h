@@ -76,8 +76,9 @@ GenerateOutput generate_with_scores(LanguageModel& model,
   static_assert(sizeof...(Optional) <= 4,
                 "mha::generate_with_scores: after the config, at most a generator, a "
                 "LogitsProcessorList, a StoppingCriteriaList and a Tokenizer");
-  return detail::generate_for(model, detail::GenerateCall{input_ids, attention_mask, config,
-                                                          generator_processors_criteria_tokenizer...});
+  return detail::generate_for(model,
+                              detail::GenerateCall{input_ids, attention_mask, config,
+                                                   generator_processors_criteria_tokenizer...});
 }
 
 /// transformers' `model.generate(input_ids, attention_mask=mask, generation_config=config)`

@@ -224,7 +224,8 @@ void build_components(const std::string& cls,
   const auto vocab = [&] {
     return model.at("vocab").get<std::unordered_map<std::string, int64_t>>();
   };
-  if (cls == "GPT2Tokenizer" || cls == "RobertaTokenizer") {  // models/{gpt2,roberta}/tokenization_*.py
+  if (cls == "GPT2Tokenizer" ||
+      cls == "RobertaTokenizer") {  // models/{gpt2,roberta}/tokenization_*.py
     p.pre_tokenizer = std::make_unique<ByteLevelPreTokenizer>(
         json_field<bool>(config, "add_prefix_space", false), true);
     p.model = std::make_unique<Bpe>(vocab(), read_merges(model), BpeOptions{});
@@ -312,8 +313,7 @@ std::shared_ptr<const TokenizerPipeline> read_tokenizer_directory(const std::str
   const json config = fs::exists(config_path) ? read_json_file(config_path) : json::object();
   std::optional<json> files;
   if (!fs::exists(dir / "tokenizer.json")) {
-    files = tokenizer_json_of_vocabulary_files(
-        dir, instantiated_class(config), config);
+    files = tokenizer_json_of_vocabulary_files(dir, instantiated_class(config), config);
   }
   const json tokenizer = files ? *files : read_json_file(dir / "tokenizer.json");
   std::shared_ptr<const TokenizerPipeline> pipeline;
