@@ -216,12 +216,22 @@ void reject_global(const std::string& full_name, std::string_view pickle) {
       full_name));
 }
 
+namespace {
+
+/// Whether `f`, which REDUCE or NEWOBJ applies, is a TorchScript class (what
+/// it makes: an opaque object); `c10::Error` "corrupt pickle: <not_callable>"
+/// unless it is that or an allow-listed callable.
+bool is_script_class(const Value& f, const char* not_callable) {
+  if (f.kind == ValueKind::kGlobal && f.role == GlobalRole::kScriptClass) return true;
+  if (f.kind != ValueKind::kGlobal || f.role != GlobalRole::kCallable) pickle_corrupt(not_callable);
+  return false;
+}
+
+}  // namespace
+
 Value* apply_reduce(const Value& func, const Value& args, ValueArena& arena) {
-  if (func.kind == ValueKind::kGlobal && func.role == GlobalRole::kScriptClass) {
+  if (is_script_class(func, "REDUCE calls a value that is not an allow-listed function")) {
     return make_object(func.text, arena);
-  }
-  if (func.kind != ValueKind::kGlobal || func.role != GlobalRole::kCallable) {
-    pickle_corrupt("REDUCE calls a value that is not an allow-listed function");
   }
   const std::string& name = func.text;
   tuple_args(args, name);
@@ -251,11 +261,8 @@ Value* apply_reduce(const Value& func, const Value& args, ValueArena& arena) {
 }
 
 Value* apply_newobj(const Value& cls, const Value& args, ValueArena& arena) {
-  if (cls.kind == ValueKind::kGlobal && cls.role == GlobalRole::kScriptClass) {
+  if (is_script_class(cls, "NEWOBJ of a value that is not an allow-listed class")) {
     return make_object(cls.text, arena);
-  }
-  if (cls.kind != ValueKind::kGlobal || cls.role != GlobalRole::kCallable) {
-    pickle_corrupt("NEWOBJ of a value that is not an allow-listed class");
   }
   tuple_args(args, cls.text);
   if (cls.text == "torch.nn.parameter.Parameter") {
