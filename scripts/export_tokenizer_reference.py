@@ -29,7 +29,7 @@ the reference:
       return_overflowing_tokens=True)["input_ids"]` of 100 lines and the edge
       cases; overflow_<strategy>: pairs with max_length=20, stride=2 (null where
       tokenizers panics);
-      batch: `tokenizer(lines[:8], padding=True)` where the family has a pad
+      batch: `tokenizer(lines[:8], padding=True, return_offsets_mapping=True)` where the family has a pad
       token, else (batch_error) transformers' error message; batch_max_length:
       the same with `padding="max_length", truncation=True, max_length=24`;
       stop_strings, stop_cases: StopStringCriteria's answer on id sequences
@@ -601,9 +601,10 @@ def reference(directory, lines):
                            if None not in ids]
     values["lossy_decoded"] = [tokenizer.decode(ids) for ids in values["lossy_ids"]]
     try:
-        batch = tokenizer(lines[:8], padding=True)
+        batch = tokenizer(lines[:8], padding=True, return_offsets_mapping=True)
         values["batch"] = {"input_ids": batch["input_ids"],
-                           "attention_mask": batch["attention_mask"]}
+                           "attention_mask": batch["attention_mask"],
+                           "offset_mapping": batch["offset_mapping"]}
         batch = tokenizer(lines[:8], padding="max_length", truncation=True, max_length=24)
         values["batch_max_length"] = {"input_ids": batch["input_ids"],
                                       "attention_mask": batch["attention_mask"]}

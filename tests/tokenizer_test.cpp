@@ -242,7 +242,8 @@ TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
                            "Asking to pad but the tokenizer does not have a padding token");
     return;
   }
-  const mha::TokenizedBatch batch = tokenizer.encode_batch(texts);
+  const mha::TokenizedBatch batch =
+      tokenizer.encode_batch(texts, mha::EncodeOptions().return_offsets_mapping(true));
   const auto& expected = ref.at("batch");
   for (int64_t i = 0; i < 8; ++i) {
     const torch::Tensor ids = batch.input_ids[i].contiguous(), mask = batch.attention_mask[i];
@@ -250,7 +251,14 @@ TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
               expected.at("input_ids")[i].get<Ids>());
     EXPECT_EQ(Ids(mask.data_ptr<int64_t>(), mask.data_ptr<int64_t>() + mask.numel()),
               expected.at("attention_mask")[i].get<Ids>());
+    Offsets offsets;  // (L, 2) as pairs
+    for (int64_t t = 0; t < batch.offset_mapping.size(1); ++t) {
+      offsets.emplace_back(batch.offset_mapping[i][t][0].item<int64_t>(),
+                           batch.offset_mapping[i][t][1].item<int64_t>());
+    }
+    EXPECT_EQ(offsets, offsets_of(expected.at("offset_mapping")[i])) << "row " << i;
   }
+  EXPECT_FALSE(tokenizer.encode_batch(texts).offset_mapping.defined());
   const auto decoded = tokenizer.batch_decode(batch.input_ids, /*skip_special_tokens=*/true);
   EXPECT_EQ(decoded[0], tokenizer.decode(tokenizer.encode(texts[0]), true));
   // padding="max_length", truncation=True, max_length=24.

@@ -46,6 +46,8 @@ struct EncodeOptions {
   TORCH_ARG(bool, pad_to_max_length) = false;
   /// `encode_overflowing`: the ids consecutive windows of a cut sequence share.
   TORCH_ARG(int64_t, stride) = 0;
+  /// `encode_batch`: each token's characters too (`TokenizedBatch::offset_mapping`).
+  TORCH_ARG(bool, return_offsets_mapping) = false;
 };
 
 /// A batch of texts' ids, padded (transformers'
@@ -55,6 +57,10 @@ struct TokenizedBatch {
   torch::Tensor input_ids;
   /// (N, L) int64: 1 for tokens, 0 for padding.
   torch::Tensor attention_mask;
+  /// (N, L, 2) int64 with `EncodeOptions::return_offsets_mapping`: each
+  /// token's characters in its text (`EncodedText::offset_mapping`), (0, 0)
+  /// for special tokens and padding; else undefined.
+  torch::Tensor offset_mapping;
 };
 
 /// A text's (or a pair's) ids and where each came from: transformers'
@@ -108,7 +114,8 @@ class Tokenizer {
   /// the texts are encoded on at::get_num_threads() threads.
   std::vector<std::vector<int64_t>> encode_each(const std::vector<std::string>& texts,
                                                 const EncodeOptions& options = {}) const;
-  /// `texts` encoded (as `encode_each`) and padded (to the longest, or to `max_length`).
+  /// `texts` encoded (as `encode_each`) and padded (to the longest, or to
+  /// `max_length`); with `return_offsets_mapping`, each token's characters too.
   TokenizedBatch encode_batch(const std::vector<std::string>& texts,
                               const EncodeOptions& options = {}) const;
 

@@ -31,6 +31,24 @@ TokenizedBatch padded_batch(const std::vector<std::vector<int64_t>>& rows,
   return batch;
 }
 
+/// `rows` (each token's characters) padded as `padded_batch` pads ids, with (0, 0).
+torch::Tensor padded_offsets(const std::vector<std::vector<std::pair<int64_t, int64_t>>>& rows,
+                             int64_t length,
+                             bool pad_left) {
+  const auto n = static_cast<int64_t>(rows.size());
+  torch::Tensor out = torch::zeros({n, length, 2}, torch::kLong);  // (N, L, 2)
+  auto at = out.accessor<int64_t, 3>();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto count = static_cast<int64_t>(rows[i].size());
+    const int64_t start = pad_left ? length - count : 0;
+    for (int64_t t = 0; t < count; ++t) {
+      at[i][start + t][0] = rows[i][t].first;
+      at[i][start + t][1] = rows[i][t].second;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Tokenizer::Tokenizer(std::shared_ptr<const detail::TokenizerPipeline> pipeline)
@@ -169,7 +187,27 @@ std::vector<std::vector<int64_t>> Tokenizer::encode_each(const std::vector<std::
 
 TokenizedBatch Tokenizer::encode_batch(const std::vector<std::string>& texts,
                                        const EncodeOptions& options) const {
-  const std::vector<std::vector<int64_t>> ids = encode_each(texts, options);
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> offsets;
+  if (options.return_offsets_mapping()) {
+    for (size_t i = 0; i < texts.size(); ++i) {
+      detail::check_utf8(texts[i], ("texts[" + std::to_string(i) + "]").c_str());
+    }
+    ids.resize(texts.size());
+    offsets.resize(texts.size());
+    detail::parallel_items(
+        static_cast<int64_t>(texts.size()),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            EncodedText e = encode_with_offsets(texts[i], std::nullopt, options);
+            ids[i] = std::move(e.input_ids);
+            offsets[i] = std::move(e.offset_mapping);
+          }
+        },
+        /*chunks_per_thread=*/16);
+  } else {
+    ids = encode_each(texts, options);
+  }
   size_t longest = 0;
   for (const auto& row : ids) longest = std::max(longest, row.size());
   if (options.pad_to_max_length()) {
@@ -181,7 +219,12 @@ TokenizedBatch Tokenizer::encode_batch(const std::vector<std::string>& texts,
                     "Asking to pad but the tokenizer does not have a padding token. Please select "
                     "a token to use as `pad_token` in tokenizer_config.json (transformers: "
                     "`tokenizer.pad_token = tokenizer.eos_token`)");
-  return padded_batch(ids, static_cast<int64_t>(longest), *pipeline_);
+  TokenizedBatch batch = padded_batch(ids, static_cast<int64_t>(longest), *pipeline_);
+  if (options.return_offsets_mapping()) {
+    batch.offset_mapping =
+        padded_offsets(offsets, static_cast<int64_t>(longest), pipeline_->pad_left);
+  }
+  return batch;
 }
 
 std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
