@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "text/utf8.h"
+
 namespace mha {
 namespace detail {
 
@@ -41,12 +43,44 @@ void transform(std::string& text,
 /// The characters of `text` for which `keep` holds, `origin` with them:
 /// tokenizers' `NormalizedString::filter`.
 template <typename Keep>
-void filter_aligned(std::string& text, Alignment& origin, Keep keep);
+void filter_aligned(std::string& text, Alignment& origin, Keep keep) {
+  // tokenizers: each kept character removes the dropped ones after it; those
+  // before the first kept one are skipped.
+  std::vector<CharChange> changes;
+  size_t removed = 0, skipped = 0;
+  bool kept_any = false;
+  for (size_t at = 0, length = 0; at < text.size(); at += length) {
+    const char32_t c = code_point_at(text, at, length);
+    if (!keep(c)) {
+      ++removed;
+      continue;
+    }
+    if (kept_any) {
+      changes.back().change = -static_cast<int>(removed);
+    } else {
+      skipped = removed;
+    }
+    changes.push_back({c, 0});
+    kept_any = true;
+    removed = 0;
+  }
+  if (kept_any) changes.back().change = -static_cast<int>(removed);
+  transform(text, origin, changes, kept_any ? skipped : removed);
+}
+
 
 /// Each character `c` of `text` replaced by `map(c)` (a std::u32string, maybe
 /// several characters: the first replaces, the others are inserted).
 template <typename Map>
-std::vector<CharChange> mapped_chars(const std::string& text, Map map);
+std::vector<CharChange> mapped_chars(const std::string& text, Map map) {
+  std::vector<CharChange> changes;
+  changes.reserve(text.size());
+  for (size_t at = 0, length = 0; at < text.size(); at += length) {
+    const std::u32string mapped = map(code_point_at(text, at, length));
+    for (size_t i = 0; i < mapped.size(); ++i) changes.push_back({mapped[i], i > 0 ? 1 : 0});
+  }
+  return changes;
+}
 
 /// Appends to `changes` the characters of `replacement`, which stands for
 /// `replaced_count` characters: tokenizers' rule (precompiled.rs `replace`):
@@ -75,5 +109,3 @@ std::pair<uint32_t, uint32_t> original_range(const Alignment& origin, size_t beg
 
 }  // namespace detail
 }  // namespace mha
-
-#include "text/alignment_inl.h"
