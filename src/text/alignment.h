@@ -68,7 +68,6 @@ void filter_aligned(std::string& text, Alignment& origin, Keep keep) {
   transform(text, origin, changes, kept_any ? skipped : removed);
 }
 
-
 /// Each character `c` of `text` replaced by `map(c)` (a std::u32string, maybe
 /// several characters: the first replaces, the others are inserted).
 template <typename Map>

@@ -3,7 +3,7 @@
 #include "mha/tokenizer.h"
 
 #include <c10/util/Exception.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/parallel_items.h"
 #include "text/token_offsets.h"

@@ -4,7 +4,7 @@
 #include <mha/hf_encoder_models.h>
 #include <mha/prepack.h>
 #include <mha/quantization.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <limits>
 

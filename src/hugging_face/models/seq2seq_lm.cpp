@@ -7,7 +7,7 @@
 #include <mha/hf_language_models.h>
 #include <mha/kernel_switches.h>
 #include <mha/quantization.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 

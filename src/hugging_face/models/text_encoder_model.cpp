@@ -4,7 +4,7 @@
 #include <c10/util/Exception.h>
 #include <mha/hf_encoder_models.h>
 #include <mha/quantization.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "hugging_face/models/model_inputs.h"
 #include "linear/converted_module.h"
