@@ -21,7 +21,8 @@ TokenizedBatch padded_batch(const std::vector<std::vector<int64_t>>& rows,
                             const detail::TokenizerPipeline& pipeline) {
   const auto n = static_cast<int64_t>(rows.size());
   TokenizedBatch batch{torch::full({n, length}, pipeline.pad_id.value_or(0), torch::kLong),
-                       torch::zeros({n, length}, torch::kLong)};  // (N, L) each
+                       torch::zeros({n, length}, torch::kLong),
+                       torch::Tensor()};  // (N, L) each; offsets: none yet
   for (int64_t i = 0; i < n; ++i) {
     const auto count = static_cast<int64_t>(rows[i].size());
     const int64_t start = pipeline.pad_left ? length - count : 0;
