@@ -170,9 +170,12 @@ Tokenizer load_hf_tokenizer(const std::string& directory);
 /// A sequence's text as its tokens arrive, for streaming: `push` takes the
 /// next id and returns the text it completes, holding back what later tokens
 /// may still change (bytes of a character not complete yet, which would
-/// decode as U+FFFD; with `clean_up_tokenization_spaces`, the text from the
-/// second-to-last space); `finish` returns the rest. The pieces join to
-/// `decode` of all the ids.
+/// decode as U+FFFD; a run of `<0xXX>` byte tokens; with
+/// `clean_up_tokenization_spaces`, the last character or the few a clean-up
+/// pattern such as " n't" could still join); `finish` returns the rest. The
+/// pieces join to `decode` of all the ids. Each push decodes only the tokens
+/// since the last piece and the ones before it (tokenizers' `DecodeStream`
+/// window), so a sequence of any length streams in linear time.
 ///
 /// Example:
 /// ```
@@ -190,10 +193,18 @@ class DecodeStream {
   std::string finish();
 
  private:
+  /// The text before clean-up that the window's new tokens add ("" while held).
+  std::string step(bool final);
+  /// `text` (before clean-up) appended to what is held; the part no later
+  /// text can change, cleaned up (all of it when `final`).
+  std::string cleaned(std::string text, bool final);
+
   Tokenizer tokenizer_;
   bool skip_special_tokens_;
-  std::vector<int64_t> ids_;
-  std::string emitted_;
+  std::vector<int64_t> window_;  ///< the ids since the last piece's first token
+  size_t context_ = 0;           ///< window_'s first tokens, whose text is given
+  std::string context_text_;     ///< their text, decoded alone (before clean-up)
+  std::string held_;             ///< text given by `step` not yet cleaned up
 };
 
 }  // namespace mha

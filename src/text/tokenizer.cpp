@@ -269,49 +269,4 @@ int64_t Tokenizer::size() const { return pipeline_->size(); }
 
 const std::string& Tokenizer::tokenizer_class() const { return pipeline_->tokenizer_class; }
 
-DecodeStream::DecodeStream(Tokenizer tokenizer, bool skip_special_tokens)
-    : tokenizer_(std::move(tokenizer)), skip_special_tokens_(skip_special_tokens) {}
-
-std::string DecodeStream::push(int64_t id) {
-  ids_.push_back(id);
-  const std::string text = tokenizer_.decode(ids_, skip_special_tokens_);
-  // The stable text: without a trailing U+FFFD (a character whose bytes are
-  // still arriving) and, where the decoded text is cleaned up, without what
-  // follows the second-to-last space (" ' " spans two spaces).
-  size_t stable = text.size();
-  const std::string replacement = "\xEF\xBF\xBD";
-  while (stable >= replacement.size() &&
-         text.compare(stable - replacement.size(), replacement.size(), replacement) == 0) {
-    stable -= replacement.size();
-  }
-  // A trailing run of byte-fallback tokens: its bytes may still turn out
-  // not UTF-8, and then each is U+FFFD, so its text waits for the run's end.
-  size_t run = ids_.size();
-  while (run > 0 && tokenizer_.pipeline_->fallback_byte_of(ids_[run - 1]) >= 0) --run;
-  if (run < ids_.size()) {
-    const std::string before =
-        tokenizer_.decode({ids_.begin(), ids_.begin() + run}, skip_special_tokens_);
-    stable = text.compare(0, before.size(), before) == 0 ? std::min(stable, before.size()) : 0;
-  }
-  if (tokenizer_.pipeline_->clean_up_tokenization_spaces) {
-    const size_t last = text.rfind(' ', stable == 0 ? 0 : stable - 1);
-    const size_t before =
-        last == std::string::npos || last == 0 ? std::string::npos : text.rfind(' ', last - 1);
-    stable = before == std::string::npos ? 0 : std::min(stable, before);
-  }
-  if (stable <= emitted_.size() || text.compare(0, emitted_.size(), emitted_) != 0) return "";
-  std::string piece = text.substr(emitted_.size(), stable - emitted_.size());
-  emitted_ += piece;
-  return piece;
-}
-
-std::string DecodeStream::finish() {
-  const std::string text = tokenizer_.decode(ids_, skip_special_tokens_);
-  TORCH_CHECK(text.compare(0, emitted_.size(), emitted_) == 0,
-              "DecodeStream: the decoded text no longer starts with the pieces given");
-  std::string rest = text.substr(emitted_.size());
-  emitted_ = text;
-  return rest;
-}
-
 }  // namespace mha

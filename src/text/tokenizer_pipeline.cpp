@@ -79,6 +79,13 @@ int TokenizerPipeline::fallback_byte_of(int64_t id) const {
 
 std::string TokenizerPipeline::decode(const std::vector<int64_t>& ids,
                                       bool skip_special_tokens) const {
+  std::string text = decode_uncleaned(ids, skip_special_tokens);
+  return clean_up_tokenization_spaces ? clean_up_tokenization(std::move(text), /*do_not=*/false)
+                                      : text;
+}
+
+std::string TokenizerPipeline::decode_uncleaned(const std::vector<int64_t>& ids,
+                                                bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   for (size_t i = 0; i < ids.size(); ++i) {
     const AddedToken* added_token = added.find(ids[i]);
@@ -92,8 +99,7 @@ std::string TokenizerPipeline::decode(const std::vector<int64_t>& ids,
                       ") (transformers skips such ids silently)");
     tokens.push_back(*token);
   }
-  const std::string text = decoder->decode(tokens);
-  return clean_up_tokenization_spaces ? clean_up_tokenization(text, /*do_not=*/false) : text;
+  return decoder->decode(tokens);
 }
 
 }  // namespace detail

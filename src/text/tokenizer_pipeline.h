@@ -42,6 +42,8 @@ struct TokenizerPipeline {
   std::vector<int64_t> encode_plain(const std::string& text, Spans* offsets = nullptr) const;
   /// The ids' text; `skip_special_tokens` leaves out special added tokens.
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
+  /// `decode` before transformers' clean-up of spaces (the decoder's text).
+  std::string decode_uncleaned(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
   /// The token of `id` (an added token's content or the vocabulary's), or null.
   const std::string* token_of(int64_t id) const {
     if (const AddedToken* added_token = added.find(id)) return &added_token->content;

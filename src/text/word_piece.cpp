@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "text/utf8.h"
 
 namespace mha {
@@ -87,6 +89,19 @@ std::string clean_up_tokenization(std::string text, bool do_not) {
     text = replace_all(std::move(text), from, to);
   }
   return text;
+}
+
+size_t clean_up_split_point(const std::string& text) {
+  static const std::vector<std::string> joined = {"n'", "'t", "'m", "'s", "'v", "ve", "'r", "re"};
+  for (size_t s = text.size(); s-- > 1;) {
+    const char before = text[s - 1], after = text[s];
+    const bool continuation = (static_cast<unsigned char>(after) & 0xC0) == 0x80;  // mid-character
+    if (before == ' ' || after == ' ' || continuation) continue;
+    if (std::find(joined.begin(), joined.end(), std::string{before, after}) == joined.end()) {
+      return s;
+    }
+  }
+  return 0;
 }
 
 std::vector<std::string> WordPieceDecoder::decode_chain(std::vector<std::string> tokens) const {

@@ -57,5 +57,12 @@ class SpaceJoinDecoder final : public Decoder {
 /// -> " don't" (tokenizers' WordPiece decoder does, transformers does not).
 std::string clean_up_tokenization(std::string text, bool do_not);
 
+/// The last position `s` at which `clean_up_tokenization` (without `do_not`)
+/// of `text` is that of `text[0, s)` and `text[s, ...)` joined, whatever
+/// follows `text`; 0 if none. The patterns delete spaces only, so no match
+/// crosses a position between two characters that are not spaces and not
+/// two adjacent characters of a pattern ("n'", "'t", "'s", "ve", ...).
+size_t clean_up_split_point(const std::string& text);
+
 }  // namespace detail
 }  // namespace mha
