@@ -13,6 +13,10 @@ directory gets `mha_reference.pt`, a plain dict of CPU tensors:
   `pixel_values`, `attention_mask`, `embeddings` (hidden_states[0]),
   `last_hidden_state`, `token_type_ids` where the config has token types,
   `pooler_output` where the model has a pooler, and `logits` for a head;
+- task models (each text family's ...ForSequenceClassification,
+  ...ForTokenClassification and ...ForQuestionAnswering, bert's at BERT-base's
+  width too; ViTForImageClassification, DeiTForImageClassificationWithTeacher):
+  as the encoders, with `logits` or `start_logits` and `end_logits`;
 - seq2seq models (bart, mbart, marian, marian_served: opus-mt's width; the
   language models bart_lm, mbart_lm; marian_untied, bart_untied and
   mbart_untied: tie_word_embeddings false, four embedding matrices):
@@ -48,6 +52,7 @@ Usage: export_hf_reference.py --out DIR
 
 import argparse
 import os
+import re
 import warnings
 
 import torch
@@ -116,7 +121,7 @@ def write(directory, values):
 
 def heads(result, values):
     """Adds the pooler's and the head's outputs, where the model has them."""
-    for key in ("pooler_output", "logits"):
+    for key in ("pooler_output", "logits", "start_logits", "end_logits"):
         if getattr(result, key, None) is not None:
             values[key] = getattr(result, key)
     return values
@@ -141,17 +146,21 @@ def text_encoder(out, name, config, build=T.AutoModel.from_config, random_types=
 
 
 @torch.no_grad()
-def vision_encoder(out, name, config, **save_args):
+def vision_encoder(out, name, config, build=None, **save_args):
     torch.manual_seed(SEED)
-    model = save(T.AutoModel.from_config(config, add_pooling_layer=False).eval()
-                 if config.model_type == "vit" else T.AutoModel.from_config(config).eval(),
-                 os.path.join(out, name), **save_args)
+    if build is None:
+        model = (T.AutoModel.from_config(config, add_pooling_layer=False)
+                 if config.model_type == "vit" else T.AutoModel.from_config(config))
+    else:
+        model = build(config)
+    model = save(model.eval(), os.path.join(out, name), **save_args)
     pixels = torch.randn(2, config.num_channels, config.image_size, config.image_size,
                          generator=torch.Generator().manual_seed(SEED + 1))
     result = model(pixel_values=pixels, output_hidden_states=True)
-    write(os.path.join(out, name), heads(result, {"pixel_values": pixels,
-                                                  "embeddings": result.hidden_states[0],
-                                                  "last_hidden_state": result.last_hidden_state}))
+    values = {"pixel_values": pixels, "embeddings": result.hidden_states[0]}
+    if build is None:  # a classifier's output has no last_hidden_state (normed)
+        values["last_hidden_state"] = result.last_hidden_state
+    write(os.path.join(out, name), heads(result, values))
 
 
 @torch.no_grad()
@@ -429,6 +438,45 @@ def causal_lm(out, name, config, model_class, legacy=None):
         write(os.path.join(out, legacy), values)
 
 
+TASKS = ("SequenceClassification", "TokenClassification", "QuestionAnswering")
+
+
+def task_models(out, text, distilbert, vision):
+    """Each encoder family's task heads (transformers' AutoModelFor... classes)
+    with labels by name, weights of std 0.2 (class scores of about one, not of
+    a hundredth); `<family>_<task>` directories, e.g. roberta_token_classification."""
+    sentiment = dict(id2label={0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"},
+                     label2id={"NEGATIVE": 0, "NEUTRAL": 1, "POSITIVE": 2})
+    entities = dict(id2label=dict(enumerate(["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])))
+    families = (("bert", T.BertConfig, text), ("roberta", T.RobertaConfig, dict(pad_token_id=1, **text)),
+                ("distilbert", T.DistilBertConfig, distilbert),
+                ("electra", T.ElectraConfig, dict(embedding_size=16, **text)))
+    for family, config_class, fields in families:
+        prefix = config_class.__name__[:-len("Config")]
+        for task in TASKS:
+            labels = {"SequenceClassification": sentiment, "TokenClassification": entities}.get(task, {})
+            # RoBERTa's: a multi-label classifier (the problem_type carried with the model).
+            extra = dict(problem_type="multi_label_classification") if (
+                family == "roberta" and task == TASKS[0]) else {}
+            snake = "_".join(w.lower() for w in re.findall("[A-Z][a-z]+", task))
+            text_encoder(out, f"{family}_{snake}",
+                         config_class(initializer_range=0.2, **fields, **labels, **extra),
+                         build=getattr(T, f"{prefix}For{task}"))
+    # At BERT-base's width (the panel GEMMs' sizes), 2 layers.
+    text_encoder(out, "bert_served_sequence_classification",
+                 T.BertConfig(vocab_size=99, max_position_embeddings=32, hidden_size=768,
+                              num_hidden_layers=2, num_attention_heads=12, intermediate_size=3072,
+                              **sentiment),
+                 build=T.BertForSequenceClassification)
+    birds = dict(id2label=dict(enumerate(["sparrow", "robin", "wren", "finch"])))
+    vision_encoder(out, "vit_image_classification",
+                   T.ViTConfig(initializer_range=0.2, **vision, **birds),
+                   build=T.ViTForImageClassification)
+    vision_encoder(out, "deit_image_classification_with_teacher",
+                   T.DeiTConfig(initializer_range=0.2, **vision, **birds),
+                   build=T.DeiTForImageClassificationWithTeacher)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
@@ -444,10 +492,9 @@ def main():
     text_encoder(out, "bert_float16", T.BertConfig(hidden_act="gelu_new", **text),
                  dtype=torch.float16)
     text_encoder(out, "roberta", T.RobertaConfig(pad_token_id=1, **text), shard="20KB")
-    text_encoder(out, "distilbert",
-                 T.DistilBertConfig(vocab_size=99, max_position_embeddings=32, dim=32, n_layers=2,
-                                    n_heads=4, hidden_dim=48, activation="relu"),
-                 bin_file=True)
+    distilbert = dict(vocab_size=99, max_position_embeddings=32, dim=32, n_layers=2, n_heads=4,
+                      hidden_dim=48, activation="relu")
+    text_encoder(out, "distilbert", T.DistilBertConfig(**distilbert), bin_file=True)
     text_encoder(out, "electra", T.ElectraConfig(embedding_size=32, **text), random_types=True)
     text_encoder(out, "electra_small", T.ElectraConfig(embedding_size=16, **text),
                  build=T.ElectraForPreTraining, random_types=True)
@@ -460,6 +507,7 @@ def main():
     vision = dict(image_size=16, patch_size=4, num_channels=3, **small)
     vision_encoder(out, "vit", T.ViTConfig(**vision), shard="20KB")
     vision_encoder(out, "deit_bfloat16", T.DeiTConfig(**vision), dtype=torch.bfloat16)
+    task_models(out, text, distilbert, vision)
 
     s2s = dict(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2,
                encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48,
@@ -540,7 +588,7 @@ def main():
               T.OPTConfig(word_embed_proj_dim=16, do_layer_norm_before=False,
                           **dict(opt, init_std=0.25)),
               T.OPTForCausalLM)
-    print(f"wrote 25 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
+    print(f"wrote 40 Hugging Face models and transformers {T.__version__}'s outputs to {out}")
 
 
 if __name__ == "__main__":

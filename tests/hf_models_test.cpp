@@ -19,11 +19,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
 
 #include "hf_reference.h"
+#include "silent_warnings.h"
 #include "support.h"
 
 namespace {
@@ -114,6 +116,108 @@ TEST_P(VisionEncoderModelParity, LastHiddenStateFromPixels) {
 INSTANTIATE_TEST_SUITE_P(Models,
                          VisionEncoderModelParity,
                          ::testing::Values("vit", "deit_bfloat16"));
+
+// ~~~ Task models: transformers' AutoModelFor...(...) logits ~~~
+
+struct TaskModelParity : ::testing::TestWithParam<std::string> {};
+
+TEST_P(TaskModelParity, LogitsOfEachFamilysHead) {
+  torch::NoGradGuard no_grad;
+  auto ref = reference(GetParam());
+  for (const bool prepacked : {true, false}) {
+    const std::string name = GetParam() + (prepacked ? " prepacked" : " float");
+    const mha::HfModel loaded =
+        mha::load_hf_model(model_dir(GetParam()), mha::HfModelLoadOptions().prepack(prepacked));
+    if (ref.count("pixel_values")) {
+      ASSERT_EQ(loaded.class_name(), "mha::ImageClassifier");
+      const auto out = loaded.as<mha::ImageClassifier>()(ref.at("pixel_values"));
+      EXPECT_TRUE(tensors_close(out.logits, ref.at("logits"), 0.0, kAtol)) << name;
+      std::printf("%s: logits max abs diff %.3g\n", name.c_str(),
+                  max_abs_diff(out.logits, ref.at("logits")));
+      continue;
+    }
+    ASSERT_EQ(loaded.class_name(), "mha::TextTaskModel");
+    auto model = loaded.as<mha::TextTaskModel>();
+    const Tensor types = ref.count("token_type_ids") ? ref.at("token_type_ids") : Tensor();
+    const Tensor mask = ref.at("attention_mask");
+    const auto out = model(ref.at("input_ids"), mask, types);
+    expect_close_at_real(name + " last_hidden_state",
+                         model->model(ref.at("input_ids"), mask, types).last_hidden_state,
+                         ref.at("last_hidden_state"), mask);
+    if (ref.count("start_logits")) {
+      expect_close_at_real(name + " start_logits", out.start_logits, ref.at("start_logits"), mask);
+      expect_close_at_real(name + " end_logits", out.end_logits, ref.at("end_logits"), mask);
+    } else if (ref.at("logits").dim() == 3) {  // tokens' labels
+      expect_close_at_real(name + " logits", out.logits, ref.at("logits"), mask);
+    } else {
+      EXPECT_TRUE(tensors_close(out.logits, ref.at("logits"), 0.0, kAtol)) << name;
+      std::printf("%s: logits max abs diff %.3g\n", name.c_str(),
+                  max_abs_diff(out.logits, ref.at("logits")));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models,
+                         TaskModelParity,
+                         ::testing::Values("bert_sequence_classification",
+                                           "bert_token_classification",
+                                           "bert_question_answering",
+                                           "bert_served_sequence_classification",
+                                           "roberta_sequence_classification",
+                                           "roberta_token_classification",
+                                           "roberta_question_answering",
+                                           "distilbert_sequence_classification",
+                                           "distilbert_token_classification",
+                                           "distilbert_question_answering",
+                                           "electra_sequence_classification",
+                                           "electra_token_classification",
+                                           "electra_question_answering",
+                                           "vit_image_classification",
+                                           "deit_image_classification_with_teacher"));
+
+TEST(TaskModel, LabelsAndProblemTypeComeWithTheModel) {
+  const auto bert =
+      mha::load_hf_model(model_dir("bert_sequence_classification")).as<mha::TextTaskModel>();
+  EXPECT_EQ(bert->options.id2label(),
+            (std::vector<std::string>{"NEGATIVE", "NEUTRAL", "POSITIVE"}));
+  EXPECT_EQ(bert->options.problem_type(), "");
+  EXPECT_EQ(bert->options.task(), mha::HfTask::kSequenceClassification);
+  const auto roberta =
+      mha::load_hf_model(model_dir("roberta_sequence_classification")).as<mha::TextTaskModel>();
+  EXPECT_EQ(roberta->options.problem_type(), "multi_label_classification");
+  const auto tagger =
+      mha::load_hf_model(model_dir("electra_token_classification")).as<mha::TextTaskModel>();
+  EXPECT_EQ(tagger->options.id2label(),
+            (std::vector<std::string>{"O", "B-PER", "I-PER", "B-LOC", "I-LOC"}));
+  // No id2label in the file (question answering): transformers' LABEL_0, LABEL_1.
+  const auto qa = mha::load_hf_model(model_dir("bert_question_answering")).as<mha::TextTaskModel>();
+  EXPECT_EQ(qa->options.id2label(), (std::vector<std::string>{"LABEL_0", "LABEL_1"}));
+  const auto birds =
+      mha::load_hf_model(model_dir("vit_image_classification")).as<mha::ImageClassifier>();
+  EXPECT_EQ(birds->options.id2label(),
+            (std::vector<std::string>{"sparrow", "robin", "wren", "finch"}));
+  std::ostringstream printed;
+  bert->pretty_print(printed);
+  EXPECT_EQ(printed.str(),
+            "mha::TextTaskModel(model_type=bert, task=ForSequenceClassification, num_labels=3)");
+}
+
+TEST(TaskModel, UnusedWeightsAreNamedInAWarning) {
+  // A checkpoint with a head mha loads without: its base model, and a warning
+  // naming the head's tensors, as transformers warns.
+  mha::support::CollectedWarnings warnings;
+  c10::WarningUtils::WarningHandlerGuard guard(&warnings);
+  const auto model = mha::load_hf_model(model_dir("electra_small"));
+  EXPECT_EQ(model.class_name(), "mha::TextEncoderModel");
+  ASSERT_EQ(warnings.messages.size(), 1u);
+  EXPECT_NE(warnings.messages[0].find("were not used when initializing mha::TextEncoderModel: "
+                                      "discriminator_predictions.dense.bias"),
+            std::string::npos)
+      << warnings.messages[0];
+  warnings.messages.clear();
+  mha::load_hf_model(model_dir("bert_token_classification"));
+  EXPECT_TRUE(warnings.messages.empty());
+}
 
 // ~~~ Seq2seq LMs: model(input_ids, attention_mask, decoder_input_ids).logits ~~~
 
@@ -554,6 +658,32 @@ TEST(HfModelErrors, UnsupportedModelTypeAndGpt2Options) {
   MHA_ASSERT_THROWS_WITH(mha::load_hf_model(checkpoint),
                          "config.json: scale_attn_by_inverse_layer_idx true is not supported by "
                          "mha's GPT-2; expected false (transformers' default)");
+}
+
+TEST(HfModelErrors, UnsupportedHeadsAndHeadShapes) {
+  auto checkpoint = mha::read_hf_checkpoint(model_dir("bert_sequence_classification"));
+  std::ifstream file(model_dir("bert_sequence_classification") + "/config.json");
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string head = "BertForSequenceClassification";
+  text.replace(text.find(head), head.size(), "BertForMultipleChoice");
+  checkpoint.config = mha::HfConfig::parse(text, "config.json");
+  MHA_ASSERT_THROWS_WITH(
+      mha::load_hf_model(checkpoint),
+      "config.json: architectures 'BertForMultipleChoice' is not supported by load_hf_model for "
+      "model_type 'bert'; supported: the base model (...Model, ...ForMaskedLM, "
+      "...ForPreTraining), ...ForSequenceClassification, ...ForTokenClassification, "
+      "...ForQuestionAnswering");
+  checkpoint = mha::read_hf_checkpoint(model_dir("roberta_token_classification"));
+  checkpoint.tensors.erase("classifier.bias");
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_model(checkpoint), "missing key 'classifier.bias'");
+  checkpoint = mha::read_hf_checkpoint(model_dir("distilbert_sequence_classification"));
+  checkpoint.tensors["classifier.weight"] = torch::zeros({7, 32});  // 3 labels in its config
+  MHA_ASSERT_THROWS_WITH(mha::load_hf_model(checkpoint), "classifier.weight");
+  MHA_ASSERT_THROWS_WITH(
+      mha::TextTaskModel(mha::TextTaskModelOptions(
+          mha::TextEncoderModelOptions("bert", mha::TransformerEncoderLayerOptions(32, 4), 1),
+          mha::HfTask::kSequenceClassification, 3)),
+      "BERT's sequence classification reads the pooler's output");
 }
 
 TEST(HfModelErrors, MissingKeyNamesKeyAndFile) {

@@ -5,8 +5,10 @@
 // transformers' `AutoModel` / `AutoModelForSeq2SeqLM` / `AutoModelForCausalLM`
 // give it. `load_hf_model` reads the directory and returns the class its
 // `model_type` needs:
-//   bert, roberta, distilbert, electra  -> mha::TextEncoderModel
-//   vit, deit                           -> mha::VisionEncoderModel
+//   bert, roberta, distilbert, electra  -> mha::TextEncoderModel, or with the
+//                                          task head config.json's `architectures`
+//                                          names, mha::TextTaskModel
+//   vit, deit                           -> mha::VisionEncoderModel, or mha::ImageClassifier
 //   bart, mbart, marian                 -> mha::Seq2SeqLM
 //   gpt2, opt                           -> mha::CausalLM
 // The layers are mha's Transformer classes (Python's numbers); what each
@@ -14,6 +16,7 @@
 
 #include <mha/hf_encoder_models.h>
 #include <mha/hf_language_models.h>
+#include <mha/hf_task_models.h>
 #include <mha/hugging_face.h>
 
 #include <optional>
@@ -26,8 +29,9 @@ namespace mha {
 /// Every `model_type` `load_hf_model` takes, sorted.
 std::vector<std::string> hf_model_types();
 
-/// The class `load_hf_model` returns for `model_type` ("TextEncoderModel",
-/// "VisionEncoderModel", "Seq2SeqLM", "CausalLM"), or "" for another.
+/// The class `load_hf_model` returns for `model_type` without a task head
+/// ("TextEncoderModel", "VisionEncoderModel", "Seq2SeqLM", "CausalLM"), or ""
+/// for another (`HfModel::class_name` names the class of a model loaded).
 std::string hf_model_class(const std::string& model_type);
 
 /// Options of `load_hf_model`.
@@ -64,23 +68,31 @@ struct HfModelLoadOptions {
   TORCH_ARG(std::optional<bool>, encoder_panels) = std::nullopt;
 };
 
-/// A model read by `load_hf_model`: one of the four classes, in eval mode.
+/// A model read by `load_hf_model`: one of the six classes, in eval mode.
 struct HfModel {
+  /// Any of the classes.
+  using Module = std::variant<TextEncoderModel,
+                              VisionEncoderModel,
+                              TextTaskModel,
+                              ImageClassifier,
+                              Seq2SeqLM,
+                              CausalLM>;
   /// The config's `model_type`.
   std::string model_type;
   /// The module.
-  std::variant<TextEncoderModel, VisionEncoderModel, Seq2SeqLM, CausalLM> module{
-      TextEncoderModel(nullptr)};
+  Module module{TextEncoderModel(nullptr)};
 
   /// The module as `ModuleType` (e.g. `mha::CausalLM`); throws `c10::Error`
   /// naming the class it is when it is another.
   template <typename ModuleType>
   ModuleType as() const {
     const ModuleType* model = std::get_if<ModuleType>(&module);
-    TORCH_CHECK(model != nullptr, "HfModel: model_type '", model_type,
-                "' is a mha::", hf_model_class(model_type), ", not the class asked for");
+    TORCH_CHECK(model != nullptr, "HfModel: model_type '", model_type, "' is a ", class_name(),
+                ", not the class asked for");
     return *model;
   }
+  /// The module's class ("mha::TextTaskModel", ...).
+  std::string class_name() const;
   /// The module as a `torch::nn::Module` (parameters, `to()`, `torch::save` ...).
   torch::nn::Module& base() const;
 };

@@ -9,8 +9,10 @@
 #include <mha/prepack.h>
 
 #include <algorithm>
+#include <set>
 
 #include "hugging_face/architectures.h"
+#include "hugging_face/models/task_heads.h"
 #include "linear/packed_linear.h"
 
 namespace mha {
@@ -54,7 +56,7 @@ void encoder_rules(CheckpointMap& map, const detail::HfArchitecture& arch, bool 
 
 // ~~~ Text encoders: bert, roberta, distilbert, electra ~~~
 
-TextEncoderModel text_encoder(const ModelSource& in, CheckpointMap& map) {
+TextEncoderModelOptions text_encoder_options(const ModelSource& in, CheckpointMap& map) {
   const HfConfig& c = in.config;
   const bool distilbert = in.type == "distilbert";
   auto options =
@@ -78,7 +80,7 @@ TextEncoderModel text_encoder(const ModelSource& in, CheckpointMap& map) {
     map.rename_weight_and_bias("embeddings_project", "embeddings_project");
   }
   encoder_rules(map, in.arch, options.pooler());
-  return TextEncoderModel(options);
+  return options;
 }
 
 // ~~~ Vision encoders: vit, deit ~~~
@@ -94,7 +96,7 @@ bool has_tanh_pooler(const ModelSource& in) {
   return true;
 }
 
-VisionEncoderModel vision_encoder(const ModelSource& in, CheckpointMap& map) {
+VisionEncoderModelOptions vision_encoder_options(const ModelSource& in, CheckpointMap& map) {
   const HfConfig& c = in.config;
   const bool pooler = has_tanh_pooler(in);
   auto options =
@@ -110,7 +112,73 @@ VisionEncoderModel vision_encoder(const ModelSource& in, CheckpointMap& map) {
   }
   map.rename("position_embeddings", "embeddings.position_embeddings");
   encoder_rules(map, in.arch, pooler);
-  return VisionEncoderModel(options);
+  return options;
+}
+
+// ~~~ Task heads on the encoders ~~~
+
+/// `base`'s rules with `prefix` before each module name (a base model held as
+/// a task model's `model`).
+void add_prefixed(CheckpointMap& map, const CheckpointMap& base, const std::string& prefix) {
+  for (const CheckpointMap::Rule& rule : base.rules()) {
+    if (rule.build) {
+      map.add(prefix + rule.to, rule.from, rule.build, rule.shape_from);
+    } else {
+      map.rename(prefix + rule.to, rule.from.front(), rule.shape_from);
+    }
+  }
+}
+
+/// The head's layers in the file: RoBERTa's and ELECTRA's classification head
+/// is `classifier.dense` and `classifier.out_proj`, DistilBERT's
+/// `pre_classifier` and `classifier`, question answering's `qa_outputs`.
+void text_head_rules(CheckpointMap& map, const std::string& type, HfTask task) {
+  if (task == HfTask::kQuestionAnswering) {
+    map.rename_weight_and_bias("classifier", "qa_outputs");
+  } else if (task == HfTask::kTokenClassification || type == "bert") {
+    map.rename_weight_and_bias("classifier", "classifier");
+  } else if (type == "distilbert") {
+    map.rename_weight_and_bias("dense", "pre_classifier");
+    map.rename_weight_and_bias("classifier", "classifier");
+  } else {  // roberta, electra
+    map.rename_weight_and_bias("dense", "classifier.dense");
+    map.rename_weight_and_bias("classifier", "classifier.out_proj");
+  }
+}
+
+TextTaskModel text_task_model(const ModelSource& in,
+                              const detail::HfHead& head,
+                              CheckpointMap& map) {
+  CheckpointMap base;
+  const TextEncoderModelOptions encoder = text_encoder_options(in, base);
+  add_prefixed(map, base, "model.");
+  text_head_rules(map, in.type, head.task);
+  const auto labels = detail::hf_id2label(in.config);
+  return TextTaskModel(TextTaskModelOptions(encoder, head.task,
+                                            head.task == HfTask::kQuestionAnswering
+                                                ? in.config.integer("num_labels", 2)
+                                                : static_cast<int64_t>(labels.size()))
+                           .id2label(labels)
+                           .problem_type(in.config.string("problem_type", "")));
+}
+
+ImageClassifier image_classifier(const ModelSource& in,
+                                 const detail::HfHead& head,
+                                 CheckpointMap& map) {
+  CheckpointMap base;
+  const VisionEncoderModelOptions encoder = vision_encoder_options(in, base);
+  add_prefixed(map, base, "model.");
+  if (head.with_teacher) {
+    map.rename_weight_and_bias("classifier", "cls_classifier");
+    map.rename_weight_and_bias("distillation_classifier", "distillation_classifier");
+  } else {
+    map.rename_weight_and_bias("classifier", "classifier");
+  }
+  const auto labels = detail::hf_id2label(in.config);
+  return ImageClassifier(ImageClassifierOptions(encoder, static_cast<int64_t>(labels.size()))
+                             .with_teacher(head.with_teacher)
+                             .id2label(labels)
+                             .problem_type(in.config.string("problem_type", "")));
 }
 
 // ~~~ Sequence-to-sequence LMs: bart, mbart, marian ~~~
@@ -198,17 +266,27 @@ CausalLM causal_lm(const ModelSource& in, CheckpointMap& map) {
   return CausalLM(options);
 }
 
+/// An encoder model, with the head `head` names where it names one.
+HfModel::Module encoder_model(const ModelSource& in,
+                              const std::optional<detail::HfHead>& head,
+                              CheckpointMap& map) {
+  const bool vision = in.type == "vit" || in.type == "deit";
+  if (head && vision) return image_classifier(in, *head, map);
+  if (head) return text_task_model(in, *head, map);
+  if (vision) return VisionEncoderModel(vision_encoder_options(in, map));
+  return TextEncoderModel(text_encoder_options(in, map));
+}
+
 /// The model (random weights) and the rules that load the checkpoint into it.
-HfModel build(const ModelSource& in, detail::HfKind kind, CheckpointMap& map) {
+HfModel build(const ModelSource& in,
+              detail::HfKind kind,
+              const std::optional<detail::HfHead>& head,
+              CheckpointMap& map) {
   HfModel out;
   out.model_type = in.type;
   switch (kind) {
     case detail::HfKind::kEncoder:
-      if (in.type == "vit" || in.type == "deit") {
-        out.module = vision_encoder(in, map);
-      } else {
-        out.module = text_encoder(in, map);
-      }
+      out.module = encoder_model(in, head, map);
       break;
     case detail::HfKind::kSeq2Seq:
       out.module = seq2seq_lm(in, map);
@@ -220,8 +298,32 @@ HfModel build(const ModelSource& in, detail::HfKind kind, CheckpointMap& map) {
   return out;
 }
 
-/// The decoder stack of a language model, what a decode step runs; nullptr
-/// for an encoder model.
+/// Warns, as transformers warns, of the checkpoint's tensors `map` does not
+/// read (a head the class loaded leaves out, e.g. BertForMaskedLM's `cls.*`);
+/// the position ids buffer older files hold is not a weight.
+void warn_unused(const Tensors& tensors,
+                 const CheckpointMap& map,
+                 const HfModel& model,
+                 const std::string& directory) {
+  const auto sources = map.sources();
+  const std::set<std::string> used(sources.begin(), sources.end());
+  std::vector<std::string> unused;
+  for (const auto& entry : tensors) {
+    const std::string& key = entry.first;
+    const std::string ids = "position_ids";
+    const bool position_ids =
+        key.size() >= ids.size() && key.compare(key.size() - ids.size(), ids.size(), ids) == 0;
+    if (!position_ids && used.count(key) == 0) {
+      unused.push_back(key);
+    }
+  }
+  if (!unused.empty()) {
+    TORCH_WARN("Some weights of the model checkpoint at ", directory,
+               " were not used when initializing ", model.class_name(), ": ",
+               fmt::format("{}", fmt::join(unused, ", ")));
+  }
+}
+
 /// A generating model's decode side, its decoder layers and LM head: the
 /// modules a decode step runs (none for an encoder).
 std::vector<torch::nn::Module*> decode_side(const HfModel& model) {
@@ -263,6 +365,16 @@ std::string hf_model_class(const std::string& model_type) {
   return "CausalLM";
 }
 
+std::string HfModel::class_name() const {
+  std::string name = std::visit([](const auto& model) { return model->name(); }, module);
+  const std::string impl = "Impl";
+  if (name.size() > impl.size() &&
+      name.compare(name.size() - impl.size(), impl.size(), impl) == 0) {
+    name.resize(name.size() - impl.size());
+  }
+  return name;
+}
+
 torch::nn::Module& HfModel::base() const {
   return std::visit([](const auto& model) -> torch::nn::Module& { return *model.ptr(); }, module);
 }
@@ -274,9 +386,11 @@ HfModel load_hf_model(const HfCheckpoint& checkpoint, const HfModelLoadOptions& 
               fmt::format("{}", fmt::join(hf_model_types(), ", ")));
   const detail::HfArchitecture arch = detail::hf_architecture(checkpoint, *kind);
   const Tensors tensors = detail::without_base_prefix(checkpoint, arch);
+  const auto head = *kind == detail::HfKind::kEncoder ? detail::hf_head(checkpoint) : std::nullopt;
   CheckpointMap map;
-  HfModel out = build({checkpoint.config, checkpoint.model_type, arch, tensors}, *kind, map);
+  HfModel out = build({checkpoint.config, checkpoint.model_type, arch, tensors}, *kind, head, map);
   load_checkpoint(out.base(), tensors, map, detail::source_of(checkpoint));
+  if (*kind == detail::HfKind::kEncoder) warn_unused(tensors, map, out, checkpoint.directory);
   if (options.dtype() != torch::kFloat32) {
     out.base().to(options.dtype());
   }
