@@ -65,6 +65,7 @@ HOMES = {
     "hugging_face.h": "hugging_face",
     "hf_models.h": "hugging_face",
     "hf_encoder_models.h": "hugging_face",
+    "hf_task_models.h": "hugging_face",
     "hf_language_models.h": "hugging_face",
     "generation_config.h": "generation",
     "generation.h": "generation",
