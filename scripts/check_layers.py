@@ -35,6 +35,8 @@ BUILDS_ON = {
                    "transformer", "tensor_parallel", "quantization", "serving", "hugging_face",
                    "text"],
     "text": ["common"],
+    "pipelines": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
+                  "quantization", "hugging_face", "text"],
 }
 
 # The stage that implements each public header.
@@ -66,6 +68,7 @@ HOMES = {
     "hf_models.h": "hugging_face",
     "hf_encoder_models.h": "hugging_face",
     "hf_task_models.h": "hugging_face",
+    "pipelines.h": "pipelines",
     "hf_language_models.h": "hugging_face",
     "generation_config.h": "generation",
     "generation.h": "generation",

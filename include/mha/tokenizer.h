@@ -71,6 +71,10 @@ struct EncodedText {
   /// the pair's) it stands for, counted in code points as Python indexes a
   /// str; (0, 0) for the post-processor's special tokens.
   std::vector<std::pair<int64_t, int64_t>> offset_mapping;
+  /// Per id, 1 for a special token the post-processor added, else 0
+  /// (transformers' `return_special_tokens_mask=True`; a special token
+  /// written in the text is 0, as tokenizers marks it).
+  std::vector<int64_t> special_tokens_mask;
 };
 
 /// A tokenizer (`load_hf_tokenizer`). Const and thread-safe: any number of
@@ -131,8 +135,22 @@ class Tokenizer {
 
   /// The id of `token` (an added token or one of the vocabulary), if any.
   std::optional<int64_t> token_to_id(const std::string& token) const;
+  /// The token of `id` (an added token's content or the vocabulary's),
+  /// transformers' `convert_ids_to_tokens`; nullopt for an id it has not.
+  std::optional<std::string> id_to_token(int64_t id) const;
+  /// `tokens` joined into text by the tokenizer's decoder (with spaces
+  /// where it has none): transformers' `convert_tokens_to_string`.
+  std::string convert_tokens_to_string(const std::vector<std::string>& tokens) const;
+  /// The prefix of a word's continuing pieces in the model ("##" for
+  /// WordPiece), or "" (BPE without one, Unigram).
+  const std::string& continuing_subword_prefix() const;
   /// The pad token's id, if the tokenizer has one.
   std::optional<int64_t> pad_token_id() const;
+  /// The unknown token's id, if the tokenizer has one.
+  std::optional<int64_t> unk_token_id() const;
+  /// tokenizer_config.json's `model_max_length`, if it names one (transformers'
+  /// `model_max_length`; without it, no limit).
+  std::optional<int64_t> model_max_length() const;
   /// Tokens an id may name: transformers' `len(tokenizer)`.
   int64_t size() const;
   /// The class transformers makes for the directory, e.g. "GPT2Tokenizer":

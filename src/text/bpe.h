@@ -43,6 +43,9 @@ class Bpe final : public VocabularyModel {
       BpeOptions options);
 
   void tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const override;
+  const std::string& continuing_subword_prefix() const override {
+    return options_.continuing_subword_prefix;
+  }
 
  private:
   /// A pair of adjacent tokens' merge: its rank and the merged token's id.

@@ -75,6 +75,11 @@ class TokenModel {
   virtual std::optional<int64_t> token_to_id(const std::string& token) const = 0;
   /// The vocabulary's size (its largest id + 1).
   virtual int64_t size() const = 0;
+  /// The prefix of a word's continuing pieces ("##" for WordPiece), or "".
+  virtual const std::string& continuing_subword_prefix() const {
+    static const std::string none;
+    return none;
+  }
 };
 
 /// Joins tokens back into text.

@@ -139,6 +139,7 @@ EncodedText Tokenizer::encode_with_offsets(const std::string& text,
   EncodedText out;
   size_t kept[2] = {0, 0};  // each side's ids kept so far
   for (const int64_t mark : truncated_with_specials(a_marks, pair ? &b_marks : nullptr, options)) {
+    out.special_tokens_mask.push_back(mark >= 0 ? 1 : 0);
     if (mark >= 0) {  // a special token's id
       out.input_ids.push_back(mark);
       out.offset_mapping.emplace_back(0, 0);
@@ -264,6 +265,23 @@ std::optional<int64_t> Tokenizer::token_to_id(const std::string& token) const {
 }
 
 std::optional<int64_t> Tokenizer::pad_token_id() const { return pipeline_->pad_id; }
+
+std::optional<int64_t> Tokenizer::unk_token_id() const { return pipeline_->unk_id; }
+
+std::optional<int64_t> Tokenizer::model_max_length() const { return pipeline_->model_max_length; }
+
+std::optional<std::string> Tokenizer::id_to_token(int64_t id) const {
+  const std::string* token = pipeline_->token_of(id);
+  return token != nullptr ? std::optional<std::string>(*token) : std::nullopt;
+}
+
+std::string Tokenizer::convert_tokens_to_string(const std::vector<std::string>& tokens) const {
+  return pipeline_->decoder->decode(tokens);
+}
+
+const std::string& Tokenizer::continuing_subword_prefix() const {
+  return pipeline_->model->continuing_subword_prefix();
+}
 
 int64_t Tokenizer::size() const { return pipeline_->size(); }
 

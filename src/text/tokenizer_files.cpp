@@ -298,6 +298,11 @@ std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, cons
       dynamic_cast<const Bpe*>(p->model.get()) == nullptr;
   if (const auto pad_token = special_token(config, "pad_token"))
     p->pad_id = p->added.id_of(*pad_token);
+  if (const auto unk_token = special_token(config, "unk_token"))
+    p->unk_id = p->added.id_of(*unk_token);
+  // transformers' VERY_LARGE_INTEGER (1e30) when absent: no limit.
+  const double max_length = json_field<double>(config, "model_max_length", 1e30);
+  if (max_length > 0 && max_length < 1e18) p->model_max_length = static_cast<int64_t>(max_length);
   // A class's own default side (its `padding_side` attribute) where the config names none.
   const bool llama = cls == "LlamaTokenizer";
   p->pad_left = json_field<std::string>(config, "padding_side", llama ? "left" : "right") == "left";

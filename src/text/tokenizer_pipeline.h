@@ -33,8 +33,10 @@ struct TokenizerPipeline {
   std::unique_ptr<const Decoder> decoder;
   bool clean_up_tokenization_spaces = false;  ///< transformers' decode clean-up (not for BPE)
   std::optional<int64_t> pad_id;
-  bool pad_left = false;       ///< padding_side "left"
-  bool truncate_left = false;  ///< truncation_side "left"
+  std::optional<int64_t> unk_id;            ///< the unk_token's id
+  std::optional<int64_t> model_max_length;  ///< tokenizer_config.json's, when it names one
+  bool pad_left = false;                    ///< padding_side "left"
+  bool truncate_left = false;               ///< truncation_side "left"
 
   /// `text`'s ids without special tokens around it (added tokens written in
   /// the text are found); `offsets`, unless null, receives each id's bytes

@@ -25,6 +25,7 @@ class WordPiece final : public VocabularyModel {
             int64_t max_input_chars_per_word);
 
   void tokenize(const std::string& word, std::vector<int64_t>& ids, Spans* spans) const override;
+  const std::string& continuing_subword_prefix() const override { return prefix_; }
 
  private:
   int64_t unk_id_;

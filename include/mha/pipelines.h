@@ -1,0 +1,137 @@
+#pragma once
+
+// Text in, answers out, as transformers 5.23's `pipeline(task)` gives them
+// (pipelines/text_classification.py, pipelines/token_classification.py): a
+// task model (`mha/hf_task_models.h`) and its tokenizer, many texts at once,
+// padded into batches.
+
+#include <mha/hf_task_models.h>
+#include <mha/tokenizer.h>
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mha {
+
+/// A label and its score.
+struct LabelScore {
+  std::string label;
+  double score = 0.0;
+};
+
+/// How class scores come from logits: transformers' `function_to_apply`.
+enum class ScoreFunction {
+  /// By the model's config: none for `problem_type` "regression"; sigmoid for
+  /// "multi_label_classification" or one label; softmax otherwise.
+  kDefault,
+  kSigmoid,
+  kSoftmax,
+  kNone,
+};
+
+/// Options of `TextClassificationPipeline`.
+struct TextClassificationOptions {
+  /// The `top_k` best labels, best first (ties in label order); nullopt: all
+  /// (transformers' `top_k=None`).
+  TORCH_ARG(std::optional<int64_t>, top_k) = 1;
+  /// transformers' `function_to_apply`.
+  TORCH_ARG(ScoreFunction, function_to_apply) = ScoreFunction::kDefault;
+  /// Texts per model call, padded to the longest (results as one by one).
+  TORCH_ARG(int64_t, batch_size) = 8;
+  /// Texts cut to the tokenizer's `model_max_length` (transformers'
+  /// `truncation=True`); by default, as transformers, none (a text beyond
+  /// the model's positions is an error).
+  TORCH_ARG(bool, truncation) = false;
+};
+
+/// transformers' `pipeline("text-classification")`: each text's labels and
+/// scores from a `...ForSequenceClassification` model.
+///
+/// Example:
+/// ```
+/// mha::TextClassificationPipeline classify("path/to/sentiment-model");
+/// for (const auto& best : classify({"I love this.", "Not my taste."}))
+///   std::cout << best[0].label << " " << best[0].score << "\n";
+/// ```
+class TextClassificationPipeline {
+ public:
+  /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
+  explicit TextClassificationPipeline(const std::string& directory);
+  /// `model` (sequence classification) with `tokenizer`.
+  TextClassificationPipeline(TextTaskModel model, Tokenizer tokenizer);
+
+  /// Each text's labels (`options.top_k` of them).
+  std::vector<std::vector<LabelScore>> operator()(
+      const std::vector<std::string>& texts, const TextClassificationOptions& options = {}) const;
+
+ private:
+  TextTaskModel model_;
+  Tokenizer tokenizer_;
+};
+
+/// How token classification joins tokens into entities: transformers' `aggregation_strategy`.
+enum class AggregationStrategy {
+  kNone,     ///< each token, its best label
+  kSimple,   ///< adjacent tokens of one entity (B-X then I-X ...) grouped
+  kFirst,    ///< each word labelled by its first token, then grouped
+  kAverage,  ///< each word by its tokens' mean scores, then grouped
+  kMax,      ///< each word by its most confident token, then grouped
+};
+
+/// One entity (or, without aggregation, one token) of a text.
+struct Entity {
+  /// The label (`entity` without aggregation, `entity_group` with: B-/I- removed).
+  std::string label;
+  /// Its score (the mean over a group's tokens or words).
+  double score = 0.0;
+  /// The token's index in the ids (without aggregation), else -1.
+  int64_t index = -1;
+  /// Its text as the tokenizer gives it (a token without aggregation).
+  std::string word;
+  /// Its characters [start, end) in the text (code points, as Python counts).
+  int64_t start = 0;
+  int64_t end = 0;
+};
+
+/// Options of `TokenClassificationPipeline`.
+struct TokenClassificationOptions {
+  /// transformers' `aggregation_strategy`.
+  TORCH_ARG(AggregationStrategy, aggregation_strategy) = AggregationStrategy::kNone;
+  /// Labels left out of the answer (transformers' `ignore_labels`).
+  TORCH_ARG(std::vector<std::string>, ignore_labels) = std::vector<std::string> { "O" };
+  /// Texts per model call, padded to the longest (results as one by one).
+  TORCH_ARG(int64_t, batch_size) = 8;
+};
+
+/// transformers' `pipeline("token-classification")` (named entities): each
+/// text's entities with their characters, from a `...ForTokenClassification` model.
+///
+/// Example:
+/// ```
+/// mha::TokenClassificationPipeline ner("path/to/ner-model");
+/// auto options = mha::TokenClassificationOptions().aggregation_strategy(
+///     mha::AggregationStrategy::kSimple);
+/// for (const mha::Entity& e : ner({"Ada Lovelace lived in London."}, options)[0])
+///   std::cout << e.label << ": " << e.word << " [" << e.start << ", " << e.end << ")\n";
+/// ```
+class TokenClassificationPipeline {
+ public:
+  /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
+  explicit TokenClassificationPipeline(const std::string& directory);
+  /// `model` (token classification) with `tokenizer`.
+  TokenClassificationPipeline(TextTaskModel model, Tokenizer tokenizer);
+
+  /// Each text's entities, in text order. Texts longer than the tokenizer's
+  /// `model_max_length` are truncated, as transformers does.
+  std::vector<std::vector<Entity>> operator()(const std::vector<std::string>& texts,
+                                              const TokenClassificationOptions& options = {}) const;
+
+ private:
+  TextTaskModel model_;
+  Tokenizer tokenizer_;
+};
+
+}  // namespace mha

@@ -1,0 +1,74 @@
+// The text pipelines' shared steps (transformers 5.23, pipelines/base.py's
+// padding and the tokenizer call of each task's preprocess).
+
+#include "pipelines/batches.h"
+
+#include <c10/util/Exception.h>
+#include <torch/types.h>
+
+#include <algorithm>
+
+namespace mha {
+namespace detail {
+
+std::vector<EncodedText> encode_for_model(const Tokenizer& tokenizer,
+                                          const std::vector<std::string>& texts,
+                                          bool truncation) {
+  EncodeOptions options;
+  if (const auto limit = tokenizer.model_max_length(); limit && truncation) {
+    options.truncation(Truncation::kLongestFirst).max_length(*limit);
+  }
+  std::vector<EncodedText> out;
+  out.reserve(texts.size());
+  for (const std::string& text : texts) {
+    out.push_back(tokenizer.encode_with_offsets(text, std::nullopt, options));
+  }
+  return out;
+}
+
+TaskModelOutput run_padded(TextTaskModel model,
+                           const std::vector<EncodedText>& rows,
+                           size_t begin,
+                           size_t end,
+                           int64_t pad_id) {
+  size_t longest = 0;
+  for (size_t i = begin; i < end; ++i) longest = std::max(longest, rows[i].input_ids.size());
+  const auto batch = static_cast<int64_t>(end - begin);
+  torch::Tensor ids =
+      torch::full({batch, static_cast<int64_t>(longest)}, pad_id, torch::kLong);  // (B, L)
+  torch::Tensor mask =
+      torch::zeros({batch, static_cast<int64_t>(longest)}, torch::kLong);  // (B, L)
+  for (size_t i = begin; i < end; ++i) {
+    const auto& row = rows[i].input_ids;
+    const auto n = static_cast<int64_t>(row.size());
+    const auto r = static_cast<int64_t>(i - begin);
+    ids[r].narrow(0, 0, n).copy_(torch::tensor(row, torch::kLong));
+    mask[r].narrow(0, 0, n).fill_(1);
+  }
+  torch::NoGradGuard no_grad;
+  return model(ids, mask);
+}
+
+void for_each_batch(size_t count,
+                    int64_t batch_size,
+                    const std::function<void(size_t, size_t)>& each) {
+  TORCH_CHECK_VALUE(batch_size > 0, "batch_size: expected a positive number, but got ", batch_size);
+  for (size_t begin = 0; begin < count; begin += static_cast<size_t>(batch_size)) {
+    each(begin, std::min(count, begin + static_cast<size_t>(batch_size)));
+  }
+}
+
+torch::Tensor pipeline_softmax(const torch::Tensor& logits) {
+  const torch::Tensor x = logits.to(torch::kFloat32);
+  const torch::Tensor shifted = (x - std::get<0>(x.max(-1, /*keepdim=*/true))).exp();
+  return shifted / shifted.sum(-1, /*keepdim=*/true);
+}
+
+TextTaskModel task_model_for(TextTaskModel model, HfTask task, const char* pipeline) {
+  TORCH_CHECK_VALUE(model->options.task() == task, pipeline, ": expected a model ",
+                    hf_task_name(task), ", but got one ", hf_task_name(model->options.task()));
+  return model;
+}
+
+}  // namespace detail
+}  // namespace mha

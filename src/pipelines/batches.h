@@ -1,0 +1,48 @@
+#pragma once
+
+// Private: what the text pipelines share: texts encoded as transformers'
+// pipelines encode them (truncated to the tokenizer's model_max_length), run
+// through a task model in padded batches.
+
+#include <mha/hf_task_models.h>
+#include <mha/tokenizer.h>
+#include <torch/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mha {
+namespace detail {
+
+/// Each of `texts` with its offsets and special tokens mask; with
+/// `truncation`, cut to the tokenizer's `model_max_length` where it has one.
+std::vector<EncodedText> encode_for_model(const Tokenizer& tokenizer,
+                                          const std::vector<std::string>& texts,
+                                          bool truncation);
+
+/// `model` on `rows` [begin, end) padded on the right with `pad_id` (masked):
+/// its output for the batch, (B, labels) or (B, L, labels) logits.
+TaskModelOutput run_padded(TextTaskModel model,
+                           const std::vector<EncodedText>& rows,
+                           size_t begin,
+                           size_t end,
+                           int64_t pad_id);
+
+/// Calls `each(begin, end)` on consecutive ranges of `batch_size` of [0, count)
+/// (`c10::Error` unless `batch_size` is positive).
+void for_each_batch(size_t count,
+                    int64_t batch_size,
+                    const std::function<void(size_t, size_t)>& each);
+
+/// Softmax over `logits`' last dimension in float32, as transformers'
+/// pipelines compute it (numpy: exp of the shifted logits over their sum).
+torch::Tensor pipeline_softmax(const torch::Tensor& logits);
+
+/// A text pipeline's model: `loaded`'s `TextTaskModel`, checked that its task is `task`.
+TextTaskModel task_model_for(TextTaskModel model, HfTask task, const char* pipeline);
+
+}  // namespace detail
+}  // namespace mha

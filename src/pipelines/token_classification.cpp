@@ -1,0 +1,120 @@
+// mha::TokenClassificationPipeline: transformers 5.23's
+// pipelines/token_classification.py without `stride` (gather_pre_entities,
+// aggregate, aggregate_words, group_entities); entity_groups.cpp groups.
+
+#include <c10/util/Exception.h>
+#include <mha/hf_models.h>
+#include <mha/pipelines.h>
+
+#include <algorithm>
+
+#include "pipelines/batches.h"
+#include "pipelines/entity_groups.h"
+#include "text/utf8.h"
+
+namespace mha {
+
+namespace detail {
+namespace {
+
+/// Where each code point of `text` starts, and its end: (characters + 1) byte offsets.
+std::vector<size_t> char_starts(const std::string& text) {
+  std::vector<size_t> starts;
+  for (size_t at = 0; at < text.size();) {
+    size_t length = 0;
+    code_point_at(text, at, length);
+    starts.push_back(at);
+    at += length;
+  }
+  starts.push_back(text.size());
+  return starts;
+}
+
+/// Whether the token at characters [start, end) continues a word: by the
+/// model's continuing-subword prefix where it has one (the token's text is
+/// longer than the characters it covers), else transformers' heuristic (no
+/// space just before or at it).
+bool is_subword(const Tokenizer& tokenizer,
+                const std::string& token,
+                const std::string& text,
+                const std::vector<size_t>& starts,
+                int64_t start,
+                int64_t end) {
+  if (!tokenizer.continuing_subword_prefix().empty()) {
+    return static_cast<int64_t>(count_chars(token)) != end - start;
+  }
+  const auto chars = static_cast<int64_t>(starts.size()) - 1;
+  if (start <= 0) return false;
+  for (int64_t c = start - 1; c <= std::min(start, chars - 1); ++c) {
+    if (text[starts[static_cast<size_t>(c)]] == ' ') return false;
+  }
+  return true;
+}
+
+/// gather_pre_entities: each token that is not a special token, its scores and characters.
+std::vector<PreEntity> pre_entities(const Tokenizer& tokenizer,
+                                    const std::string& text,
+                                    const EncodedText& encoded,
+                                    const torch::Tensor& scores) {  // (L, labels) float32
+  const std::vector<size_t> starts = char_starts(text);
+  std::vector<PreEntity> out;
+  for (size_t i = 0; i < encoded.input_ids.size(); ++i) {
+    if (encoded.special_tokens_mask[i] != 0) continue;
+    const int64_t id = encoded.input_ids[i];
+    const auto [start, end] = encoded.offset_mapping[i];
+    PreEntity e;
+    e.word = tokenizer.id_to_token(id).value_or("");
+    const torch::Tensor row = scores[static_cast<int64_t>(i)].contiguous();
+    e.scores.assign(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+    e.start = start;
+    e.end = end;
+    e.index = static_cast<int64_t>(i);
+    e.is_subword = is_subword(tokenizer, e.word, text, starts, start, end);
+    if (id == tokenizer.unk_token_id()) {  // the text it stood for
+      e.word = text.substr(starts[static_cast<size_t>(start)],
+                           starts[static_cast<size_t>(end)] - starts[static_cast<size_t>(start)]);
+      e.is_subword = false;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+bool ignored(const Entity& e, const std::vector<std::string>& ignore_labels) {
+  return std::find(ignore_labels.begin(), ignore_labels.end(), e.label) != ignore_labels.end();
+}
+
+}  // namespace
+}  // namespace detail
+
+TokenClassificationPipeline::TokenClassificationPipeline(const std::string& directory)
+    : TokenClassificationPipeline(load_hf_model(directory).as<TextTaskModel>(),
+                                  load_hf_tokenizer(directory)) {}
+
+TokenClassificationPipeline::TokenClassificationPipeline(TextTaskModel model, Tokenizer tokenizer)
+    : model_(detail::task_model_for(
+          std::move(model), HfTask::kTokenClassification, "TokenClassificationPipeline")),
+      tokenizer_(std::move(tokenizer)) {}
+
+std::vector<std::vector<Entity>> TokenClassificationPipeline::operator()(
+    const std::vector<std::string>& texts, const TokenClassificationOptions& options) const {
+  const std::vector<EncodedText> rows =
+      detail::encode_for_model(tokenizer_, texts, /*truncation=*/true);
+  const detail::EntityGrouping grouping{tokenizer_, model_->options.id2label()};
+  std::vector<std::vector<Entity>> out(texts.size());
+  detail::for_each_batch(texts.size(), options.batch_size(), [&](size_t begin, size_t end) {
+    const torch::Tensor scores = detail::pipeline_softmax(
+        detail::run_padded(model_, rows, begin, end, tokenizer_.pad_token_id().value_or(0))
+            .logits);  // (B, L, labels)
+    for (size_t i = begin; i < end; ++i) {
+      const auto pre = detail::pre_entities(tokenizer_, texts[i], rows[i],
+                                            scores[static_cast<int64_t>(i - begin)]);
+      for (Entity& e : grouping.aggregate(pre, options.aggregation_strategy())) {
+        if (!detail::ignored(e, options.ignore_labels())) out[i].push_back(std::move(e));
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace mha

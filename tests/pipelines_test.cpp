@@ -1,0 +1,160 @@
+// Text pipelines (mha/pipelines.h) against transformers 5.23's pipeline() on
+// task models saved with real tokenizers at test time
+// (scripts/export_pipeline_reference.py, CTest fixture pipeline_reference):
+// each text family's sequence classifier (the best label, all labels, sigmoid
+// with top_k 2) and token classifier (every aggregation strategy, and the
+// "O" label kept), on 42 texts (corpus lines and the edge cases), in batches
+// of 1, 5 and 16: labels, words and characters identical, scores within 1e-5.
+// Built into mha_tokenizer_tests (one program less to build); its own test
+// names, in a named namespace.
+
+#include <gtest/gtest.h>
+#include <mha/pipelines.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support.h"
+
+namespace pipelines_test {
+
+using nlohmann::json;
+
+std::string model_dir(const std::string& name) {
+  return std::string(MHA_PIPELINE_REFERENCE_DIR) + "/" + name;
+}
+
+json answers(const std::string& name) {
+  std::ifstream in(model_dir(name) + "/mha_pipeline_reference.json");
+  EXPECT_TRUE(in.good()) << "run scripts/export_pipeline_reference.py";
+  return json::parse(in);
+}
+
+constexpr double kScoreTolerance = 1e-5;
+
+/// `got` is transformers' `expected` (a list of {label, score} dicts).
+void expect_labels(const std::vector<mha::LabelScore>& got,
+                   const json& expected,
+                   const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].label, expected[i].at("label").get<std::string>()) << what << " #" << i;
+    EXPECT_NEAR(got[i].score, expected[i].at("score").get<double>(), kScoreTolerance) << what;
+  }
+}
+
+/// `got` is transformers' `expected` (entities, grouped or not).
+void expect_entities(const std::vector<mha::Entity>& got,
+                     const json& expected,
+                     const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const json& e = expected[i];
+    const bool grouped = e.contains("entity_group");
+    EXPECT_EQ(got[i].label, e.at(grouped ? "entity_group" : "entity").get<std::string>())
+        << what << " #" << i;
+    EXPECT_EQ(got[i].word, e.at("word").get<std::string>()) << what << " #" << i;
+    EXPECT_EQ(got[i].start, e.at("start").get<int64_t>()) << what << " #" << i;
+    EXPECT_EQ(got[i].end, e.at("end").get<int64_t>()) << what << " #" << i;
+    EXPECT_EQ(got[i].index, grouped ? -1 : e.at("index").get<int64_t>()) << what << " #" << i;
+    EXPECT_NEAR(got[i].score, e.at("score").get<double>(), kScoreTolerance) << what << " #" << i;
+  }
+}
+
+struct PipelineParity : ::testing::TestWithParam<std::string> {};
+
+TEST_P(PipelineParity, TextClassificationIsTransformers) {
+  const std::string name = GetParam() + "_sequence_classification";
+  const json ref = answers(name);
+  const auto texts = ref.at("texts").get<std::vector<std::string>>();
+  const mha::TextClassificationPipeline classify(model_dir(name));
+  for (const int64_t batch : {1, 5, 16}) {
+    const auto best = classify(texts, mha::TextClassificationOptions().batch_size(batch));
+    const auto all =
+        classify(texts, mha::TextClassificationOptions().top_k(std::nullopt).batch_size(batch));
+    const auto sigmoid = classify(texts, mha::TextClassificationOptions()
+                                             .top_k(2)
+                                             .function_to_apply(mha::ScoreFunction::kSigmoid)
+                                             .batch_size(batch));
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::string what =
+          name + " text " + std::to_string(i) + " batch " + std::to_string(batch);
+      expect_labels(best[i], ref.at("default")[i], what + " default");
+      expect_labels(all[i], ref.at("all")[i], what + " top_k none");
+      expect_labels(sigmoid[i], ref.at("sigmoid_top2")[i], what + " sigmoid");
+    }
+  }
+}
+
+TEST_P(PipelineParity, TokenClassificationIsTransformers) {
+  const std::string name = GetParam() + "_token_classification";
+  const json ref = answers(name);
+  const auto texts = ref.at("texts").get<std::vector<std::string>>();
+  const mha::TokenClassificationPipeline ner(model_dir(name));
+  const std::pair<const char*, mha::AggregationStrategy> strategies[] = {
+      {"none", mha::AggregationStrategy::kNone},
+      {"simple", mha::AggregationStrategy::kSimple},
+      {"first", mha::AggregationStrategy::kFirst},
+      {"average", mha::AggregationStrategy::kAverage},
+      {"max", mha::AggregationStrategy::kMax}};
+  for (const int64_t batch : {1, 16}) {
+    for (const auto& [key, strategy] : strategies) {
+      const auto got =
+          ner(texts,
+              mha::TokenClassificationOptions().aggregation_strategy(strategy).batch_size(batch));
+      for (size_t i = 0; i < texts.size(); ++i) {
+        expect_entities(
+            got[i], ref.at(key)[i],
+            name + " " + key + " text " + std::to_string(i) + " batch " + std::to_string(batch));
+      }
+    }
+  }
+  const auto kept = ner(texts, mha::TokenClassificationOptions().ignore_labels({}).batch_size(5));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    expect_entities(kept[i], ref.at("none_all_labels")[i],
+                    name + " all labels " + std::to_string(i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families,
+                         PipelineParity,
+                         ::testing::Values("bert", "roberta", "distilbert", "electra"));
+
+TEST(PipelineErrors, AModelOfAnotherTaskOrABadOption) {
+  MHA_ASSERT_THROWS_WITH(
+      mha::TokenClassificationPipeline(model_dir("bert_sequence_classification")),
+      "TokenClassificationPipeline: expected a model ForTokenClassification, but "
+      "got one ForSequenceClassification");
+  const mha::TextClassificationPipeline classify(model_dir("bert_sequence_classification"));
+  MHA_ASSERT_THROWS_WITH(classify({"a"}, mha::TextClassificationOptions().batch_size(0)),
+                         "batch_size: expected a positive number, but got 0");
+  MHA_ASSERT_THROWS_WITH(classify({"a"}, mha::TextClassificationOptions().top_k(0)),
+                         "top_k: expected a positive number or none, but got 0");
+  EXPECT_TRUE(classify({}).empty());
+}
+
+TEST(PipelineOptions, TruncationCutsTextsToTheTokenizersModelMaxLength) {
+  // bert's tokenizer was saved with model_max_length 24: truncated, a long
+  // text's answer is that of its first 22 tokens (and the two special ones).
+  const std::string name = "bert_sequence_classification";
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(model_dir(name));
+  ASSERT_EQ(tokenizer.model_max_length(), 24);
+  const std::string text = answers(name).at("texts")[0].get<std::string>();
+  const std::vector<int64_t> ids = tokenizer.encode(text);
+  ASSERT_GT(ids.size(), 24u);
+  const std::string first = tokenizer.decode({ids.begin() + 1, ids.begin() + 23});
+  ASSERT_EQ(tokenizer.encode(first).size(), 24u);
+  const mha::TextClassificationPipeline classify(model_dir(name));
+  auto options = mha::TextClassificationOptions().top_k(std::nullopt);
+  const auto short_text = classify({first}, options)[0];
+  const auto cut = classify({text}, options.truncation(true))[0];
+  ASSERT_EQ(cut.size(), short_text.size());
+  for (size_t i = 0; i < cut.size(); ++i) {
+    EXPECT_EQ(cut[i].label, short_text[i].label);
+    EXPECT_NEAR(cut[i].score, short_text[i].score, 1e-6);
+  }
+}
+
+}  // namespace pipelines_test
