@@ -15,6 +15,7 @@
 #include <mha/multihead_attention.h>
 #include <mha/paged_kv_cache.h>
 #include <mha/paged_stack_cache.h>
+#include <mha/pipelines.h>
 #include <mha/prepack.h>
 #include <mha/quantization.h>
 #include <mha/state_dict.h>
