@@ -35,8 +35,9 @@ BUILDS_ON = {
                    "transformer", "tensor_parallel", "quantization", "serving", "hugging_face",
                    "text"],
     "text": ["common"],
-    "pipelines": ["common", "linear", "attention", "cache", "module", "state_dict", "transformer",
-                  "quantization", "hugging_face", "text"],
+    "pipelines": ["common", "linear", "attention", "functional", "cache", "module", "state_dict",
+                  "transformer", "tensor_parallel", "quantization", "serving", "hugging_face",
+                  "text", "generation"],
 }
 
 # The stage that implements each public header.
@@ -69,13 +70,14 @@ HOMES = {
     "hf_encoder_models.h": "hugging_face",
     "hf_task_models.h": "hugging_face",
     "pipelines.h": "pipelines",
+    "sentence_transformer.h": "pipelines",
     "hf_language_models.h": "hugging_face",
     "generation_config.h": "generation",
     "generation.h": "generation",
     "generation_server.h": "generation",
     "logits_processors.h": "generation",
     "stopping_criteria.h": "generation",
-    "mha.h": "generation",
+    "mha.h": "pipelines",
     "tokenizer.h": "text",
 }
 

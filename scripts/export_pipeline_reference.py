@@ -18,6 +18,15 @@ answers, one text at a time:
 - token-classification: every aggregation_strategy (none, simple, first,
   average, max), and none with ignore_labels=[].
 
+Sentence embeddings (sentence-transformers 6.3's SentenceTransformer): a BERT
+encoder of the bert tokenizer's vocabulary, as the package writes a model
+today (`st_written`: mean pooling, a Tanh Dense to 16, Normalize,
+max_seq_length 24) and in the published format (`st_<mode>`: modules.json
+with sentence_transformers.models types, pooling_mode_* booleans,
+sentence_bert_config.json's max_seq_length 32; each pooling mode, and cls +
+mean together; on RoBERTa's byte-level tokenizer for lasttoken). Each gets
+`mha_sentence_reference.json`: the texts and `SentenceTransformer(dir).encode(texts)`.
+
 Usage: export_pipeline_reference.py --tokenizers DIR --out DIR
 """
 
@@ -100,6 +109,67 @@ def token_classification(directory, texts):
     return out
 
 
+LEGACY_MODES = {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens",
+                "mean": "pooling_mode_mean_tokens",
+                "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
+                "weightedmean": "pooling_mode_weightedmean_tokens",
+                "lasttoken": "pooling_mode_lasttoken"}
+
+
+def base_encoder(directory, tokenizer_dir, config_class, extra):
+    """A random encoder of the tokenizer's vocabulary saved with it in `directory`."""
+    tokenizer = T.AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(SEED)
+    model = T.AutoModel.from_config(config_of(config_class, len(tokenizer), extra, {}))
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def write_published(directory, modes, max_seq_length, dimension):
+    """modules.json and the configs as published models hold them."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    with open(os.path.join(directory, "modules.json"), "w") as f:
+        json.dump(modules, f)
+    with open(os.path.join(directory, "sentence_bert_config.json"), "w") as f:
+        json.dump({"max_seq_length": max_seq_length, "do_lower_case": False}, f)
+    os.makedirs(os.path.join(directory, "1_Pooling"), exist_ok=True)
+    pooling = {"word_embedding_dimension": dimension}
+    pooling.update({key: mode in modes for mode, key in LEGACY_MODES.items()})
+    with open(os.path.join(directory, "1_Pooling", "config.json"), "w") as f:
+        json.dump(pooling, f)
+
+
+def sentence_embeddings(out, tokenizers):
+    from sentence_transformers import SentenceTransformer, models
+    texts = texts_of(os.path.join(tokenizers, "bert_uncased"))
+    written = os.path.join(out, "st_written")
+    base_encoder(written + "_base", os.path.join(tokenizers, "bert_uncased"), T.BertConfig, {})
+    word = models.Transformer(written + "_base", max_seq_length=24)
+    torch.manual_seed(SEED)
+    modules = [word, models.Pooling(32, pooling_mode="mean"),
+               models.Dense(32, 16, activation_function=torch.nn.Tanh()), models.Normalize()]
+    SentenceTransformer(modules=modules).save(written)
+    cases = [("st_written", "bert_uncased")]
+    for modes, tokenizer in ((("cls",), "bert_uncased"), (("max",), "bert_uncased"),
+                             (("mean_sqrt_len_tokens",), "bert_uncased"),
+                             (("weightedmean",), "bert_uncased"), (("lasttoken",), "roberta"),
+                             (("cls", "mean"), "bert_uncased")):
+        name = "st_" + "_".join(modes)
+        family = (T.RobertaConfig, dict(pad_token_id=1)) if tokenizer == "roberta" else (T.BertConfig, {})
+        base_encoder(os.path.join(out, name), os.path.join(tokenizers, tokenizer), *family)
+        write_published(os.path.join(out, name), modes, 32, 32)
+        cases.append((name, tokenizer))
+    for name, tokenizer in cases:
+        texts = texts_of(os.path.join(tokenizers, tokenizer))
+        model = SentenceTransformer(os.path.join(out, name), device="cpu")
+        vectors = model.encode(texts, batch_size=8, convert_to_tensor=True)
+        with open(os.path.join(out, name, "mha_sentence_reference.json"), "w", encoding="utf-8") as f:
+            json.dump({"texts": texts, "embeddings": vectors.tolist(),
+                       "max_seq_length": model.max_seq_length}, f, ensure_ascii=False)
+    return len(cases)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizers", required=True)
@@ -116,8 +186,9 @@ def main():
              getattr(T, f"{prefix}ForSequenceClassification"), SENTIMENT, text_classification)
         task(args.out, family, tokenizer_dir, config_class, extra,
              getattr(T, f"{prefix}ForTokenClassification"), ENTITIES, token_classification)
+    sentence_models = sentence_embeddings(args.out, args.tokenizers)
     print(f"wrote {2 * len(FAMILIES)} task models and transformers {T.__version__}'s pipeline "
-          f"answers to {args.out}")
+          f"answers, {sentence_models} sentence-transformers models and their embeddings to {args.out}")
 
 
 if __name__ == "__main__":

@@ -4,13 +4,18 @@
 // each text family's sequence classifier (the best label, all labels, sigmoid
 // with top_k 2) and token classifier (every aggregation strategy, and the
 // "O" label kept), on 42 texts (corpus lines and the edge cases), in batches
-// of 1, 5 and 16: labels, words and characters identical, scores within 1e-5.
+// of 1, 5 and 16: labels, words and characters identical, scores within 1e-5;
+// and sentence embeddings (mha/sentence_transformer.h) against
+// sentence-transformers' encode on directories it wrote and in the published
+// format, every pooling mode, Dense and Normalize: vectors within 1e-5.
 // Built into mha_tokenizer_tests (one program less to build); its own test
 // names, in a named namespace.
 
 #include <gtest/gtest.h>
 #include <mha/pipelines.h>
+#include <mha/sentence_transformer.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -155,6 +160,81 @@ TEST(PipelineOptions, TruncationCutsTextsToTheTokenizersModelMaxLength) {
     EXPECT_EQ(cut[i].label, short_text[i].label);
     EXPECT_NEAR(cut[i].score, short_text[i].score, 1e-6);
   }
+}
+
+struct SentenceParity : ::testing::TestWithParam<std::string> {};
+
+TEST_P(SentenceParity, EmbeddingsAreSentenceTransformers) {
+  std::ifstream in(model_dir(GetParam()) + "/mha_sentence_reference.json");
+  ASSERT_TRUE(in.good()) << "run scripts/export_pipeline_reference.py";
+  const json ref = json::parse(in);
+  const auto texts = ref.at("texts").get<std::vector<std::string>>();
+  const auto rows = ref.at("embeddings").get<std::vector<std::vector<float>>>();
+  torch::Tensor expected = torch::empty({static_cast<int64_t>(rows.size()),
+                                         static_cast<int64_t>(rows[0].size())});  // (N, D)
+  for (size_t i = 0; i < rows.size(); ++i) {
+    expected[static_cast<int64_t>(i)].copy_(torch::tensor(rows[i]));
+  }
+  const mha::SentenceTransformer model(model_dir(GetParam()));
+  EXPECT_EQ(model.max_seq_length(), ref.at("max_seq_length").get<int64_t>());
+  EXPECT_EQ(model.dimension(), expected.size(1));
+  for (const int64_t batch : {1, 16}) {
+    const torch::Tensor got = model.encode(texts, batch);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    const double diff = (got - expected).abs().max().item<double>();
+    EXPECT_LE(diff, 1e-5) << GetParam() << " batch " << batch;
+    std::printf("%s batch %lld: max abs diff %.3g\n", GetParam().c_str(),
+                static_cast<long long>(batch), diff);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modules,
+                         SentenceParity,
+                         ::testing::Values("st_written",
+                                           "st_cls",
+                                           "st_max",
+                                           "st_mean_sqrt_len_tokens",
+                                           "st_weightedmean",
+                                           "st_lasttoken",
+                                           "st_cls_mean"));
+
+TEST(SentenceModules, WhatTheDirectorySays) {
+  const mha::SentenceTransformer written(model_dir("st_written"));
+  EXPECT_TRUE(written.normalized());
+  EXPECT_EQ(written.pooling(), std::vector<mha::SentencePooling>{mha::SentencePooling::kMean});
+  const torch::Tensor unit = written.encode({"one sentence", "and another"});
+  EXPECT_TRUE(torch::allclose(unit.norm(2, -1), torch::ones({2}), 0.0, 1e-6));
+  const mha::SentenceTransformer both(model_dir("st_cls_mean"));
+  EXPECT_FALSE(both.normalized());
+  EXPECT_EQ(both.pooling(), (std::vector<mha::SentencePooling>{mha::SentencePooling::kCls,
+                                                               mha::SentencePooling::kMean}));
+  EXPECT_EQ(both.encode({}).sizes(), torch::IntArrayRef({0, 64}));
+}
+
+TEST(SentenceModules, ModulesItDoesNotRunAreNamed) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "mha_sentence_modules_test";
+  fs::create_directories(dir / "1_Pooling");
+  const auto write = [](const fs::path& path, const std::string& text) {
+    std::ofstream(path) << text;
+  };
+  const std::string transformer = fs::absolute(model_dir("st_cls")).string();
+  write(dir / "modules.json",
+        R"([{"idx": 0, "path": ")" + transformer +
+            R"(", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.LSTM"}])");
+  MHA_ASSERT_THROWS_WITH(mha::SentenceTransformer(dir.string()),
+                         "module 'sentence_transformers.models.LSTM' is not supported; supported: "
+                         "Transformer, Pooling, Dense, Normalize");
+  write(dir / "modules.json",
+        R"([{"idx": 0, "path": ")" + transformer +
+            R"(", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
+  write(dir / "1_Pooling" / "config.json", R"({"pooling_mode": "median"})");
+  MHA_ASSERT_THROWS_WITH(mha::SentenceTransformer(dir.string()),
+                         "pooling mode 'median' is not supported; supported: cls, lasttoken, max, "
+                         "mean, mean_sqrt_len_tokens, weightedmean");
+  fs::remove_all(dir);
 }
 
 }  // namespace pipelines_test

@@ -26,27 +26,34 @@ std::vector<EncodedText> encode_for_model(const Tokenizer& tokenizer,
   return out;
 }
 
+PaddedBatch padded_batch(const std::vector<EncodedText>& rows,
+                         size_t begin,
+                         size_t end,
+                         int64_t pad_id) {
+  size_t longest = 0;
+  for (size_t i = begin; i < end; ++i) longest = std::max(longest, rows[i].input_ids.size());
+  const auto batch = static_cast<int64_t>(end - begin);
+  const auto length = static_cast<int64_t>(longest);
+  PaddedBatch out{torch::full({batch, length}, pad_id, torch::kLong),  // (B, L)
+                  torch::zeros({batch, length}, torch::kLong)};        // (B, L)
+  for (size_t i = begin; i < end; ++i) {
+    const auto& row = rows[i].input_ids;
+    const auto n = static_cast<int64_t>(row.size());
+    const auto r = static_cast<int64_t>(i - begin);
+    out.input_ids[r].narrow(0, 0, n).copy_(torch::tensor(row, torch::kLong));
+    out.attention_mask[r].narrow(0, 0, n).fill_(1);
+  }
+  return out;
+}
+
 TaskModelOutput run_padded(TextTaskModel model,
                            const std::vector<EncodedText>& rows,
                            size_t begin,
                            size_t end,
                            int64_t pad_id) {
-  size_t longest = 0;
-  for (size_t i = begin; i < end; ++i) longest = std::max(longest, rows[i].input_ids.size());
-  const auto batch = static_cast<int64_t>(end - begin);
-  torch::Tensor ids =
-      torch::full({batch, static_cast<int64_t>(longest)}, pad_id, torch::kLong);  // (B, L)
-  torch::Tensor mask =
-      torch::zeros({batch, static_cast<int64_t>(longest)}, torch::kLong);  // (B, L)
-  for (size_t i = begin; i < end; ++i) {
-    const auto& row = rows[i].input_ids;
-    const auto n = static_cast<int64_t>(row.size());
-    const auto r = static_cast<int64_t>(i - begin);
-    ids[r].narrow(0, 0, n).copy_(torch::tensor(row, torch::kLong));
-    mask[r].narrow(0, 0, n).fill_(1);
-  }
+  const PaddedBatch batch = padded_batch(rows, begin, end, pad_id);
   torch::NoGradGuard no_grad;
-  return model(ids, mask);
+  return model(batch.input_ids, batch.attention_mask);
 }
 
 void for_each_batch(size_t count,

@@ -23,6 +23,18 @@ std::vector<EncodedText> encode_for_model(const Tokenizer& tokenizer,
                                           const std::vector<std::string>& texts,
                                           bool truncation);
 
+/// Rows [begin, end) of a batch padded on the right with `pad_id`.
+struct PaddedBatch {
+  torch::Tensor input_ids;       ///< (B, L) int64
+  torch::Tensor attention_mask;  ///< (B, L) int64, 0 at the padding
+};
+
+/// `rows` [begin, end) padded on the right with `pad_id`.
+PaddedBatch padded_batch(const std::vector<EncodedText>& rows,
+                         size_t begin,
+                         size_t end,
+                         int64_t pad_id);
+
 /// `model` on `rows` [begin, end) padded on the right with `pad_id` (masked):
 /// its output for the batch, (B, labels) or (B, L, labels) logits.
 TaskModelOutput run_padded(TextTaskModel model,
