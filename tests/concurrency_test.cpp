@@ -256,26 +256,28 @@ TEST_F(Concurrency, ClonesBesideADrawingThreadLeaveItsDrawsAlone) {
   constexpr int kClones = 200, kDraws = 20000;
   const Tensor alone = draw_sequence(7, kDraws);
 
-  std::atomic<bool> drawing{false};
-  Tensor beside;
+  // The drawer repeats the seeded sequence until the clones are done, so
+  // the clones overlap its draws however the threads are scheduled.
+  std::atomic<bool> started{false}, cloned{false};
+  std::atomic<int> rounds{0}, differing{0};
   std::thread drawer([&] {
-    drawing = true;
-    beside = draw_sequence(7, kDraws);
-    drawing = false;
+    started = true;
+    do {
+      if (!mha::test::bitwise_equal(draw_sequence(7, kDraws), alone)) ++differing;
+      ++rounds;
+    } while (!cloned);
   });
-  int clones_while_drawing = 0;
-  while (!drawing) std::this_thread::yield();
+  while (!started) std::this_thread::yield();
   for (int i = 0; i < kClones; ++i) {
     const auto a = attention->clone();
     const auto l = layer->clone();
     const auto m = model->clone();
-    if (drawing) ++clones_while_drawing;
   }
+  cloned = true;
   drawer.join();
-  EXPECT_GT(clones_while_drawing, 0) << "the clones did not overlap the draws";
-  EXPECT_TRUE(mha::test::bitwise_equal(beside, alone))
-      << (beside != alone).sum().item<int64_t>() << " of " << alone.numel()
-      << " values differ from the same seed's draws without the clones";
+  EXPECT_GE(rounds.load(), 1);
+  EXPECT_EQ(differing.load(), 0) << "of " << rounds.load()
+                                 << " rounds of the same seed's draws beside the clones";
 }
 
 TEST_F(Concurrency, EachCallOfTheParallelLoopRunsEachItemOnce) {
