@@ -24,8 +24,11 @@ TRANSFORMERS_VERSION=5.23.0
 # sentencepiece: the tokenizer tests take SentencePiece's compiled normalization
 # rules (a precompiled_charsmap) from a model it trains.
 SENTENCEPIECE_VERSION=0.2.1
+# sentence-transformers: the sentence embedding tests compare with its encode
+# on directories it writes (scripts/export_pipeline_reference.py).
+SENTENCE_TRANSFORMERS_VERSION=6.3.0
 PIP_PACKAGES=("torch==$TORCH_VERSION" numpy safetensors matplotlib "transformers==$TRANSFORMERS_VERSION"
-  "sentencepiece==$SENTENCEPIECE_VERSION")
+  "sentencepiece==$SENTENCEPIECE_VERSION" "sentence-transformers==$SENTENCE_TRANSFORMERS_VERSION")
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -38,7 +41,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if ! "$MHA_PYTHON" -c "import torch, numpy, safetensors, matplotlib, transformers, sentencepiece; assert torch.__version__.split('+')[0] == '$TORCH_VERSION'; assert transformers.__version__ == '$TRANSFORMERS_VERSION'; assert sentencepiece.__version__ == '$SENTENCEPIECE_VERSION'" 2>/dev/null; then
+if ! "$MHA_PYTHON" -c "import torch, numpy, safetensors, matplotlib, transformers, sentencepiece, sentence_transformers; assert torch.__version__.split('+')[0] == '$TORCH_VERSION'; assert transformers.__version__ == '$TRANSFORMERS_VERSION'; assert sentencepiece.__version__ == '$SENTENCEPIECE_VERSION'; assert sentence_transformers.__version__ == '$SENTENCE_TRANSFORMERS_VERSION'" 2>/dev/null; then
   echo "setup: preparing the venv $MHA_VENV with ${PIP_PACKAGES[*]}"
   [ -x "$MHA_PYTHON" ] || python3 -m venv "$MHA_VENV"
   "$MHA_PYTHON" -m pip install -q "${PIP_PACKAGES[@]}"

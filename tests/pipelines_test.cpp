@@ -170,8 +170,8 @@ TEST_P(SentenceParity, EmbeddingsAreSentenceTransformers) {
   const json ref = json::parse(in);
   const auto texts = ref.at("texts").get<std::vector<std::string>>();
   const auto rows = ref.at("embeddings").get<std::vector<std::vector<float>>>();
-  torch::Tensor expected = torch::empty({static_cast<int64_t>(rows.size()),
-                                         static_cast<int64_t>(rows[0].size())});  // (N, D)
+  torch::Tensor expected = torch::empty(
+      {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});  // (N, D)
   for (size_t i = 0; i < rows.size(); ++i) {
     expected[static_cast<int64_t>(i)].copy_(torch::tensor(rows[i]));
   }
@@ -219,16 +219,14 @@ TEST(SentenceModules, ModulesItDoesNotRunAreNamed) {
     std::ofstream(path) << text;
   };
   const std::string transformer = fs::absolute(model_dir("st_cls")).string();
-  write(dir / "modules.json",
-        R"([{"idx": 0, "path": ")" + transformer +
-            R"(", "type": "sentence_transformers.models.Transformer"},
+  write(dir / "modules.json", R"([{"idx": 0, "path": ")" + transformer +
+                                  R"(", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.LSTM"}])");
   MHA_ASSERT_THROWS_WITH(mha::SentenceTransformer(dir.string()),
                          "module 'sentence_transformers.models.LSTM' is not supported; supported: "
                          "Transformer, Pooling, Dense, Normalize");
-  write(dir / "modules.json",
-        R"([{"idx": 0, "path": ")" + transformer +
-            R"(", "type": "sentence_transformers.models.Transformer"},
+  write(dir / "modules.json", R"([{"idx": 0, "path": ")" + transformer +
+                                  R"(", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
   write(dir / "1_Pooling" / "config.json", R"({"pooling_mode": "median"})");
   MHA_ASSERT_THROWS_WITH(mha::SentenceTransformer(dir.string()),

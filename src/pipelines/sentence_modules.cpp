@@ -46,9 +46,10 @@ SentencePooling pooling_mode(const std::string& name, const fs::path& file) {
   const auto found = pooling_modes().find(name);
   if (found != pooling_modes().end()) return found->second;
   std::string supported;
-  for (const auto& entry : pooling_modes()) supported += (supported.empty() ? "" : ", ") + entry.first;
-  TORCH_CHECK(false, file.string(), ": pooling mode '", name, "' is not supported; supported: ",
-              supported);
+  for (const auto& entry : pooling_modes())
+    supported += (supported.empty() ? "" : ", ") + entry.first;
+  TORCH_CHECK(false, file.string(), ": pooling mode '", name,
+              "' is not supported; supported: ", supported);
   return SentencePooling::kMean;
 }
 
@@ -90,8 +91,8 @@ DenseModule read_dense(const fs::path& dir) {
               file.string(), ": activation_function '", activation,
               "' is not supported; supported: torch.nn.modules.activation.Tanh, "
               "torch.nn.modules.linear.Identity");
-  const fs::path weights = fs::exists(dir / "model.safetensors") ? dir / "model.safetensors"
-                                                                 : dir / "pytorch_model.bin";
+  const fs::path weights =
+      fs::exists(dir / "model.safetensors") ? dir / "model.safetensors" : dir / "pytorch_model.bin";
   const auto tensors = read_state_dict(weights.string());
   const auto in = config.at("in_features").get<int64_t>();
   const auto out = config.at("out_features").get<int64_t>();
@@ -143,8 +144,8 @@ SentenceModules read_sentence_modules(const std::string& directory) {
     const std::string kind = type.substr(type.rfind('.') + 1);  // the class
     const fs::path dir = root / list[i].value("path", "");
     TORCH_CHECK((kind == "Transformer") == (i == 0), file.string(),
-                ": expected the Transformer module first and only there, but module ", i,
-                " is '", type, "'");
+                ": expected the Transformer module first and only there, but module ", i, " is '",
+                type, "'");
     if (kind == "Transformer") {
       read_transformer(dir, modules);
     } else if (kind == "Pooling") {

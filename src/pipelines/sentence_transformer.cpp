@@ -25,8 +25,8 @@ SentenceTransformer::SentenceTransformer(const std::string& directory)
       tokenizer_.model_max_length().value_or(encoder_->options.max_position_embeddings()));
   pooling_ = modules.pooling;
   for (const detail::DenseModule& dense : modules.dense) {
-    torch::nn::Linear linear(
-        torch::nn::LinearOptions(dense.weight.size(1), dense.weight.size(0)).bias(dense.bias.defined()));
+    torch::nn::Linear linear(torch::nn::LinearOptions(dense.weight.size(1), dense.weight.size(0))
+                                 .bias(dense.bias.defined()));
     torch::NoGradGuard no_grad;
     linear->weight.copy_(dense.weight);
     if (dense.bias.defined()) linear->bias.copy_(dense.bias);
@@ -47,7 +47,7 @@ namespace {
 Tensor pooled(SentencePooling mode, const Tensor& tokens, const Tensor& mask) {
   const Tensor m = mask.unsqueeze(-1).to(tokens.scalar_type());  // (N, L, 1)
   switch (mode) {
-    case SentencePooling::kCls: {  // the first attended token
+    case SentencePooling::kCls: {                           // the first attended token
       const Tensor first = mask.to(torch::kInt).argmax(1);  // (N)
       return tokens.gather(1, first.view({-1, 1, 1}).expand({-1, 1, tokens.size(2)})).squeeze(1);
     }
@@ -55,8 +55,8 @@ Tensor pooled(SentencePooling mode, const Tensor& tokens, const Tensor& mask) {
       return tokens.masked_fill(m.expand_as(tokens) == 0, -INFINITY).amax(1);
     case SentencePooling::kMean:
     case SentencePooling::kMeanSqrtLenTokens: {
-      const Tensor sum = (tokens * m).sum(1);                // (N, E)
-      const Tensor count = m.sum(1).clamp_min(1e-9);         // (N, 1)
+      const Tensor sum = (tokens * m).sum(1);         // (N, E)
+      const Tensor count = m.sum(1).clamp_min(1e-9);  // (N, 1)
       return sum / (mode == SentencePooling::kMean ? count : count.sqrt());
     }
     case SentencePooling::kWeightedMean: {  // positions 1, 2, ... (right padding)
@@ -66,7 +66,9 @@ Tensor pooled(SentencePooling mode, const Tensor& tokens, const Tensor& mask) {
     }
     case SentencePooling::kLastToken: {
       const Tensor last = mask.sum(1).sub(1).clamp_min(0);  // (N) right padding
-      return (tokens * m).gather(1, last.view({-1, 1, 1}).expand({-1, 1, tokens.size(2)})).squeeze(1);
+      return (tokens * m)
+          .gather(1, last.view({-1, 1, 1}).expand({-1, 1, tokens.size(2)}))
+          .squeeze(1);
     }
   }
   return Tensor();
