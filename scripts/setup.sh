@@ -15,7 +15,7 @@ TORCH_VERSION=2.13.0
 # the fortunes: the text the tokenizer tests train and compare on
 # (scripts/export_tokenizer_reference.py).
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-              libgloo-dev clang-19 libpcre2-dev libutf8proc-dev
+              libgloo-dev clang-19 libpcre2-dev libutf8proc-dev libcli11-dev
               fortunes fortunes-de fortunes-ru fortunes-zh fortunes-es fortunes-cs
               ${MHA_EXTRA_APT_PACKAGES:-})
 # transformers: the Hugging Face checkpoints' tests write small random models

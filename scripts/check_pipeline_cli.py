@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Runs mha-pipeline on a directory the pipeline reference wrote
+(export_pipeline_reference.py) and compares each JSON line with what
+transformers' pipeline (or sentence-transformers' encode) answered for that
+text: labels, entities and words identical, scores and vectors within 1e-5.
+
+Usage: check_pipeline_cli.py TOOL TASK DIR [TOOL OPTIONS...]
+  text-classification with --all-labels compares with top_k=None's answers;
+  token-classification with --aggregation S with S's.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+
+def close(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-5)
+    return a == b
+
+
+def main():
+    tool, task, directory, *options = sys.argv[1:]
+    if task == "sentence-embedding":
+        with open(os.path.join(directory, "mha_sentence_reference.json"), encoding="utf-8") as f:
+            ref = json.load(f)
+        expected = ref["embeddings"]
+    else:
+        with open(os.path.join(directory, "mha_pipeline_reference.json"), encoding="utf-8") as f:
+            ref = json.load(f)
+        if task == "text-classification":
+            expected = ref["all" if "--all-labels" in options else "default"]
+        else:
+            strategy = options[options.index("--aggregation") + 1] if "--aggregation" in options else "none"
+            expected = ref[strategy]
+    # A line per text: the texts holding a line break are left out.
+    kept = [i for i, t in enumerate(ref["texts"]) if "\n" not in t and "\r" not in t]
+    texts, expected = [ref["texts"][i] for i in kept], [expected[i] for i in kept]
+    run = subprocess.run([tool, task, directory, "--batch-size", "7", *options],
+                         input="\n".join(texts) + "\n", capture_output=True, text=True, check=True)
+    lines = run.stdout.split("\n")[:-1]
+    if len(lines) != len(texts):
+        sys.exit(f"{len(lines)} lines for {len(texts)} texts")
+    wrong = [i for i, (line, want) in enumerate(zip(lines, expected)) if not close(json.loads(line), want)]
+    for i in wrong[:3]:
+        print(f"text {i}: got {lines[i][:200]}\n  expected {json.dumps(expected[i])[:200]}")
+    if wrong:
+        sys.exit(f"{len(wrong)} of {len(texts)} answers differ")
+    print(f"{task} {os.path.basename(directory)} {' '.join(options)}: {len(texts)} answers as the reference's")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+// mha-pipeline: a task model's answers on the command line.
+//
+//   mha-pipeline TASK DIR [options] < texts
+//
+// TASK: text-classification, token-classification or sentence-embedding.
+// Reads one text per line of stdin and writes one JSON line per text to
+// stdout, as transformers' pipeline (or sentence-transformers' encode)
+// answers: a list of {"label", "score"}; a list of entities ({"entity",
+// "score", "index", "word", "start", "end"}, or with aggregation
+// {"entity_group", ...}); a list of numbers. A progress line goes to stderr
+// for long inputs. Exit status: 0; 2 for a directory or text it cannot
+// answer (the reason on stderr); for a usage error, CLI11's, with the usage.
+
+#include <c10/util/Exception.h>
+#include <mha/pipelines.h>
+#include <mha/sentence_transformer.h>
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using nlohmann::json;
+
+/// The command line's choices.
+struct Arguments {
+  std::string task;
+  std::string directory;
+  int64_t batch_size = 32;
+  std::optional<int64_t> top_k = 1;
+  bool all_labels = false;
+  std::string function = "default";
+  std::string aggregation = "none";
+  bool truncation = false;
+};
+
+/// Texts read and answered this many at a time (a progress line after each group).
+constexpr size_t kGroup = 1024;
+
+json labels_json(const std::vector<mha::LabelScore>& labels) {
+  json out = json::array();
+  for (const auto& l : labels) out.push_back({{"label", l.label}, {"score", l.score}});
+  return out;
+}
+
+json entities_json(const std::vector<mha::Entity>& entities, bool grouped) {
+  json out = json::array();
+  for (const auto& e : entities) {
+    json item = {{grouped ? "entity_group" : "entity", e.label}, {"score", e.score}};
+    if (!grouped) item["index"] = e.index;
+    item["word"] = e.word;
+    item["start"] = e.start;
+    item["end"] = e.end;
+    out.push_back(item);
+  }
+  return out;
+}
+
+/// The task's answers to `texts`, one JSON value each.
+using Answer = std::function<std::vector<json>(const std::vector<std::string>&)>;
+
+Answer answer_for(const Arguments& args) {
+  if (args.task == "text-classification") {
+    static const std::map<std::string, mha::ScoreFunction> functions = {
+        {"default", mha::ScoreFunction::kDefault},
+        {"sigmoid", mha::ScoreFunction::kSigmoid},
+        {"softmax", mha::ScoreFunction::kSoftmax},
+        {"none", mha::ScoreFunction::kNone}};
+    auto pipeline = std::make_shared<mha::TextClassificationPipeline>(args.directory);
+    const auto options = mha::TextClassificationOptions()
+                             .top_k(args.all_labels ? std::nullopt : args.top_k)
+                             .function_to_apply(functions.at(args.function))
+                             .batch_size(args.batch_size)
+                             .truncation(args.truncation);
+    return [pipeline, options](const std::vector<std::string>& texts) {
+      std::vector<json> out;
+      for (const auto& labels : (*pipeline)(texts, options)) out.push_back(labels_json(labels));
+      return out;
+    };
+  }
+  if (args.task == "token-classification") {
+    static const std::map<std::string, mha::AggregationStrategy> strategies = {
+        {"none", mha::AggregationStrategy::kNone},
+        {"simple", mha::AggregationStrategy::kSimple},
+        {"first", mha::AggregationStrategy::kFirst},
+        {"average", mha::AggregationStrategy::kAverage},
+        {"max", mha::AggregationStrategy::kMax}};
+    auto pipeline = std::make_shared<mha::TokenClassificationPipeline>(args.directory);
+    const auto options = mha::TokenClassificationOptions()
+                             .aggregation_strategy(strategies.at(args.aggregation))
+                             .batch_size(args.batch_size);
+    const bool grouped = args.aggregation != "none";
+    return [pipeline, options, grouped](const std::vector<std::string>& texts) {
+      std::vector<json> out;
+      for (const auto& e : (*pipeline)(texts, options)) out.push_back(entities_json(e, grouped));
+      return out;
+    };
+  }
+  auto model = std::make_shared<mha::SentenceTransformer>(args.directory);  // sentence-embedding
+  const int64_t batch = args.batch_size;
+  return [model, batch](const std::vector<std::string>& texts) {
+    const torch::Tensor vectors = model->encode(texts, batch).contiguous();  // (N, D)
+    std::vector<json> out;
+    for (int64_t i = 0; i < vectors.size(0); ++i) {
+      const float* row = vectors[i].data_ptr<float>();
+      out.emplace_back(std::vector<float>(row, row + vectors.size(1)));
+    }
+    return out;
+  };
+}
+
+/// Answers stdin's lines in groups, writing each answer as a JSON line.
+void run(const Arguments& args) {
+  const Answer answer = answer_for(args);
+  size_t done = 0;
+  std::vector<std::string> group;
+  const auto flush = [&] {
+    for (const json& value : answer(group)) std::cout << value.dump() << "\n";
+    std::cout.flush();
+    done += group.size();
+    group.clear();
+    if (done >= kGroup) std::cerr << "mha-pipeline: " << done << " texts\n";
+  };
+  for (std::string line; std::getline(std::cin, line);) {
+    group.push_back(line);
+    if (group.size() == kGroup) flush();
+  }
+  if (!group.empty()) flush();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Answers each line of stdin with a task model, one JSON line per text, as "
+      "transformers' pipeline(TASK) (sentence-embedding: sentence-transformers' encode)."};
+  Arguments args;
+  app.add_option("task", args.task, "the task")
+      ->required()
+      ->check(CLI::IsMember({"text-classification", "token-classification", "sentence-embedding"}));
+  app.add_option("directory", args.directory, "the model's directory (with its tokenizer)")
+      ->required();
+  app.add_option("--batch-size", args.batch_size, "texts per model call")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--top-k", args.top_k, "text-classification: the best K labels")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--all-labels", args.all_labels, "text-classification: every label, best first");
+  app.add_option("--function", args.function, "text-classification: function_to_apply")
+      ->check(CLI::IsMember({"default", "sigmoid", "softmax", "none"}));
+  app.add_flag("--truncation", args.truncation,
+               "text-classification: cut texts to the tokenizer's model_max_length");
+  app.add_option("--aggregation", args.aggregation, "token-classification: aggregation_strategy")
+      ->check(CLI::IsMember({"none", "simple", "first", "average", "max"}));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    run(args);
+  } catch (const c10::Error& e) {
+    std::cerr << "mha-pipeline: " << e.what_without_backtrace() << "\n";
+    return 2;
+  }
+  return 0;
+}
