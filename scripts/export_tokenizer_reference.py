@@ -27,7 +27,8 @@ the reference:
       lossy_ids, lossy_decoded: byte tokens that are not UTF-8, and their text;
       overflow: `tokenizer(line, truncation=True, max_length=12, stride=4,
       return_overflowing_tokens=True)["input_ids"]` of 100 lines and the edge
-      cases; overflow_<strategy>: pairs with max_length=20, stride=2 (null where
+      cases; overflow_windows: only_second's windows' offset_mapping and
+      sequence_ids (None as -1); overflow_<strategy>: pairs with max_length=20, stride=2 (null where
       tokenizers panics);
       batch: `tokenizer(lines[:8], padding=True, return_offsets_mapping=True)` where the family has a pad
       token, else (batch_error) transformers' error message; batch_max_length:
@@ -596,6 +597,20 @@ def reference(directory, lines):
         values[f"overflow_{strategy}"] = [
             overflow(a, b, truncation=strategy, max_length=20, stride=2)
             for a, b in zip(lines[:100:2], lines[1:100:2])]
+    # The pairs' windows (only_second, as question answering cuts a context)
+    # with offsets and sequence ids.
+    def windows(a, b):
+        try:
+            enc = tokenizer(a, b, truncation="only_second", max_length=20, stride=2,
+                            return_overflowing_tokens=True, return_offsets_mapping=True)
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return None
+        return {"offsets": enc["offset_mapping"],
+                "sequence_ids": [[-1 if s is None else s for s in enc.sequence_ids(i)]
+                                 for i in range(len(enc["input_ids"]))]}
+    values["overflow_windows"] = [windows(a, b) for a, b in zip(lines[:100:2], lines[1:100:2])]
     # Byte sequences that are not UTF-8, one byte token each: decoded with U+FFFD.
     values["lossy_ids"] = [ids for ids in (lossy_ids(tokenizer, bad) for bad in LOSSY_BYTES)
                            if None not in ids]

@@ -243,6 +243,32 @@ TEST_P(TokenizerParity, OverflowingWindowsAreTransformers) {
   }
 }
 
+TEST_P(TokenizerParity, OverflowingWindowsOffsetsAreTransformers) {
+  const json& ref = reference(GetParam());
+  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const json& lines = ref.at("lines");
+  const auto options =
+      mha::EncodeOptions().truncation(mha::Truncation::kOnlySecond).max_length(20).stride(2);
+  for (size_t i = 0; i < ref.at("overflow_windows").size(); ++i) {
+    const json& expected = ref.at("overflow_windows")[i];
+    const std::string a = lines[2 * i].get<std::string>(), b = lines[2 * i + 1].get<std::string>();
+    if (expected.is_null()) {
+      EXPECT_THROW(tokenizer.encode_overflowing_with_offsets(a, b, options), c10::Error) << i;
+      continue;
+    }
+    const auto windows = tokenizer.encode_overflowing_with_offsets(a, b, options);
+    ASSERT_EQ(windows.size(), expected.at("offsets").size()) << "pair " << i;
+    const auto ids = tokenizer.encode_overflowing(a, b, options);
+    for (size_t w = 0; w < windows.size(); ++w) {
+      EXPECT_EQ(windows[w].input_ids, ids[w]) << "pair " << i << " window " << w;
+      EXPECT_EQ(windows[w].offset_mapping, offsets_of(expected.at("offsets")[w]))
+          << "pair " << i << " window " << w;
+      EXPECT_EQ(windows[w].sequence_ids, expected.at("sequence_ids")[w].get<Ids>())
+          << "pair " << i << " window " << w;
+    }
+  }
+}
+
 TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
   const json& ref = reference(GetParam());
   const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));

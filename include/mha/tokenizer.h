@@ -75,6 +75,9 @@ struct EncodedText {
   /// (transformers' `return_special_tokens_mask=True`; a special token
   /// written in the text is 0, as tokenizers marks it).
   std::vector<int64_t> special_tokens_mask;
+  /// Per id, 0 for the text's, 1 for the pair's, -1 for a special token
+  /// (transformers' `sequence_ids()`, None as -1).
+  std::vector<int64_t> sequence_ids;
 };
 
 /// A tokenizer (`load_hf_tokenizer`). Const and thread-safe: any number of
@@ -114,6 +117,13 @@ class Tokenizer {
   std::vector<std::vector<int64_t>> encode_overflowing(const std::string& text,
                                                        const std::optional<std::string>& pair,
                                                        const EncodeOptions& options) const;
+  /// `encode_overflowing` with each window's offsets, special tokens mask and
+  /// sequence ids (`encode_with_offsets` per window): transformers'
+  /// `return_overflowing_tokens=True, return_offsets_mapping=True`, for
+  /// question answering over long contexts.
+  std::vector<EncodedText> encode_overflowing_with_offsets(const std::string& text,
+                                                           const std::optional<std::string>& pair,
+                                                           const EncodeOptions& options) const;
   /// Each text's ids, unpadded: transformers' `tokenizer(texts, **options)["input_ids"]`;
   /// the texts are encoded on at::get_num_threads() threads.
   std::vector<std::vector<int64_t>> encode_each(const std::vector<std::string>& texts,

@@ -93,7 +93,11 @@ Tensor SentenceTransformer::encode(const std::vector<std::string>& sentences,
   EncodeOptions options;
   options.truncation(Truncation::kLongestFirst).max_length(max_seq_length_);
   std::vector<EncodedText> rows;
-  for (const auto& ids : tokenizer_.encode_each(sentences, options)) rows.push_back({ids, {}, {}});
+  for (auto& ids : tokenizer_.encode_each(sentences, options)) {
+    EncodedText row;
+    row.input_ids = std::move(ids);
+    rows.push_back(std::move(row));
+  }
   std::vector<Tensor> vectors;
   detail::for_each_batch(sentences.size(), batch_size, [&](size_t begin, size_t end) {
     const detail::PaddedBatch batch =

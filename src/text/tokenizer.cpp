@@ -86,6 +86,82 @@ std::vector<int64_t> Tokenizer::truncated_with_specials(std::vector<int64_t> a,
   return with_specials(a, b, options);
 }
 
+namespace {
+
+/// Both sides' ids and character offsets (the text's first) and, per side,
+/// a negative mark per id, -1 - its index: truncation and the special tokens
+/// move the marks as they would move the ids.
+struct MarkedSides {
+  std::vector<int64_t> ids;
+  std::vector<std::pair<int64_t, int64_t>> offsets;
+  std::vector<int64_t> a_marks, b_marks;
+};
+
+MarkedSides marked_sides(const detail::TokenizerPipeline& pipeline,
+                         const std::string& text,
+                         const std::optional<std::string>& pair) {
+  MarkedSides out;
+  for (const std::string* side : {&text, pair ? &*pair : nullptr}) {
+    if (side == nullptr) break;
+    detail::Spans bytes;
+    const std::vector<int64_t> side_ids = pipeline.encode_plain(*side, &bytes);
+    const auto side_offsets = detail::character_offsets(*side, bytes);
+    for (size_t i = 0; i < side_ids.size(); ++i) {
+      (side == &text ? out.a_marks : out.b_marks)
+          .push_back(-1 - static_cast<int64_t>(out.ids.size()));
+      out.ids.push_back(side_ids[i]);
+      out.offsets.push_back(side_offsets[i]);
+    }
+  }
+  return out;
+}
+
+/// A row of marks and special tokens' ids (>= 0) as an `EncodedText`.
+EncodedText encoded_row(const detail::TokenizerPipeline& pipeline,
+                        const MarkedSides& sides,
+                        const std::vector<int64_t>& row) {
+  EncodedText out;
+  size_t kept[2] = {0, 0};  // each side's ids in the row so far
+  for (const int64_t mark : row) {
+    if (mark >= 0) {  // a special token's id
+      out.input_ids.push_back(mark);
+      out.offset_mapping.emplace_back(0, 0);
+      out.special_tokens_mask.push_back(1);
+      out.sequence_ids.push_back(-1);
+      continue;
+    }
+    const auto index = static_cast<size_t>(-1 - mark);
+    const int side = index < sides.a_marks.size() ? 0 : 1;
+    out.input_ids.push_back(sides.ids[index]);
+    out.offset_mapping.push_back(sides.offsets[index]);
+    out.special_tokens_mask.push_back(0);
+    out.sequence_ids.push_back(side);
+    detail::trim_offsets(pipeline, sides.ids[index], kept[side]++, out.offset_mapping.back());
+  }
+  return out;
+}
+
+/// A cut sequence's windows (and a pair's) joined into rows by `join`, in
+/// tokenizers' merge_with order: the first windows, then each later
+/// first-side window with every second-side one, then the first first-side
+/// window with the later second-side ones.
+template <typename Row, typename Join>
+std::vector<Row> window_rows(const detail::SequenceWindows& w, bool pair, const Join& join) {
+  std::vector<Row> rows;
+  if (!pair) {
+    for (const auto& window : w.a) rows.push_back(join(window, nullptr));
+    return rows;
+  }
+  rows.push_back(join(w.a[0], &w.b[0]));
+  for (size_t i = 1; i < w.a.size(); ++i) {
+    for (const auto& second : w.b) rows.push_back(join(w.a[i], &second));
+  }
+  for (size_t j = 1; j < w.b.size(); ++j) rows.push_back(join(w.a[0], &w.b[j]));
+  return rows;
+}
+
+}  // namespace
+
 std::vector<std::vector<int64_t>> Tokenizer::encode_overflowing(
     const std::string& text,
     const std::optional<std::string>& pair,
@@ -97,20 +173,28 @@ std::vector<std::vector<int64_t>> Tokenizer::encode_overflowing(
   const detail::SequenceWindows w =
       detail::truncation_windows(a, pair ? &b : nullptr, sequence_budget(pair.has_value(), options),
                                  options.truncation(), pipeline_->truncate_left, options.stride());
-  std::vector<std::vector<int64_t>> rows;
-  if (!pair) {
-    for (const auto& window : w.a) rows.push_back(with_specials(window, nullptr, options));
-    return rows;
-  }
-  // tokenizers' merge_with: the first windows, then each later first-side
-  // window with every second-side one, then the first first-side window
-  // with the later second-side ones.
-  rows.push_back(with_specials(w.a[0], &w.b[0], options));
-  for (size_t i = 1; i < w.a.size(); ++i) {
-    for (const auto& second : w.b) rows.push_back(with_specials(w.a[i], &second, options));
-  }
-  for (size_t j = 1; j < w.b.size(); ++j) rows.push_back(with_specials(w.a[0], &w.b[j], options));
-  return rows;
+  return window_rows<std::vector<int64_t>>(
+      w, pair.has_value(),
+      [&](const std::vector<int64_t>& first, const std::vector<int64_t>* second) {
+        return with_specials(first, second, options);
+      });
+}
+
+std::vector<EncodedText> Tokenizer::encode_overflowing_with_offsets(
+    const std::string& text,
+    const std::optional<std::string>& pair,
+    const EncodeOptions& options) const {
+  detail::check_utf8(text, "text");
+  if (pair) detail::check_utf8(*pair, "pair");
+  const MarkedSides sides = marked_sides(*pipeline_, text, pair);
+  const detail::SequenceWindows w = detail::truncation_windows(
+      sides.a_marks, pair ? &sides.b_marks : nullptr, sequence_budget(pair.has_value(), options),
+      options.truncation(), pipeline_->truncate_left, options.stride());
+  return window_rows<EncodedText>(
+      w, pair.has_value(),
+      [&](const std::vector<int64_t>& first, const std::vector<int64_t>* second) {
+        return encoded_row(*pipeline_, sides, with_specials(first, second, options));
+      });
 }
 
 EncodedText Tokenizer::encode_with_offsets(const std::string& text,
@@ -118,40 +202,10 @@ EncodedText Tokenizer::encode_with_offsets(const std::string& text,
                                            const EncodeOptions& options) const {
   detail::check_utf8(text, "text");
   if (pair) detail::check_utf8(*pair, "pair");
-  // Both sides' ids and character offsets, the text's first.
-  std::vector<int64_t> ids;
-  std::vector<std::pair<int64_t, int64_t>> offsets;
-  std::vector<int64_t> a_marks, b_marks;
-  for (const std::string* side : {&text, pair ? &*pair : nullptr}) {
-    if (side == nullptr) break;
-    detail::Spans bytes;
-    const std::vector<int64_t> side_ids = pipeline_->encode_plain(*side, &bytes);
-    const auto side_offsets = detail::character_offsets(*side, bytes);
-    // A negative mark per id, -1 - its index: truncation and the special
-    // tokens move the marks as they would move the ids.
-    for (size_t i = 0; i < side_ids.size(); ++i) {
-      (side == &text ? a_marks : b_marks).push_back(-1 - static_cast<int64_t>(ids.size()));
-      ids.push_back(side_ids[i]);
-      offsets.push_back(side_offsets[i]);
-    }
-  }
-  const size_t a_count = a_marks.size();
-  EncodedText out;
-  size_t kept[2] = {0, 0};  // each side's ids kept so far
-  for (const int64_t mark : truncated_with_specials(a_marks, pair ? &b_marks : nullptr, options)) {
-    out.special_tokens_mask.push_back(mark >= 0 ? 1 : 0);
-    if (mark >= 0) {  // a special token's id
-      out.input_ids.push_back(mark);
-      out.offset_mapping.emplace_back(0, 0);
-      continue;
-    }
-    const auto index = static_cast<size_t>(-1 - mark);
-    out.input_ids.push_back(ids[index]);
-    out.offset_mapping.push_back(offsets[index]);
-    detail::trim_offsets(*pipeline_, ids[index], kept[index < a_count ? 0 : 1]++,
-                         out.offset_mapping.back());
-  }
-  return out;
+  const MarkedSides sides = marked_sides(*pipeline_, text, pair);
+  std::vector<int64_t> b_marks = sides.b_marks;  // cut in place
+  return encoded_row(*pipeline_, sides,
+                     truncated_with_specials(sides.a_marks, pair ? &b_marks : nullptr, options));
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text,
