@@ -27,6 +27,16 @@ sentence_bert_config.json's max_seq_length 32; each pooling mode, and cls +
 mean together; on RoBERTa's byte-level tokenizer for lasttoken). Each gets
 `mha_sentence_reference.json`: the texts and `SentenceTransformer(dir).encode(texts)`.
 
+Question answering (`<family>_question_answering`, bert and roberta): transformers
+5.x's pipeline() has no "question-answering" task any more, so `qa_reference`
+below is transformers 4.x's QuestionAnsweringPipeline (preprocess's windows and
+p_mask, select_starts_ends, decode_spans, postprocess with align_to_words=False)
+ported over AutoModelForQuestionAnswering's logits of each window;
+`mha_qa_reference.json` holds questions (a corpus line's first three words, at most 20 characters),
+contexts (the next five lines joined)
+and the answers for: the defaults; max_seq_len 64 with doc_stride 16 (many
+windows); and that with top_k 3, max_answer_len 4 and handle_impossible_answer.
+
 Usage: export_pipeline_reference.py --tokenizers DIR --out DIR
 """
 
@@ -35,6 +45,7 @@ import json
 import os
 import warnings
 
+import numpy as np
 import torch
 import transformers as T
 
@@ -170,6 +181,105 @@ def sentence_embeddings(out, tokenizers):
     return len(cases)
 
 
+def decode_spans(start, end, topk, max_answer_len, undesired_tokens):
+    """transformers 4.x's decode_spans (pipelines/question_answering.py)."""
+    outer = np.matmul(np.expand_dims(start, -1), np.expand_dims(end, 1))
+    candidates = np.tril(np.triu(outer), max_answer_len - 1)
+    scores_flat = candidates.flatten()
+    if topk == 1:
+        idx_sort = [np.argmax(scores_flat)]
+    elif len(scores_flat) < topk:
+        idx_sort = np.argsort(-scores_flat)
+    else:
+        idx = np.argpartition(-scores_flat, topk)[0:topk]
+        idx_sort = idx[np.argsort(-scores_flat[idx])]
+    starts, ends = np.unravel_index(idx_sort, candidates.shape)[1:]
+    desired_spans = np.isin(starts, undesired_tokens.nonzero()) & np.isin(ends, undesired_tokens.nonzero())
+    starts = starts[desired_spans]
+    ends = ends[desired_spans]
+    scores = candidates[0, starts, ends]
+    return starts, ends, scores
+
+
+def select_starts_ends(start, end, p_mask, attention_mask, min_null_score, top_k,
+                       handle_impossible_answer, max_answer_len):
+    """transformers 4.x's select_starts_ends."""
+    undesired_tokens = np.abs(np.array(p_mask) - 1)
+    if attention_mask is not None:
+        undesired_tokens = undesired_tokens & attention_mask
+    undesired_tokens_mask = undesired_tokens == 0.0
+    start = np.where(undesired_tokens_mask, -10000.0, start)
+    end = np.where(undesired_tokens_mask, -10000.0, end)
+    start = np.exp(start - start.max(axis=-1, keepdims=True))
+    start = start / start.sum()
+    end = np.exp(end - end.max(axis=-1, keepdims=True))
+    end = end / end.sum()
+    if handle_impossible_answer:
+        min_null_score = min(min_null_score, (start[0, 0] * end[0, 0]).item())
+    start[0, 0] = end[0, 0] = 0.0
+    starts, ends, scores = decode_spans(start, end, top_k, max_answer_len, undesired_tokens)
+    return starts, ends, scores, min_null_score
+
+
+@torch.no_grad()
+def qa_reference(model, tokenizer, question, context, top_k=1, max_seq_len=None, doc_stride=None,
+                 max_answer_len=15, handle_impossible_answer=False):
+    """transformers 4.x's QuestionAnsweringPipeline on one (question, context), align_to_words=False."""
+    if max_seq_len is None:
+        max_seq_len = min(tokenizer.model_max_length, 384)
+    if doc_stride is None:
+        doc_stride = min(max_seq_len // 2, 128)
+    enc = tokenizer(text=question, text_pair=context, truncation="only_second", max_length=max_seq_len,
+                    stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
+                    return_special_tokens_mask=True)
+    min_null_score = 1000000
+    answers = []
+    for span in range(len(enc["input_ids"])):
+        ids = enc["input_ids"][span]
+        p_mask = [tok != 1 for tok in enc.sequence_ids(span)]
+        for cls_index in np.nonzero(np.array(ids) == tokenizer.cls_token_id)[0]:
+            p_mask[cls_index] = 0
+        out = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+        p_mask = torch.tensor(p_mask, dtype=torch.long).unsqueeze(0).numpy()
+        attention_mask = np.ones((1, len(ids)), dtype=np.int64)
+        starts, ends, scores, min_null_score = select_starts_ends(
+            out.start_logits.numpy(), out.end_logits.numpy(), p_mask, attention_mask, min_null_score,
+            top_k, handle_impossible_answer, max_answer_len)
+        offsets = enc["offset_mapping"][span]
+        for s, e, score in zip(starts, ends, scores):
+            start_index, end_index = offsets[s][0], offsets[e][1]
+            answers.append({"score": score.item(), "start": start_index, "end": end_index,
+                            "answer": context[start_index:end_index]})
+    if handle_impossible_answer:
+        answers.append({"score": min_null_score, "start": 0, "end": 0, "answer": ""})
+    return sorted(answers, key=lambda x: x["score"], reverse=True)[:top_k]
+
+
+def question_answering(out, tokenizers):
+    for family, tokenizer_name, config_class, extra in FAMILIES[:2]:
+        tokenizer_dir = os.path.join(tokenizers, tokenizer_name)
+        tokenizer = T.AutoTokenizer.from_pretrained(tokenizer_dir)
+        prefix = config_class.__name__[:-len("Config")]
+        torch.manual_seed(SEED)
+        model = getattr(T, f"{prefix}ForQuestionAnswering")(
+            config_of(config_class, len(tokenizer), extra, {})).eval()
+        directory = os.path.join(out, f"{family}_question_answering")
+        model.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        lines = [t for t in texts_of(tokenizer_dir) if "\n" not in t]
+        questions = [" ".join(line.split()[:3])[:20] + "?" for line in lines[:12]]  # a few words
+        contexts = [" ".join(lines[i + 1:i + 6]) for i in range(12)]
+        settings = {"default": {}, "windows": dict(max_seq_len=64, doc_stride=16),
+                    "windows_top3": dict(max_seq_len=64, doc_stride=16, top_k=3, max_answer_len=4,
+                                         handle_impossible_answer=True)}
+        values = {"questions": questions, "contexts": contexts}
+        for name, setting in settings.items():
+            values[name] = [qa_reference(model, tokenizer, q, c, **setting)
+                            for q, c in zip(questions, contexts)]
+        with open(os.path.join(directory, "mha_qa_reference.json"), "w", encoding="utf-8") as f:
+            json.dump(values, f, ensure_ascii=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizers", required=True)
@@ -187,8 +297,10 @@ def main():
         task(args.out, family, tokenizer_dir, config_class, extra,
              getattr(T, f"{prefix}ForTokenClassification"), ENTITIES, token_classification)
     sentence_models = sentence_embeddings(args.out, args.tokenizers)
+    question_answering(args.out, args.tokenizers)
     print(f"wrote {2 * len(FAMILIES)} task models and transformers {T.__version__}'s pipeline "
-          f"answers, {sentence_models} sentence-transformers models and their embeddings to {args.out}")
+          f"answers, {sentence_models} sentence-transformers models and their embeddings, 2 question "
+          f"answering models and transformers 4.x's answers to {args.out}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 // Text pipelines (mha/pipelines.h) against transformers 5.23's pipeline() on
 // task models saved with real tokenizers at test time
 // (scripts/export_pipeline_reference.py, CTest fixture pipeline_reference):
-// each text family's sequence classifier (the best label, all labels, sigmoid
+// each text family's sequence classifier, question answering (bert, roberta:
+// transformers 4.x's algorithm ported in the export script, windows of a long
+// context, top_k, the impossible answer) (the best label, all labels, sigmoid
 // with top_k 2) and token classifier (every aggregation strategy, and the
 // "O" label kept), on 42 texts (corpus lines and the edge cases), in batches
 // of 1, 5 and 16: labels, words and characters identical, scores within 1e-5;
@@ -123,6 +125,42 @@ TEST_P(PipelineParity, TokenClassificationIsTransformers) {
   }
 }
 
+TEST_P(PipelineParity, QuestionAnsweringIsTransformers4) {
+  if (GetParam() != "bert" && GetParam() != "roberta") GTEST_SKIP() << "bert and roberta only";
+  const std::string name = GetParam() + "_question_answering";
+  std::ifstream in(model_dir(name) + "/mha_qa_reference.json");
+  ASSERT_TRUE(in.good()) << "run scripts/export_pipeline_reference.py";
+  const json ref = json::parse(in);
+  const auto questions = ref.at("questions").get<std::vector<std::string>>();
+  const auto contexts = ref.at("contexts").get<std::vector<std::string>>();
+  const mha::QuestionAnsweringPipeline qa(model_dir(name));
+  const auto windows = mha::QuestionAnsweringOptions().max_seq_len(64).doc_stride(16);
+  const std::pair<const char*, mha::QuestionAnsweringOptions> settings[] = {
+      {"default", mha::QuestionAnsweringOptions()},
+      {"windows", windows},
+      {"windows_top3",
+       mha::QuestionAnsweringOptions(windows).top_k(3).max_answer_len(4).handle_impossible_answer(
+           true)}};
+  for (const auto& [key, options] : settings) {
+    for (const int64_t batch : {1, 16}) {
+      const auto got =
+          qa(questions, contexts, mha::QuestionAnsweringOptions(options).batch_size(batch));
+      for (size_t i = 0; i < questions.size(); ++i) {
+        const json& expected = ref.at(key)[i];
+        const std::string what = name + " " + key + " example " + std::to_string(i);
+        ASSERT_EQ(got[i].size(), expected.size()) << what;
+        for (size_t a = 0; a < got[i].size(); ++a) {
+          EXPECT_EQ(got[i][a].answer, expected[a].at("answer").get<std::string>()) << what;
+          EXPECT_EQ(got[i][a].start, expected[a].at("start").get<int64_t>()) << what;
+          EXPECT_EQ(got[i][a].end, expected[a].at("end").get<int64_t>()) << what;
+          EXPECT_NEAR(got[i][a].score, expected[a].at("score").get<double>(), kScoreTolerance)
+              << what;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families,
                          PipelineParity,
                          ::testing::Values("bert", "roberta", "distilbert", "electra"));
@@ -138,6 +176,12 @@ TEST(PipelineErrors, AModelOfAnotherTaskOrABadOption) {
   MHA_ASSERT_THROWS_WITH(classify({"a"}, mha::TextClassificationOptions().top_k(0)),
                          "top_k: expected a positive number or none, but got 0");
   EXPECT_TRUE(classify({}).empty());
+  const mha::QuestionAnsweringPipeline qa(model_dir("bert_question_answering"));
+  MHA_ASSERT_THROWS_WITH(qa({"a", "b"}, {"c"}),
+                         "expected a context per question, but got 2 questions and 1 contexts");
+  MHA_ASSERT_THROWS_WITH(
+      qa({"a"}, {"c"}, mha::QuestionAnsweringOptions().max_seq_len(32).doc_stride(32)),
+      "doc_stride (32) is larger than max_seq_len (32)");
 }
 
 TEST(PipelineOptions, TruncationCutsTextsToTheTokenizersModelMaxLength) {

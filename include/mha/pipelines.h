@@ -134,4 +134,61 @@ class TokenClassificationPipeline {
   Tokenizer tokenizer_;
 };
 
+/// One answer span of a context.
+struct Answer {
+  double score = 0.0;  ///< the start's probability times the end's
+  int64_t start = 0;   ///< its characters [start, end) in the context (code points)
+  int64_t end = 0;
+  std::string answer;  ///< the context's characters [start, end)
+};
+
+/// Options of `QuestionAnsweringPipeline` (transformers 4.x's defaults).
+struct QuestionAnsweringOptions {
+  /// The best `top_k` answers, best first.
+  TORCH_ARG(int64_t, top_k) = 1;
+  /// Tokens a window of the question and the context holds; 0: the smaller
+  /// of 384 and the tokenizer's `model_max_length`.
+  TORCH_ARG(int64_t, max_seq_len) = 0;
+  /// Tokens of context consecutive windows share; 0: the smaller of 128 and
+  /// half of `max_seq_len`.
+  TORCH_ARG(int64_t, doc_stride) = 0;
+  /// The longest answer in tokens.
+  TORCH_ARG(int64_t, max_answer_len) = 15;
+  /// Also the empty answer (score: the smallest of the windows' first-token
+  /// probabilities' products), ranked with the others.
+  TORCH_ARG(bool, handle_impossible_answer) = false;
+  /// Windows per model call, padded to the longest.
+  TORCH_ARG(int64_t, batch_size) = 8;
+};
+
+/// Extractive question answering with a `...ForQuestionAnswering` model:
+/// transformers 4.x's `pipeline("question-answering")` (the task 5.x's
+/// `pipeline` no longer has) with `align_to_words=False`: the context cut into
+/// windows of `max_seq_len` tokens sharing `doc_stride`, each window's start
+/// and end probabilities over the context's tokens (and the first token),
+/// the best spans of at most `max_answer_len` tokens, as characters.
+///
+/// Example:
+/// ```
+/// mha::QuestionAnsweringPipeline qa("path/to/squad-model");
+/// auto best = qa({"Where do penguins live?"}, {"Penguins live in the southern hemisphere."});
+/// std::cout << best[0][0].answer << " (" << best[0][0].score << ")\n";
+/// ```
+class QuestionAnsweringPipeline {
+ public:
+  /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
+  explicit QuestionAnsweringPipeline(const std::string& directory);
+  /// `model` (question answering) with `tokenizer`.
+  QuestionAnsweringPipeline(TextTaskModel model, Tokenizer tokenizer);
+
+  /// Each (question, context)'s answers; `questions` and `contexts` pair up by index.
+  std::vector<std::vector<Answer>> operator()(const std::vector<std::string>& questions,
+                                              const std::vector<std::string>& contexts,
+                                              const QuestionAnsweringOptions& options = {}) const;
+
+ private:
+  TextTaskModel model_;
+  Tokenizer tokenizer_;
+};
+
 }  // namespace mha

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "text/utf8.h"
+
 namespace mha {
 namespace detail {
 
@@ -69,6 +71,26 @@ torch::Tensor pipeline_softmax(const torch::Tensor& logits) {
   const torch::Tensor x = logits.to(torch::kFloat32);
   const torch::Tensor shifted = (x - std::get<0>(x.max(-1, /*keepdim=*/true))).exp();
   return shifted / shifted.sum(-1, /*keepdim=*/true);
+}
+
+std::vector<size_t> char_starts(const std::string& text) {
+  std::vector<size_t> starts;
+  for (size_t at = 0; at < text.size();) {
+    size_t length = 0;
+    code_point_at(text, at, length);
+    starts.push_back(at);
+    at += length;
+  }
+  starts.push_back(text.size());
+  return starts;
+}
+
+std::string characters(const std::string& text,
+                       const std::vector<size_t>& starts,
+                       int64_t start,
+                       int64_t end) {
+  const size_t from = starts.at(static_cast<size_t>(start));
+  return text.substr(from, starts.at(static_cast<size_t>(end)) - from);
 }
 
 TextTaskModel task_model_for(TextTaskModel model, HfTask task, const char* pipeline) {

@@ -53,6 +53,15 @@ void for_each_batch(size_t count,
 /// pipelines compute it (numpy: exp of the shifted logits over their sum).
 torch::Tensor pipeline_softmax(const torch::Tensor& logits);
 
+/// Where each code point of `text` starts, and its end: (characters + 1) byte offsets.
+std::vector<size_t> char_starts(const std::string& text);
+
+/// `text`'s code points [start, end) (Python's `text[start:end]`), given its `char_starts`.
+std::string characters(const std::string& text,
+                       const std::vector<size_t>& starts,
+                       int64_t start,
+                       int64_t end);
+
 /// A text pipeline's model: `loaded`'s `TextTaskModel`, checked that its task is `task`.
 TextTaskModel task_model_for(TextTaskModel model, HfTask task, const char* pipeline);
 

@@ -17,19 +17,6 @@ namespace mha {
 namespace detail {
 namespace {
 
-/// Where each code point of `text` starts, and its end: (characters + 1) byte offsets.
-std::vector<size_t> char_starts(const std::string& text) {
-  std::vector<size_t> starts;
-  for (size_t at = 0; at < text.size();) {
-    size_t length = 0;
-    code_point_at(text, at, length);
-    starts.push_back(at);
-    at += length;
-  }
-  starts.push_back(text.size());
-  return starts;
-}
-
 /// Whether the token at characters [start, end) continues a word: by the
 /// model's continuing-subword prefix where it has one (the token's text is
 /// longer than the characters it covers), else transformers' heuristic (no
@@ -71,8 +58,7 @@ std::vector<PreEntity> pre_entities(const Tokenizer& tokenizer,
     e.index = static_cast<int64_t>(i);
     e.is_subword = is_subword(tokenizer, e.word, text, starts, start, end);
     if (id == tokenizer.unk_token_id()) {  // the text it stood for
-      e.word = text.substr(starts[static_cast<size_t>(start)],
-                           starts[static_cast<size_t>(end)] - starts[static_cast<size_t>(start)]);
+      e.word = characters(text, starts, start, end);
       e.is_subword = false;
     }
     out.push_back(std::move(e));

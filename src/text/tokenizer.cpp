@@ -322,6 +322,8 @@ std::optional<int64_t> Tokenizer::pad_token_id() const { return pipeline_->pad_i
 
 std::optional<int64_t> Tokenizer::unk_token_id() const { return pipeline_->unk_id; }
 
+std::optional<int64_t> Tokenizer::cls_token_id() const { return pipeline_->cls_id; }
+
 std::optional<int64_t> Tokenizer::model_max_length() const { return pipeline_->model_max_length; }
 
 std::optional<std::string> Tokenizer::id_to_token(int64_t id) const {

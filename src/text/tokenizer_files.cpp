@@ -300,6 +300,8 @@ std::shared_ptr<const TokenizerPipeline> pipeline_of(const json& tokenizer, cons
     p->pad_id = p->added.id_of(*pad_token);
   if (const auto unk_token = special_token(config, "unk_token"))
     p->unk_id = p->added.id_of(*unk_token);
+  if (const auto cls_token = special_token(config, "cls_token"))
+    p->cls_id = p->added.id_of(*cls_token);
   // transformers' VERY_LARGE_INTEGER (1e30) when absent: no limit.
   const double max_length = json_field<double>(config, "model_max_length", 1e30);
   if (max_length > 0 && max_length < 1e18) p->model_max_length = static_cast<int64_t>(max_length);

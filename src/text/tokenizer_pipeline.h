@@ -34,6 +34,7 @@ struct TokenizerPipeline {
   bool clean_up_tokenization_spaces = false;  ///< transformers' decode clean-up (not for BPE)
   std::optional<int64_t> pad_id;
   std::optional<int64_t> unk_id;            ///< the unk_token's id
+  std::optional<int64_t> cls_id;            ///< the cls_token's id
   std::optional<int64_t> model_max_length;  ///< tokenizer_config.json's, when it names one
   bool pad_left = false;                    ///< padding_side "left"
   bool truncate_left = false;               ///< truncation_side "left"
