@@ -158,7 +158,7 @@ class Tokenizer {
   std::optional<int64_t> pad_token_id() const;
   /// The unknown token's id, if the tokenizer has one.
   std::optional<int64_t> unk_token_id() const;
-  /// The classifier token's id (BERT's [CLS], RoBERTa's <s>), if the tokenizer has one.
+  /// The classifier token's id (BERT's `[CLS]`, RoBERTa's `<s>`), if the tokenizer has one.
   std::optional<int64_t> cls_token_id() const;
   /// tokenizer_config.json's `model_max_length`, if it names one (transformers'
   /// `model_max_length`; without it, no limit).
