@@ -16,6 +16,23 @@
 
 namespace mha {
 
+namespace detail {
+
+/// What the text pipelines hold: a task model checked for their task, and its tokenizer.
+class TextTaskPipeline {
+ protected:
+  /// The model and tokenizer of `directory`; `c10::Error` naming `pipeline`
+  /// unless the model's task is `task`.
+  TextTaskPipeline(const std::string& directory, HfTask task, const char* pipeline);
+  /// `model` (checked as above) with `tokenizer`.
+  TextTaskPipeline(TextTaskModel model, Tokenizer tokenizer, HfTask task, const char* pipeline);
+
+  TextTaskModel model_;
+  Tokenizer tokenizer_;
+};
+
+}  // namespace detail
+
 /// A label and its score.
 struct LabelScore {
   std::string label;
@@ -56,7 +73,7 @@ struct TextClassificationOptions {
 /// for (const auto& best : classify({"I love this.", "Not my taste."}))
 ///   std::cout << best[0].label << " " << best[0].score << "\n";
 /// ```
-class TextClassificationPipeline {
+class TextClassificationPipeline : detail::TextTaskPipeline {
  public:
   /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
   explicit TextClassificationPipeline(const std::string& directory);
@@ -66,10 +83,6 @@ class TextClassificationPipeline {
   /// Each text's labels (`options.top_k` of them).
   std::vector<std::vector<LabelScore>> operator()(
       const std::vector<std::string>& texts, const TextClassificationOptions& options = {}) const;
-
- private:
-  TextTaskModel model_;
-  Tokenizer tokenizer_;
 };
 
 /// How token classification joins tokens into entities: transformers' `aggregation_strategy`.
@@ -117,7 +130,7 @@ struct TokenClassificationOptions {
 /// for (const mha::Entity& e : ner({"Ada Lovelace lived in London."}, options)[0])
 ///   std::cout << e.label << ": " << e.word << " [" << e.start << ", " << e.end << ")\n";
 /// ```
-class TokenClassificationPipeline {
+class TokenClassificationPipeline : detail::TextTaskPipeline {
  public:
   /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
   explicit TokenClassificationPipeline(const std::string& directory);
@@ -128,10 +141,6 @@ class TokenClassificationPipeline {
   /// `model_max_length` are truncated, as transformers does.
   std::vector<std::vector<Entity>> operator()(const std::vector<std::string>& texts,
                                               const TokenClassificationOptions& options = {}) const;
-
- private:
-  TextTaskModel model_;
-  Tokenizer tokenizer_;
 };
 
 /// One answer span of a context.
@@ -174,7 +183,7 @@ struct QuestionAnsweringOptions {
 /// auto best = qa({"Where do penguins live?"}, {"Penguins live in the southern hemisphere."});
 /// std::cout << best[0][0].answer << " (" << best[0][0].score << ")\n";
 /// ```
-class QuestionAnsweringPipeline {
+class QuestionAnsweringPipeline : detail::TextTaskPipeline {
  public:
   /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
   explicit QuestionAnsweringPipeline(const std::string& directory);
@@ -185,10 +194,6 @@ class QuestionAnsweringPipeline {
   std::vector<std::vector<Answer>> operator()(const std::vector<std::string>& questions,
                                               const std::vector<std::string>& contexts,
                                               const QuestionAnsweringOptions& options = {}) const;
-
- private:
-  TextTaskModel model_;
-  Tokenizer tokenizer_;
 };
 
 }  // namespace mha

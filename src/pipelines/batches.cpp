@@ -4,6 +4,8 @@
 #include "pipelines/batches.h"
 
 #include <c10/util/Exception.h>
+#include <mha/hf_models.h>
+#include <mha/pipelines.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -93,10 +95,19 @@ std::string characters(const std::string& text,
   return text.substr(from, starts.at(static_cast<size_t>(end)) - from);
 }
 
-TextTaskModel task_model_for(TextTaskModel model, HfTask task, const char* pipeline) {
-  TORCH_CHECK_VALUE(model->options.task() == task, pipeline, ": expected a model ",
-                    hf_task_name(task), ", but got one ", hf_task_name(model->options.task()));
-  return model;
+TextTaskPipeline::TextTaskPipeline(const std::string& directory, HfTask task, const char* pipeline)
+    : TextTaskPipeline(load_hf_model(directory).as<TextTaskModel>(),
+                       load_hf_tokenizer(directory),
+                       task,
+                       pipeline) {}
+
+TextTaskPipeline::TextTaskPipeline(TextTaskModel model,
+                                   Tokenizer tokenizer,
+                                   HfTask task,
+                                   const char* pipeline)
+    : model_(std::move(model)), tokenizer_(std::move(tokenizer)) {
+  TORCH_CHECK_VALUE(model_->options.task() == task, pipeline, ": expected a model ",
+                    hf_task_name(task), ", but got one ", hf_task_name(model_->options.task()));
 }
 
 }  // namespace detail

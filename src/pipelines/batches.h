@@ -62,8 +62,5 @@ std::string characters(const std::string& text,
                        int64_t start,
                        int64_t end);
 
-/// A text pipeline's model: `loaded`'s `TextTaskModel`, checked that its task is `task`.
-TextTaskModel task_model_for(TextTaskModel model, HfTask task, const char* pipeline);
-
 }  // namespace detail
 }  // namespace mha

@@ -4,7 +4,6 @@
 // the task transformers 5.x's pipeline() no longer has.
 
 #include <c10/util/Exception.h>
-#include <mha/hf_models.h>
 #include <mha/pipelines.h>
 
 #include <algorithm>
@@ -109,13 +108,13 @@ Tensor allowed_tokens(const EncodedText& row, std::optional<int64_t> cls_id) {
 }  // namespace
 
 QuestionAnsweringPipeline::QuestionAnsweringPipeline(const std::string& directory)
-    : QuestionAnsweringPipeline(load_hf_model(directory).as<TextTaskModel>(),
-                                load_hf_tokenizer(directory)) {}
+    : TextTaskPipeline(directory, HfTask::kQuestionAnswering, "QuestionAnsweringPipeline") {}
 
 QuestionAnsweringPipeline::QuestionAnsweringPipeline(TextTaskModel model, Tokenizer tokenizer)
-    : model_(detail::task_model_for(
-          std::move(model), HfTask::kQuestionAnswering, "QuestionAnsweringPipeline")),
-      tokenizer_(std::move(tokenizer)) {}
+    : TextTaskPipeline(std::move(model),
+                       std::move(tokenizer),
+                       HfTask::kQuestionAnswering,
+                       "QuestionAnsweringPipeline") {}
 
 std::vector<std::vector<Answer>> QuestionAnsweringPipeline::operator()(
     const std::vector<std::string>& questions,

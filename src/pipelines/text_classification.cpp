@@ -2,7 +2,6 @@
 // pipelines/text_classification.py (postprocess: function_to_apply, top_k).
 
 #include <c10/util/Exception.h>
-#include <mha/hf_models.h>
 #include <mha/pipelines.h>
 
 #include <algorithm>
@@ -47,13 +46,13 @@ std::vector<LabelScore> labels_of(const torch::Tensor& logits,
 }  // namespace
 
 TextClassificationPipeline::TextClassificationPipeline(const std::string& directory)
-    : TextClassificationPipeline(load_hf_model(directory).as<TextTaskModel>(),
-                                 load_hf_tokenizer(directory)) {}
+    : TextTaskPipeline(directory, HfTask::kSequenceClassification, "TextClassificationPipeline") {}
 
 TextClassificationPipeline::TextClassificationPipeline(TextTaskModel model, Tokenizer tokenizer)
-    : model_(detail::task_model_for(
-          std::move(model), HfTask::kSequenceClassification, "TextClassificationPipeline")),
-      tokenizer_(std::move(tokenizer)) {}
+    : TextTaskPipeline(std::move(model),
+                       std::move(tokenizer),
+                       HfTask::kSequenceClassification,
+                       "TextClassificationPipeline") {}
 
 std::vector<std::vector<LabelScore>> TextClassificationPipeline::operator()(
     const std::vector<std::string>& texts, const TextClassificationOptions& options) const {

@@ -3,7 +3,6 @@
 // aggregate, aggregate_words, group_entities); entity_groups.cpp groups.
 
 #include <c10/util/Exception.h>
-#include <mha/hf_models.h>
 #include <mha/pipelines.h>
 
 #include <algorithm>
@@ -74,13 +73,13 @@ bool ignored(const Entity& e, const std::vector<std::string>& ignore_labels) {
 }  // namespace detail
 
 TokenClassificationPipeline::TokenClassificationPipeline(const std::string& directory)
-    : TokenClassificationPipeline(load_hf_model(directory).as<TextTaskModel>(),
-                                  load_hf_tokenizer(directory)) {}
+    : TextTaskPipeline(directory, HfTask::kTokenClassification, "TokenClassificationPipeline") {}
 
 TokenClassificationPipeline::TokenClassificationPipeline(TextTaskModel model, Tokenizer tokenizer)
-    : model_(detail::task_model_for(
-          std::move(model), HfTask::kTokenClassification, "TokenClassificationPipeline")),
-      tokenizer_(std::move(tokenizer)) {}
+    : TextTaskPipeline(std::move(model),
+                       std::move(tokenizer),
+                       HfTask::kTokenClassification,
+                       "TokenClassificationPipeline") {}
 
 std::vector<std::vector<Entity>> TokenClassificationPipeline::operator()(
     const std::vector<std::string>& texts, const TokenClassificationOptions& options) const {
