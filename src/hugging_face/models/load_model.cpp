@@ -129,6 +129,18 @@ void add_prefixed(CheckpointMap& map, const CheckpointMap& base, const std::stri
   }
 }
 
+/// A task model's base model options from `read`, whose rules go into `map`
+/// under the base model's name, "model.".
+template <typename Options>
+Options base_model_options(const ModelSource& in,
+                           CheckpointMap& map,
+                           Options (*read)(const ModelSource&, CheckpointMap&)) {
+  CheckpointMap base;
+  Options options = read(in, base);
+  add_prefixed(map, base, "model.");
+  return options;
+}
+
 /// The head's layers in the file: RoBERTa's and ELECTRA's classification head
 /// is `classifier.dense` and `classifier.out_proj`, DistilBERT's
 /// `pre_classifier` and `classifier`, question answering's `qa_outputs`.
@@ -149,9 +161,7 @@ void text_head_rules(CheckpointMap& map, const std::string& type, HfTask task) {
 TextTaskModel text_task_model(const ModelSource& in,
                               const detail::HfHead& head,
                               CheckpointMap& map) {
-  CheckpointMap base;
-  const TextEncoderModelOptions encoder = text_encoder_options(in, base);
-  add_prefixed(map, base, "model.");
+  const TextEncoderModelOptions encoder = base_model_options(in, map, text_encoder_options);
   text_head_rules(map, in.type, head.task);
   const auto labels = detail::hf_id2label(in.config);
   return TextTaskModel(TextTaskModelOptions(encoder, head.task,
@@ -165,9 +175,7 @@ TextTaskModel text_task_model(const ModelSource& in,
 ImageClassifier image_classifier(const ModelSource& in,
                                  const detail::HfHead& head,
                                  CheckpointMap& map) {
-  CheckpointMap base;
-  const VisionEncoderModelOptions encoder = vision_encoder_options(in, base);
-  add_prefixed(map, base, "model.");
+  const VisionEncoderModelOptions encoder = base_model_options(in, map, vision_encoder_options);
   if (head.with_teacher) {
     map.rename_weight_and_bias("classifier", "cls_classifier");
     map.rename_weight_and_bias("distillation_classifier", "distillation_classifier");
