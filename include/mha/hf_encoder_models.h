@@ -19,6 +19,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 
 namespace mha {
 
@@ -37,7 +38,8 @@ struct TextEncoderModelOptions {
   /// options and their number.
   TextEncoderModelOptions(std::string model_type,
                           TransformerEncoderLayerOptions layer,
-                          int64_t num_layers);
+                          int64_t num_layers)
+      : model_type_(std::move(model_type)), layer_(std::move(layer)), num_layers_(num_layers) {}
   /// Which family's embedding rules apply (roberta: positions from the padding).
   TORCH_ARG(std::string, model_type);
   /// One layer's options (batch first).
@@ -68,7 +70,9 @@ struct TextEncoderModelOptions {
 class TextEncoderModelImpl : public detail::WholeModel<TextEncoderModelImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
-  explicit TextEncoderModelImpl(TextEncoderModelOptions options);
+  explicit TextEncoderModelImpl(TextEncoderModelOptions options_) : options(std::move(options_)) {
+    reset();
+  }
 
   /// transformers' `model(input_ids, attention_mask, token_type_ids)`:
   /// `input_ids` (N, L) int64, `attention_mask` (N, L) 1 for tokens and 0 for
@@ -139,7 +143,10 @@ struct VisionEncoderModelOptions {
 class VisionEncoderModelImpl : public detail::WholeModel<VisionEncoderModelImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
-  explicit VisionEncoderModelImpl(VisionEncoderModelOptions options);
+  explicit VisionEncoderModelImpl(VisionEncoderModelOptions options_)
+      : options(std::move(options_)) {
+    reset();
+  }
 
   /// transformers' `model(pixel_values)`: (N, C, H, W) at the configured
   /// size (no interpolation of positions).

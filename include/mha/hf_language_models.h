@@ -24,6 +24,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mha {
@@ -35,7 +36,12 @@ struct Seq2SeqLMOptions {
                    TransformerLayerOptions encoder_layer,
                    int64_t num_encoder_layers,
                    TransformerLayerOptions decoder_layer,
-                   int64_t num_decoder_layers);
+                   int64_t num_decoder_layers)
+      : model_type_(std::move(model_type)),
+        encoder_layer_(std::move(encoder_layer)),
+        num_encoder_layers_(num_encoder_layers),
+        decoder_layer_(std::move(decoder_layer)),
+        num_decoder_layers_(num_decoder_layers) {}
   /// The family.
   TORCH_ARG(std::string, model_type);
   /// The encoder's layer options (batch first).
@@ -73,7 +79,7 @@ struct Seq2SeqLMOptions {
 class Seq2SeqLMImpl : public detail::WholeModel<Seq2SeqLMImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
-  explicit Seq2SeqLMImpl(Seq2SeqLMOptions options);
+  explicit Seq2SeqLMImpl(Seq2SeqLMOptions options_) : options(std::move(options_)) { reset(); }
 
   /// The encoder's output, the decoder's memory: `input_ids` (N, S),
   /// `attention_mask` (N, S) 1 for tokens, 0 for padding (undefined: none).
@@ -182,7 +188,8 @@ TORCH_MODULE(Seq2SeqLM);
 /// Options of `mha::CausalLM` (transformers' GPT-2 and OPT config fields).
 struct CausalLMOptions {
   /// `model_type` ("gpt2", "opt"), the layers' options and their number.
-  CausalLMOptions(std::string model_type, TransformerLayerOptions layer, int64_t num_layers);
+  CausalLMOptions(std::string model_type, TransformerLayerOptions layer, int64_t num_layers)
+      : model_type_(std::move(model_type)), layer_(std::move(layer)), num_layers_(num_layers) {}
   /// The family: the default positions (gpt2: 0.. whatever the padding;
   /// opt: counted over the attention mask).
   TORCH_ARG(std::string, model_type);
@@ -216,7 +223,7 @@ struct CausalLMOptions {
 class CausalLMImpl : public detail::WholeModel<CausalLMImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
-  explicit CausalLMImpl(CausalLMOptions options);
+  explicit CausalLMImpl(CausalLMOptions options_) : options(std::move(options_)) { reset(); }
 
   /// transformers' `model(input_ids, attention_mask, position_ids).logits`:
   /// `input_ids` (N, L), `attention_mask` (N, L) 1 for tokens and 0 for

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mha {
@@ -49,7 +50,8 @@ struct TextTaskModelOptions {
   /// `encoder`: the base model's options (for sequence classification,
   /// BERT's needs its pooler); `num_labels` the head's outputs (2 for
   /// question answering: start and end).
-  TextTaskModelOptions(TextEncoderModelOptions encoder, HfTask task, int64_t num_labels);
+  TextTaskModelOptions(TextEncoderModelOptions encoder, HfTask task, int64_t num_labels)
+      : encoder_(std::move(encoder)), task_(task), num_labels_(num_labels) {}
   /// The base model's options.
   TORCH_ARG(TextEncoderModelOptions, encoder);
   /// The task (not image classification).
@@ -72,7 +74,9 @@ struct TextTaskModelOptions {
 class TextTaskModelImpl : public detail::WholeModel<TextTaskModelImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
-  explicit TextTaskModelImpl(TextTaskModelOptions options);
+  explicit TextTaskModelImpl(TextTaskModelOptions options_) : options(std::move(options_)) {
+    reset();
+  }
 
   /// transformers' `model(input_ids, attention_mask, token_type_ids)` (as
   /// `TextEncoderModel::forward`), in eval mode (no dropout).
@@ -101,7 +105,8 @@ TORCH_MODULE(TextTaskModel);
 /// Options of `mha::ImageClassifier`.
 struct ImageClassifierOptions {
   /// The base model's options and the number of labels.
-  ImageClassifierOptions(VisionEncoderModelOptions encoder, int64_t num_labels);
+  ImageClassifierOptions(VisionEncoderModelOptions encoder, int64_t num_labels)
+      : encoder_(std::move(encoder)), num_labels_(num_labels) {}
   /// The base model's options.
   TORCH_ARG(VisionEncoderModelOptions, encoder);
   /// The head's outputs.
@@ -121,7 +126,9 @@ struct ImageClassifierOptions {
 class ImageClassifierImpl : public detail::WholeModel<ImageClassifierImpl> {
  public:
   /// Builds the submodules (random weights; `load_hf_model` loads a checkpoint's).
-  explicit ImageClassifierImpl(ImageClassifierOptions options);
+  explicit ImageClassifierImpl(ImageClassifierOptions options_) : options(std::move(options_)) {
+    reset();
+  }
 
   /// transformers' `model(pixel_values)`: (N, C, H, W) -> logits (N, num_labels).
   TaskModelOutput forward(const torch::Tensor& pixel_values);

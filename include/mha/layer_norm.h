@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 namespace mha {
@@ -37,7 +38,7 @@ class LayerNormImpl : public torch::nn::Cloneable<LayerNormImpl> {
   explicit LayerNormImpl(std::vector<int64_t> normalized_shape)
       : LayerNormImpl(LayerNormOptions(std::move(normalized_shape))) {}
   /// Registers `weight` and `bias` (undefined when absent) and initialises them.
-  explicit LayerNormImpl(LayerNormOptions options);
+  explicit LayerNormImpl(LayerNormOptions options_) : options(std::move(options_)) { reset(); }
 
   /// `at::layer_norm(input, normalized_shape, weight, bias, eps)`, as Python's
   /// `F.layer_norm`. input (..., *normalized_shape) -> same shape.

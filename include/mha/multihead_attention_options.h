@@ -22,7 +22,8 @@ namespace mha {
 /// ```
 struct MultiheadAttentionOptions {
   /// `embed_dim` is the model width E; `num_heads` must divide it.
-  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads);
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads)
+      : embed_dim_(embed_dim), num_heads_(num_heads) {}
 
   /// The checks of Python's constructor, with its wording, and of kdim/vdim:
   /// positive sizes, embed_dim divisible by num_heads, dropout in [0, 1].

@@ -34,7 +34,8 @@ std::vector<PagedKVCache> caches_over_one_table(
 
 /// The pool's size: `num_blocks` blocks of `block_size` positions each.
 struct PagedKVCacheOptions {
-  PagedKVCacheOptions(int64_t num_blocks, int64_t block_size = 16);
+  PagedKVCacheOptions(int64_t num_blocks, int64_t block_size = 16)
+      : num_blocks_(num_blocks), block_size_(block_size) {}
 
   /// The blocks `memory_bytes` holds for `module` (keys and values of
   /// `block_size` positions per block): the pool for a memory cap.

@@ -21,11 +21,11 @@ namespace detail {
 /// What the text pipelines hold: a task model checked for their task, and its tokenizer.
 class TextTaskPipeline {
  protected:
-  /// The model and tokenizer of `directory`; `c10::Error` naming `pipeline`
-  /// unless the model's task is `task`.
-  TextTaskPipeline(const std::string& directory, HfTask task, const char* pipeline);
+  /// The model and tokenizer of `directory`; `c10::Error` naming the
+  /// pipeline of `task` unless the model's task is `task`.
+  TextTaskPipeline(const std::string& directory, HfTask task);
   /// `model` (checked as above) with `tokenizer`.
-  TextTaskPipeline(TextTaskModel model, Tokenizer tokenizer, HfTask task, const char* pipeline);
+  TextTaskPipeline(TextTaskModel model, Tokenizer tokenizer, HfTask task);
 
   TextTaskModel model_;
   Tokenizer tokenizer_;
@@ -76,9 +76,11 @@ struct TextClassificationOptions {
 class TextClassificationPipeline : detail::TextTaskPipeline {
  public:
   /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
-  explicit TextClassificationPipeline(const std::string& directory);
+  explicit TextClassificationPipeline(const std::string& directory)
+      : TextTaskPipeline(directory, HfTask::kSequenceClassification) {}
   /// `model` (sequence classification) with `tokenizer`.
-  TextClassificationPipeline(TextTaskModel model, Tokenizer tokenizer);
+  TextClassificationPipeline(TextTaskModel model, Tokenizer tokenizer)
+      : TextTaskPipeline(std::move(model), std::move(tokenizer), HfTask::kSequenceClassification) {}
 
   /// Each text's labels (`options.top_k` of them).
   std::vector<std::vector<LabelScore>> operator()(
@@ -133,9 +135,11 @@ struct TokenClassificationOptions {
 class TokenClassificationPipeline : detail::TextTaskPipeline {
  public:
   /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
-  explicit TokenClassificationPipeline(const std::string& directory);
+  explicit TokenClassificationPipeline(const std::string& directory)
+      : TextTaskPipeline(directory, HfTask::kTokenClassification) {}
   /// `model` (token classification) with `tokenizer`.
-  TokenClassificationPipeline(TextTaskModel model, Tokenizer tokenizer);
+  TokenClassificationPipeline(TextTaskModel model, Tokenizer tokenizer)
+      : TextTaskPipeline(std::move(model), std::move(tokenizer), HfTask::kTokenClassification) {}
 
   /// Each text's entities, in text order. Texts longer than the tokenizer's
   /// `model_max_length` are truncated, as transformers does.
@@ -186,9 +190,11 @@ struct QuestionAnsweringOptions {
 class QuestionAnsweringPipeline : detail::TextTaskPipeline {
  public:
   /// The model and tokenizer of one directory (`load_hf_model`, `load_hf_tokenizer`).
-  explicit QuestionAnsweringPipeline(const std::string& directory);
+  explicit QuestionAnsweringPipeline(const std::string& directory)
+      : TextTaskPipeline(directory, HfTask::kQuestionAnswering) {}
   /// `model` (question answering) with `tokenizer`.
-  QuestionAnsweringPipeline(TextTaskModel model, Tokenizer tokenizer);
+  QuestionAnsweringPipeline(TextTaskModel model, Tokenizer tokenizer)
+      : TextTaskPipeline(std::move(model), std::move(tokenizer), HfTask::kQuestionAnswering) {}
 
   /// Each (question, context)'s answers; `questions` and `contexts` pair up by index.
   std::vector<std::vector<Answer>> operator()(const std::vector<std::string>& questions,

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <utility>
 
 namespace mha {
 
@@ -25,12 +26,16 @@ struct TransformerOptions {
   /// Python's defaults: d_model 512, nhead 8, 6 + 6 layers.
   TransformerOptions() = default;
   /// The model width and number of heads.
-  TransformerOptions(int64_t d_model, int64_t nhead);
+  TransformerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
   /// Also the number of encoder and decoder layers.
   TransformerOptions(int64_t d_model,
                      int64_t nhead,
                      int64_t num_encoder_layers,
-                     int64_t num_decoder_layers);
+                     int64_t num_decoder_layers)
+      : d_model_(d_model),
+        nhead_(nhead),
+        num_encoder_layers_(num_encoder_layers),
+        num_decoder_layers_(num_decoder_layers) {}
 
   /// Model width E.
   TORCH_ARG(int64_t, d_model) = 512;
@@ -75,7 +80,9 @@ struct TransformerOptions {
 class TransformerImpl : public detail::ConvertibleModule<TransformerImpl> {
  public:
   /// Builds the encoder and decoder (or takes the custom ones) and re-initialises.
-  explicit TransformerImpl(TransformerOptions options = {});
+  explicit TransformerImpl(TransformerOptions options_ = {}) : options(std::move(options_)) {
+    reset();
+  }
 
   /// Python's `Transformer.forward`: src (S, N, E), tgt (T, N, E) (batch first
   /// or unbatched likewise); masks as the encoder's and decoder's.

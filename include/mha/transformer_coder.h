@@ -19,6 +19,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mha {
@@ -38,7 +39,8 @@ bool detect_is_causal_mask(const torch::Tensor& mask,
 /// Options of `mha::TransformerEncoder`, as Python's constructor arguments.
 struct TransformerEncoderOptions {
   /// The layer deep-copied `num_layers` times (Python's `_get_clones`).
-  TransformerEncoderOptions(TransformerEncoderLayer encoder_layer, int64_t num_layers);
+  TransformerEncoderOptions(TransformerEncoderLayer encoder_layer, int64_t num_layers)
+      : encoder_layer_(std::move(encoder_layer)), num_layers_(num_layers) {}
 
   /// The layer whose deep copies make the stack.
   TORCH_ARG(TransformerEncoderLayer, encoder_layer);
@@ -152,7 +154,8 @@ TORCH_MODULE(TransformerEncoder);
 /// Options of `mha::TransformerDecoder`, as Python's constructor arguments.
 struct TransformerDecoderOptions {
   /// The layer deep-copied `num_layers` times (Python's `_get_clones`).
-  TransformerDecoderOptions(TransformerDecoderLayer decoder_layer, int64_t num_layers);
+  TransformerDecoderOptions(TransformerDecoderLayer decoder_layer, int64_t num_layers)
+      : decoder_layer_(std::move(decoder_layer)), num_layers_(num_layers) {}
 
   /// The layer whose deep copies make the stack.
   TORCH_ARG(TransformerDecoderLayer, decoder_layer);
@@ -166,7 +169,15 @@ struct TransformerDecoderOptions {
 class TransformerDecoderImpl : public detail::ConvertibleModule<TransformerDecoderImpl> {
  public:
   /// Clones the layer `num_layers` times.
-  explicit TransformerDecoderImpl(TransformerDecoderOptions options);
+  explicit TransformerDecoderImpl(TransformerDecoderOptions options_)
+      : options(std::move(options_)) {
+    reset();
+  }
+
+  /// Registers `layers` (fresh clones of the options' layer) and `norm`.
+  void reset() override;
+  /// Prints `mha::TransformerDecoder(num_layers=2)`.
+  void pretty_print(std::ostream& stream) const override;
 
   /// Python's `TransformerDecoder.forward`: shapes as the layer's;
   /// `tgt_is_causal` unset means detect it from `tgt_mask`.
@@ -232,11 +243,6 @@ class TransformerDecoderImpl : public detail::ConvertibleModule<TransformerDecod
                               const std::vector<int64_t>& seq_ids,
                               const torch::Tensor& cu_seqlens,
                               const torch::Tensor& cu_seqlens_memory = {});
-
-  /// Registers `layers` (fresh clones of the options' layer) and `norm`.
-  void reset() override;
-  /// Prints `mha::TransformerDecoder(num_layers=2)`.
-  void pretty_print(std::ostream& stream) const override;
 
   /// The options this module was constructed with.
   TransformerDecoderOptions options;

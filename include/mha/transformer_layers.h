@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -34,7 +35,7 @@ using TransformerActivation = std::variant<torch::enumtype::kReLU,
 /// with the names and defaults of Python's keyword arguments.
 struct TransformerLayerOptions {
   /// `nhead` must divide `d_model`.
-  TransformerLayerOptions(int64_t d_model, int64_t nhead);
+  TransformerLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
 
   /// Validates the options of the layer's attention (`MultiheadAttentionOptions::validate`,
   /// Python's checks and wording). The layers' `reset()` calls it first.
@@ -82,7 +83,10 @@ class TransformerEncoderLayerImpl : public detail::ConvertibleModule<Transformer
   TransformerEncoderLayerImpl(int64_t d_model, int64_t nhead)
       : TransformerEncoderLayerImpl(TransformerEncoderLayerOptions(d_model, nhead)) {}
   /// Builds the submodules in Python's order (so seeded inits match Python's).
-  explicit TransformerEncoderLayerImpl(TransformerEncoderLayerOptions options);
+  explicit TransformerEncoderLayerImpl(TransformerEncoderLayerOptions options_)
+      : options(std::move(options_)) {
+    reset();
+  }
 
   /// Python's `TransformerEncoderLayer.forward`. src (L, N, E), (N, L, E) with
   /// `batch_first`, or unbatched (L, E); `src_mask` (L, L) or (N * nhead, L, L),
@@ -185,7 +189,10 @@ class TransformerDecoderLayerImpl : public detail::ConvertibleModule<Transformer
   TransformerDecoderLayerImpl(int64_t d_model, int64_t nhead)
       : TransformerDecoderLayerImpl(TransformerDecoderLayerOptions(d_model, nhead)) {}
   /// Builds the submodules in Python's order (so seeded inits match Python's).
-  explicit TransformerDecoderLayerImpl(TransformerDecoderLayerOptions options);
+  explicit TransformerDecoderLayerImpl(TransformerDecoderLayerOptions options_)
+      : options(std::move(options_)) {
+    reset();
+  }
 
   /// Python's `TransformerDecoderLayer.forward`. tgt (T, N, E), memory (S, N, E)
   /// (batch first or unbatched likewise); `tgt_mask` (T, T) or (N * nhead, T, T),

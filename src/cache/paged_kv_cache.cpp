@@ -13,9 +13,6 @@ namespace mha {
 
 using torch::Tensor;
 
-PagedKVCacheOptions::PagedKVCacheOptions(int64_t num_blocks, int64_t block_size)
-    : num_blocks_(num_blocks), block_size_(block_size) {}
-
 namespace detail {
 
 PagedKVCacheState& paged_kv_cache_state(PagedKVCache& cache) { return *cache.state_; }

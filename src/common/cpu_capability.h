@@ -57,8 +57,14 @@ const char* capability_name(CpuCapability capability);
 
 /// Defines, in one capability object of a kernel (cmake/MhaCpuKernels.cmake),
 /// the entry `name`: `void name parameters`, which calls `kernel::run
-/// arguments`; and `name`_compiled_for: `kernel::compiled_for()`, the
-/// capability that object was compiled for.
+/// arguments`; and `name`_compiled_for: `compiled_for()` (common/capability_vec.h),
+/// the capability that object was compiled for.
 #define MHA_DEFINE_CAPABILITY_ENTRY(name, kernel, parameters, arguments) \
   void mha::detail::name parameters { kernel::run arguments; }           \
-  const char* mha::detail::name##_compiled_for() { return kernel::compiled_for(); }
+  const char* mha::detail::name##_compiled_for() { return compiled_for(); }
+
+/// `MHA_DEFINE_CAPABILITY_ENTRY` of a kernel that runs the items [begin, end)
+/// of one `Args` (`kernel::run(args, begin, end)`).
+#define MHA_DEFINE_RANGE_CAPABILITY_ENTRY(name, kernel, Args)                               \
+  MHA_DEFINE_CAPABILITY_ENTRY(name, kernel, (const Args& args, int64_t begin, int64_t end), \
+                              (args, begin, end))

@@ -8,9 +8,6 @@
 
 namespace mha {
 
-MultiheadAttentionOptions::MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads)
-    : embed_dim_(embed_dim), num_heads_(num_heads) {}
-
 void MultiheadAttentionOptions::validate() const {
   const int64_t embed_dim = this->embed_dim();
   const int64_t num_heads = this->num_heads();

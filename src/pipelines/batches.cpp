@@ -95,18 +95,24 @@ std::string characters(const std::string& text,
   return text.substr(from, starts.at(static_cast<size_t>(end)) - from);
 }
 
-TextTaskPipeline::TextTaskPipeline(const std::string& directory, HfTask task, const char* pipeline)
-    : TextTaskPipeline(load_hf_model(directory).as<TextTaskModel>(),
-                       load_hf_tokenizer(directory),
-                       task,
-                       pipeline) {}
+namespace {
 
-TextTaskPipeline::TextTaskPipeline(TextTaskModel model,
-                                   Tokenizer tokenizer,
-                                   HfTask task,
-                                   const char* pipeline)
+/// The pipeline class that serves `task` (for its errors).
+const char* pipeline_of(HfTask task) {
+  if (task == HfTask::kTokenClassification) return "TokenClassificationPipeline";
+  if (task == HfTask::kQuestionAnswering) return "QuestionAnsweringPipeline";
+  return "TextClassificationPipeline";
+}
+
+}  // namespace
+
+TextTaskPipeline::TextTaskPipeline(const std::string& directory, HfTask task)
+    : TextTaskPipeline(
+          load_hf_model(directory).as<TextTaskModel>(), load_hf_tokenizer(directory), task) {}
+
+TextTaskPipeline::TextTaskPipeline(TextTaskModel model, Tokenizer tokenizer, HfTask task)
     : model_(std::move(model)), tokenizer_(std::move(tokenizer)) {
-  TORCH_CHECK_VALUE(model_->options.task() == task, pipeline, ": expected a model ",
+  TORCH_CHECK_VALUE(model_->options.task() == task, pipeline_of(task), ": expected a model ",
                     hf_task_name(task), ", but got one ", hf_task_name(model_->options.task()));
 }
 

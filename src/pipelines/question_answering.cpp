@@ -107,15 +107,6 @@ Tensor allowed_tokens(const EncodedText& row, std::optional<int64_t> cls_id) {
 
 }  // namespace
 
-QuestionAnsweringPipeline::QuestionAnsweringPipeline(const std::string& directory)
-    : TextTaskPipeline(directory, HfTask::kQuestionAnswering, "QuestionAnsweringPipeline") {}
-
-QuestionAnsweringPipeline::QuestionAnsweringPipeline(TextTaskModel model, Tokenizer tokenizer)
-    : TextTaskPipeline(std::move(model),
-                       std::move(tokenizer),
-                       HfTask::kQuestionAnswering,
-                       "QuestionAnsweringPipeline") {}
-
 std::vector<std::vector<Answer>> QuestionAnsweringPipeline::operator()(
     const std::vector<std::string>& questions,
     const std::vector<std::string>& contexts,

@@ -45,15 +45,6 @@ std::vector<LabelScore> labels_of(const torch::Tensor& logits,
 
 }  // namespace
 
-TextClassificationPipeline::TextClassificationPipeline(const std::string& directory)
-    : TextTaskPipeline(directory, HfTask::kSequenceClassification, "TextClassificationPipeline") {}
-
-TextClassificationPipeline::TextClassificationPipeline(TextTaskModel model, Tokenizer tokenizer)
-    : TextTaskPipeline(std::move(model),
-                       std::move(tokenizer),
-                       HfTask::kSequenceClassification,
-                       "TextClassificationPipeline") {}
-
 std::vector<std::vector<LabelScore>> TextClassificationPipeline::operator()(
     const std::vector<std::string>& texts, const TextClassificationOptions& options) const {
   TORCH_CHECK_VALUE(

@@ -72,15 +72,6 @@ bool ignored(const Entity& e, const std::vector<std::string>& ignore_labels) {
 }  // namespace
 }  // namespace detail
 
-TokenClassificationPipeline::TokenClassificationPipeline(const std::string& directory)
-    : TextTaskPipeline(directory, HfTask::kTokenClassification, "TokenClassificationPipeline") {}
-
-TokenClassificationPipeline::TokenClassificationPipeline(TextTaskModel model, Tokenizer tokenizer)
-    : TextTaskPipeline(std::move(model),
-                       std::move(tokenizer),
-                       HfTask::kTokenClassification,
-                       "TokenClassificationPipeline") {}
-
 std::vector<std::vector<Entity>> TokenClassificationPipeline::operator()(
     const std::vector<std::string>& texts, const TokenClassificationOptions& options) const {
   const std::vector<EncodedText> rows =

@@ -3,6 +3,10 @@
 #include <c10/util/Exception.h>
 
 #include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "text/bert_text.h"
 #include "text/bpe.h"
@@ -52,15 +56,38 @@ PrependScheme read_prepend_scheme(const json& metaspace) {
                                                                : PrependScheme::kNever;
 }
 
-/// A "Sequence" `component` of `kind`: its `list` read by `read` into a
-/// `SequenceOf`; any other type is a `c10::Error` naming it and the
-/// `supported` ones (the last type each reader tries).
-template <typename SequenceOf, typename Component, typename Read>
-std::unique_ptr<const Component> read_sequence(
-    const json& component, const char* kind, const char* list, const char* supported, Read read) {
+/// A "Replace" normalizer or decoder: its `pattern` and `content`.
+template <typename Replace>
+std::unique_ptr<const Replace> read_replace(const json& replace) {
+  return std::make_unique<Replace>(read_pattern(replace.at("pattern")),
+                                   replace.at("content").get<std::string>());
+}
+
+/// Reads one component type's fields into its `Component`.
+template <typename Component>
+using ReadOne = std::function<std::unique_ptr<const Component>(const json&)>;
+
+/// The types of `Component` mha reads, in the order its errors list them.
+template <typename Component>
+using TypeReaders = std::vector<std::pair<const char*, ReadOne<Component>>>;
+
+/// `component` of `kind` read by its type's reader in `readers`; a
+/// "Sequence" is its `list`, each item read by `read`, in a `SequenceOf`; any
+/// other type is a `c10::Error` naming it and the supported ones.
+template <typename SequenceOf, typename Component>
+std::unique_ptr<const Component> read_typed(const json& component,
+                                            const char* kind,
+                                            const char* list,
+                                            const TypeReaders<Component>& readers,
+                                            std::unique_ptr<const Component> (*read)(const json&)) {
   const std::string type = type_of(component);
+  for (const auto& [name, read_type] : readers) {
+    if (type == name) return read_type(component);
+  }
+  std::string supported;
+  for (const auto& reader : readers) supported += std::string(reader.first) + ", ";
   TORCH_CHECK_VALUE(type == "Sequence", "load_hf_tokenizer: tokenizer.json's ", kind, " '", type,
-                    "' is not supported yet; supported: ", supported);
+                    "' is not supported yet; supported: ", supported, "Sequence");
   std::vector<std::unique_ptr<const Component>> components;
   for (const json& item : component.at(list)) components.push_back(read(item));
   return std::make_unique<SequenceOf>(std::move(components));
@@ -100,84 +127,124 @@ std::vector<std::pair<std::string, std::string>> read_merges(const json& model) 
   return merges;
 }
 
-std::unique_ptr<const Normalizer> read_normalizer(const json& n) {
-  if (n.is_null()) return nullptr;
-  const std::string type = type_of(n);
-  if (type == "BertNormalizer") {
-    const bool lowercase = json_field<bool>(n, "lowercase", true);
-    return std::make_unique<BertNormalizer>(
-        json_field<bool>(n, "clean_text", true), json_field<bool>(n, "handle_chinese_chars", true),
-        json_field<bool>(n, "strip_accents", lowercase), lowercase);
-  }
-  if (type == "NFC") return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFC);
-  if (type == "NFD") return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFD);
-  if (type == "NFKC") return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFKC);
-  if (type == "NFKD") return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFKD);
-  if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
-  if (type == "StripAccents") return std::make_unique<StripAccentsNormalizer>();
-  if (type == "Strip") {
-    return std::make_unique<StripNormalizer>(json_field<bool>(n, "strip_left", true),
-                                             json_field<bool>(n, "strip_right", true));
-  }
-  if (type == "Replace") {
-    return std::make_unique<ReplaceNormalizer>(read_pattern(n.at("pattern")),
-                                               n.at("content").get<std::string>());
-  }
-  if (type == "Precompiled") {
-    const std::string charsmap =
-        base64_decode(json_field<std::string>(n, "precompiled_charsmap", ""),
-                      "Precompiled's precompiled_charsmap");
-    // An empty charsmap rewrites nothing (tokenizers leaves the text as it is).
-    if (charsmap.empty()) {
-      return std::make_unique<NormalizerSequence>(std::vector<std::unique_ptr<const Normalizer>>{});
-    }
-    return std::make_unique<PrecompiledNormalizer>(charsmap);
-  }
-  if (type == "Prepend")
-    return std::make_unique<PrependNormalizer>(n.at("prepend").get<std::string>());
-  return read_sequence<NormalizerSequence, Normalizer>(
-      n, "normalizer", "normalizers",
-      "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Replace, Prepend, "
-      "Precompiled, Sequence",
-      read_normalizer);
+std::unique_ptr<const Normalizer> read_normalizer(const json& normalizer) {
+  if (normalizer.is_null()) return nullptr;
+  static const TypeReaders<Normalizer> readers = {
+      {"BertNormalizer",
+       [](const json& n) {
+         const bool lowercase = json_field<bool>(n, "lowercase", true);
+         return std::make_unique<BertNormalizer>(json_field<bool>(n, "clean_text", true),
+                                                 json_field<bool>(n, "handle_chinese_chars", true),
+                                                 json_field<bool>(n, "strip_accents", lowercase),
+                                                 lowercase);
+       }},
+      {"NFC",
+       [](const json&) { return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFC); }},
+      {"NFD",
+       [](const json&) { return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFD); }},
+      {"NFKC",
+       [](const json&) { return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFKC); }},
+      {"NFKD",
+       [](const json&) { return std::make_unique<UnicodeFormNormalizer>(UnicodeForm::kNFKD); }},
+      {"Lowercase", [](const json&) { return std::make_unique<LowercaseNormalizer>(); }},
+      {"StripAccents", [](const json&) { return std::make_unique<StripAccentsNormalizer>(); }},
+      {"Strip",
+       [](const json& n) {
+         return std::make_unique<StripNormalizer>(json_field<bool>(n, "strip_left", true),
+                                                  json_field<bool>(n, "strip_right", true));
+       }},
+      {"Replace", read_replace<ReplaceNormalizer>},
+      {"Prepend",
+       [](const json& n) {
+         return std::make_unique<PrependNormalizer>(n.at("prepend").get<std::string>());
+       }},
+      {"Precompiled", [](const json& n) -> std::unique_ptr<const Normalizer> {
+         const std::string charsmap =
+             base64_decode(json_field<std::string>(n, "precompiled_charsmap", ""),
+                           "Precompiled's precompiled_charsmap");
+         // An empty charsmap rewrites nothing (tokenizers leaves the text as it is).
+         if (charsmap.empty()) {
+           return std::make_unique<NormalizerSequence>(
+               std::vector<std::unique_ptr<const Normalizer>>{});
+         }
+         return std::make_unique<PrecompiledNormalizer>(charsmap);
+       }}};
+  return read_typed<NormalizerSequence>(normalizer, "normalizer", "normalizers", readers,
+                                        read_normalizer);
 }
 
-std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre) {
-  if (pre.is_null()) return nullptr;
-  const std::string type = type_of(pre);
-  if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
-  if (type == "ByteLevel") {
-    return std::make_unique<ByteLevelPreTokenizer>(json_field<bool>(pre, "add_prefix_space", true),
-                                                   json_field<bool>(pre, "use_regex", true));
-  }
-  if (type == "Split") {
-    return std::make_unique<SplitPreTokenizer>(
-        read_pattern(pre.at("pattern")), split_behavior(pre.at("behavior").get<std::string>()),
-        json_field<bool>(pre, "invert", false));
-  }
-  if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
-  if (type == "WhitespaceSplit") {
-    return std::make_unique<CharClassPreTokenizer>(is_white_space, SplitBehavior::kRemoved);
-  }
-  if (type == "Metaspace") {
-    return std::make_unique<MetaspacePreTokenizer>(
-        json_field<std::string>(pre, "replacement", "\xE2\x96\x81"), read_prepend_scheme(pre),
-        json_field<bool>(pre, "split", true));
-  }
-  if (type == "Punctuation") {
-    return std::make_unique<CharClassPreTokenizer>(
-        is_any_punctuation, split_behavior(json_field<std::string>(pre, "behavior", "Isolated")));
-  }
-  if (type == "Digits") {
-    const bool each = json_field<bool>(pre, "individual_digits", false);
-    return std::make_unique<CharClassPreTokenizer>(
-        is_numeric, each ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
-  }
-  return read_sequence<PreTokenizerSequence, PreTokenizer>(
-      pre, "pre_tokenizer", "pretokenizers",
-      "BertPreTokenizer, ByteLevel, Split, Whitespace, WhitespaceSplit, Metaspace, Punctuation, "
-      "Digits, Sequence",
-      read_pre_tokenizer);
+std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const json& pre_tokenizer) {
+  if (pre_tokenizer.is_null()) return nullptr;
+  static const TypeReaders<PreTokenizer> readers = {
+      {"BertPreTokenizer", [](const json&) { return std::make_unique<BertPreTokenizer>(); }},
+      {"ByteLevel",
+       [](const json& pre) {
+         return std::make_unique<ByteLevelPreTokenizer>(
+             json_field<bool>(pre, "add_prefix_space", true),
+             json_field<bool>(pre, "use_regex", true));
+       }},
+      {"Split",
+       [](const json& pre) {
+         return std::make_unique<SplitPreTokenizer>(
+             read_pattern(pre.at("pattern")), split_behavior(pre.at("behavior").get<std::string>()),
+             json_field<bool>(pre, "invert", false));
+       }},
+      {"Whitespace", [](const json&) { return std::make_unique<WhitespacePreTokenizer>(); }},
+      {"WhitespaceSplit",
+       [](const json&) {
+         return std::make_unique<CharClassPreTokenizer>(is_white_space, SplitBehavior::kRemoved);
+       }},
+      {"Metaspace",
+       [](const json& pre) {
+         return std::make_unique<MetaspacePreTokenizer>(
+             json_field<std::string>(pre, "replacement", "\xE2\x96\x81"), read_prepend_scheme(pre),
+             json_field<bool>(pre, "split", true));
+       }},
+      {"Punctuation",
+       [](const json& pre) {
+         return std::make_unique<CharClassPreTokenizer>(
+             is_any_punctuation,
+             split_behavior(json_field<std::string>(pre, "behavior", "Isolated")));
+       }},
+      {"Digits", [](const json& pre) {
+         const bool each = json_field<bool>(pre, "individual_digits", false);
+         return std::make_unique<CharClassPreTokenizer>(
+             is_numeric, each ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
+       }}};
+  return read_typed<PreTokenizerSequence>(pre_tokenizer, "pre_tokenizer", "pretokenizers", readers,
+                                          read_pre_tokenizer);
+}
+
+std::unique_ptr<const Decoder> read_decoder(const json& decoder) {
+  if (decoder.is_null()) return std::make_unique<SpaceJoinDecoder>();
+  static const TypeReaders<Decoder> readers = {
+      {"ByteLevel", [](const json&) { return std::make_unique<ByteLevelDecoder>(); }},
+      {"WordPiece",
+       [](const json& decoder) {
+         return std::make_unique<WordPieceDecoder>(json_field<std::string>(decoder, "prefix", "##"),
+                                                   json_field<bool>(decoder, "cleanup", true));
+       }},
+      {"ByteFallback", [](const json&) { return std::make_unique<ByteFallbackDecoder>(); }},
+      {"Fuse", [](const json&) { return std::make_unique<FuseDecoder>(); }},
+      {"Strip",
+       [](const json& decoder) {
+         return std::make_unique<StripDecoder>(
+             single_char(decoder.at("content").get<std::string>(), "Strip decoder's content"),
+             json_field<size_t>(decoder, "start", 0), json_field<size_t>(decoder, "stop", 0));
+       }},
+      {"Replace", read_replace<ReplaceDecoder>},
+      {"Metaspace",
+       [](const json& decoder) {
+         return std::make_unique<MetaspaceDecoder>(
+             single_char(json_field<std::string>(decoder, "replacement", "\xE2\x96\x81"),
+                         "Metaspace decoder's replacement"),
+             read_prepend_scheme(decoder));
+       }},
+      {"BPEDecoder", [](const json& decoder) {
+         return std::make_unique<BpeSuffixDecoder>(
+             json_field<std::string>(decoder, "suffix", "</w>"));
+       }}};
+  return read_typed<DecoderSequence>(decoder, "decoder", "decoders", readers, read_decoder);
 }
 
 std::unique_ptr<const TokenModel> read_model(const json& model) {
@@ -213,40 +280,6 @@ std::unique_ptr<const TokenModel> read_model(const json& model) {
   options.end_of_word_suffix = json_field<std::string>(model, "end_of_word_suffix", "");
   return std::make_unique<Bpe>(model.at("vocab").get<std::unordered_map<std::string, int64_t>>(),
                                read_merges(model), std::move(options));
-}
-
-std::unique_ptr<const Decoder> read_decoder(const json& decoder) {
-  if (decoder.is_null()) return std::make_unique<SpaceJoinDecoder>();
-  const std::string type = type_of(decoder);
-  if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
-  if (type == "WordPiece") {
-    return std::make_unique<WordPieceDecoder>(json_field<std::string>(decoder, "prefix", "##"),
-                                              json_field<bool>(decoder, "cleanup", true));
-  }
-  if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
-  if (type == "Fuse") return std::make_unique<FuseDecoder>();
-  if (type == "Strip") {
-    return std::make_unique<StripDecoder>(
-        single_char(decoder.at("content").get<std::string>(), "Strip decoder's content"),
-        json_field<size_t>(decoder, "start", 0), json_field<size_t>(decoder, "stop", 0));
-  }
-  if (type == "Replace") {
-    return std::make_unique<ReplaceDecoder>(read_pattern(decoder.at("pattern")),
-                                            decoder.at("content").get<std::string>());
-  }
-  if (type == "Metaspace") {
-    return std::make_unique<MetaspaceDecoder>(
-        single_char(json_field<std::string>(decoder, "replacement", "\xE2\x96\x81"),
-                    "Metaspace decoder's replacement"),
-        read_prepend_scheme(decoder));
-  }
-  if (type == "BPEDecoder") {
-    return std::make_unique<BpeSuffixDecoder>(json_field<std::string>(decoder, "suffix", "</w>"));
-  }
-  return read_sequence<DecoderSequence, Decoder>(
-      decoder, "decoder", "decoders",
-      "ByteLevel, WordPiece, ByteFallback, Fuse, Strip, Replace, Metaspace, BPEDecoder, Sequence",
-      read_decoder);
 }
 
 }  // namespace detail

@@ -15,15 +15,6 @@ namespace mha {
 
 using torch::Tensor;
 
-TransformerDecoderOptions::TransformerDecoderOptions(TransformerDecoderLayer decoder_layer,
-                                                     int64_t num_layers)
-    : decoder_layer_(std::move(decoder_layer)), num_layers_(num_layers) {}
-
-TransformerDecoderImpl::TransformerDecoderImpl(TransformerDecoderOptions options_)
-    : options(std::move(options_)) {
-  reset();
-}
-
 void TransformerDecoderImpl::reset() {
   detail::register_stack_parts(*this, options.decoder_layer(), options.num_layers(),
                                options.norm());

@@ -14,11 +14,6 @@ namespace mha {
 
 using torch::Tensor;
 
-TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(TransformerDecoderLayerOptions options_)
-    : options(std::move(options_)) {
-  reset();
-}
-
 void TransformerDecoderLayerImpl::reset() {
   options.validate();
   // Python's order of construction: the same seeded init and state_dict() keys.

@@ -70,10 +70,6 @@ std::optional<int64_t> seq_len_of(const Tensor& src, bool batch_first) {
 
 }  // namespace
 
-TransformerEncoderOptions::TransformerEncoderOptions(TransformerEncoderLayer encoder_layer,
-                                                     int64_t num_layers)
-    : encoder_layer_(std::move(encoder_layer)), num_layers_(num_layers) {}
-
 TransformerEncoderImpl::TransformerEncoderImpl(TransformerEncoderOptions options_)
     : options(std::move(options_)) {
   reset();

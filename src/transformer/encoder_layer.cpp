@@ -12,11 +12,6 @@ namespace mha {
 
 using torch::Tensor;
 
-TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(TransformerEncoderLayerOptions options_)
-    : options(std::move(options_)) {
-  reset();
-}
-
 void TransformerEncoderLayerImpl::reset() {
   options.validate();
   // Python's order of construction: the same seeded init and state_dict() keys.

@@ -11,8 +11,6 @@ namespace mha {
 LayerNormOptions::LayerNormOptions(std::vector<int64_t> normalized_shape)
     : normalized_shape_(std::move(normalized_shape)) {}
 
-LayerNormImpl::LayerNormImpl(LayerNormOptions options_) : options(std::move(options_)) { reset(); }
-
 void LayerNormImpl::reset() {
   // Absent parameters are registered undefined, so named_parameters() (which
   // skips them) equals Python's state_dict() keys.

@@ -9,9 +9,6 @@
 
 namespace mha {
 
-TransformerLayerOptions::TransformerLayerOptions(int64_t d_model, int64_t nhead)
-    : d_model_(d_model), nhead_(nhead) {}
-
 namespace {
 
 /// The options of a layer's attention modules.

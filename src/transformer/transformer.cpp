@@ -17,22 +17,6 @@ namespace mha {
 
 using torch::Tensor;
 
-TransformerOptions::TransformerOptions(int64_t d_model, int64_t nhead)
-    : d_model_(d_model), nhead_(nhead) {}
-
-TransformerOptions::TransformerOptions(int64_t d_model,
-                                       int64_t nhead,
-                                       int64_t num_encoder_layers,
-                                       int64_t num_decoder_layers)
-    : d_model_(d_model),
-      nhead_(nhead),
-      num_encoder_layers_(num_encoder_layers),
-      num_decoder_layers_(num_decoder_layers) {}
-
-TransformerImpl::TransformerImpl(TransformerOptions options_) : options(std::move(options_)) {
-  reset();
-}
-
 namespace {
 
 TransformerLayerOptions layer_options(const TransformerOptions& o) {

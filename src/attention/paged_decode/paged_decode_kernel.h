@@ -6,9 +6,7 @@
 // is that width there. Per (sequence, head): scores q.k over the sequence's
 // positions in order, their max, exp and sum, then the weighted sum of the
 // values in position order; one thread does all of it. Everything here is in
-// the inline namespace CPU_CAPABILITY, as ATen's own vec code: without it the
-// three objects' inline functions have one mangled name, and the linker keeps
-// one of them (the scalar one) for every entry.
+// the inline namespace CPU_CAPABILITY (common/capability_vec.h says why).
 
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "attention/paged_decode/paged_decode_args.h"
+#include "common/capability_vec.h"
 #include "common/cpu_capability.h"
 
 namespace mha {
@@ -28,10 +27,6 @@ namespace detail {
 namespace paged_decode_kernel {
 inline namespace CPU_CAPABILITY {
 
-using Vec = at::vec::Vectorized<float>;
-
-/// The capability this object's body was compiled for: "DEFAULT", "AVX2", "AVX512".
-inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
 /// `count` elements of `src` as float into `dst`.
 inline void to_float(const float* src, float* dst, int64_t count) {
   std::copy(src, src + count, dst);
@@ -104,24 +99,6 @@ void add_scaled(float* acc, float w, const T* v, float* v_float, int64_t dim) {
 inline float max_of(const float* scores, int64_t count) {
   return at::vec::reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, scores,
                                     count);
-}
-
-/// exp(x - max) in place over `count` scores; returns their sum.
-inline float exp_and_sum(float* scores, int64_t count, float max) {
-  const Vec max_v(max);
-  Vec sum_v(0.0f);
-  int64_t j = 0;
-  for (; j + Vec::size() <= count; j += Vec::size()) {
-    const Vec e = (Vec::loadu(scores + j) - max_v).exp();
-    e.store(scores + j);
-    sum_v = sum_v + e;
-  }
-  float sum = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, sum_v);
-  for (; j < count; ++j) {
-    scores[j] = std::exp(scores[j] - max);
-    sum += scores[j];
-  }
-  return sum;
 }
 
 /// Per-thread buffers for a group of up to `heads` heads of one sequence:
@@ -257,7 +234,8 @@ void attend_group(
       s.inv_sum[i] = 0.0f;
       continue;
     }
-    s.inv_sum[i] = 1.0f / exp_and_sum(head_scores, length, max_of(head_scores, length));
+    s.inv_sum[i] =
+        1.0f / exp_and_sum</*kFastExp=*/false>(head_scores, length, max_of(head_scores, length));
   }
   std::fill(s.acc.begin(), s.acc.begin() + g * dim, 0.0f);
   read_rows(a, static_cast<const T*>(a.values), v_strides, table, length,

@@ -19,14 +19,13 @@
 #include <vector>
 
 #include "attention/prefill/prefill_args.h"
+#include "common/capability_vec.h"
 #include "common/cpu_capability.h"
 
 namespace mha {
 namespace detail {
 namespace prefill_kernel {
 inline namespace CPU_CAPABILITY {
-
-using Vec = at::vec::Vectorized<float>;
 
 /// Vectors per key panel (2 with AVX2 and the scalar body, 1 with AVX-512).
 constexpr int kVecsPerPanel = static_cast<int>(kKeyPanelWidth) / Vec::size();
@@ -39,8 +38,6 @@ constexpr int kRowVecs = 2;
 /// Features per value tile (16 with AVX2, 32 with AVX-512).
 constexpr int64_t kValueCols = kRowVecs * Vec::size();
 
-/// The capability this object's body was compiled for: "DEFAULT", "AVX2", "AVX512".
-inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
 /// s (Rows, s_pad) = scale * q (Rows, hd; rows `q_row` apart) x the head's keys
 /// (their panels; scores past kv_len are 0 and never read).
 template <int Rows>
@@ -90,19 +87,7 @@ inline float softmax_row(float* s, int64_t n) {
         at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return at::vec::maximum(x, y); }, vmax);
   }
   for (; j < n; ++j) top = std::max(top, s[j]);
-  Vec vsum(0.0f);
-  const Vec vtop(top);
-  for (j = 0; j + kV <= n; j += kV) {
-    const Vec e = (Vec::loadu(s + j) - vtop).exp_u20();
-    e.store(s + j);
-    vsum = vsum + e;
-  }
-  float sum = at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return x + y; }, vsum);
-  for (; j < n; ++j) {
-    s[j] = std::exp(s[j] - top);
-    sum += s[j];
-  }
-  return 1.0f / sum;
+  return 1.0f / exp_and_sum</*kFastExp=*/true>(s, n, top);
 }
 
 /// out (Rows, hd; rows `out_row` apart) = p (Rows, s_pad) x the head's values
@@ -228,7 +213,5 @@ inline void run(const PrefillArgs& a, int64_t begin, int64_t end) {
 
 /// Defines the kernel entry `name` and `name`_compiled_for in the including
 /// capability object.
-#define MHA_DEFINE_PREFILL_ATTENTION_KERNEL(name)                                    \
-  MHA_DEFINE_CAPABILITY_ENTRY(name, prefill_kernel,                                  \
-                              (const PrefillArgs& args, int64_t begin, int64_t end), \
-                              (args, begin, end))
+#define MHA_DEFINE_PREFILL_ATTENTION_KERNEL(name) \
+  MHA_DEFINE_RANGE_CAPABILITY_ENTRY(name, prefill_kernel, PrefillArgs)

@@ -14,13 +14,6 @@ namespace mha {
 
 using torch::Tensor;
 
-CausalLMOptions::CausalLMOptions(std::string model_type,
-                                 TransformerLayerOptions layer,
-                                 int64_t num_layers)
-    : model_type_(std::move(model_type)), layer_(std::move(layer)), num_layers_(num_layers) {}
-
-CausalLMImpl::CausalLMImpl(CausalLMOptions options_) : options(std::move(options_)) { reset(); }
-
 void CausalLMImpl::reset() {
   const int64_t width = options.layer().d_model();
   const int64_t words = options.word_embed_proj_dim() > 0 ? options.word_embed_proj_dim() : width;

@@ -14,15 +14,6 @@ namespace mha {
 
 using torch::Tensor;
 
-ImageClassifierOptions::ImageClassifierOptions(VisionEncoderModelOptions encoder,
-                                               int64_t num_labels)
-    : encoder_(std::move(encoder)), num_labels_(num_labels) {}
-
-ImageClassifierImpl::ImageClassifierImpl(ImageClassifierOptions options_)
-    : options(std::move(options_)) {
-  reset();
-}
-
 void ImageClassifierImpl::reset() {
   TORCH_CHECK_VALUE(!options.with_teacher() || options.encoder().model_type() == "deit",
                     "ImageClassifier: a teacher's classifier reads DeiT's distillation token; "

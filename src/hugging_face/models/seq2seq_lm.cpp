@@ -52,19 +52,6 @@ TransformerDecoderImpl& decoder_stack(const Seq2SeqLMImpl& model) {
 
 }  // namespace
 
-Seq2SeqLMOptions::Seq2SeqLMOptions(std::string model_type,
-                                   TransformerLayerOptions encoder_layer,
-                                   int64_t num_encoder_layers,
-                                   TransformerLayerOptions decoder_layer,
-                                   int64_t num_decoder_layers)
-    : model_type_(std::move(model_type)),
-      encoder_layer_(std::move(encoder_layer)),
-      num_encoder_layers_(num_encoder_layers),
-      decoder_layer_(std::move(decoder_layer)),
-      num_decoder_layers_(num_decoder_layers) {}
-
-Seq2SeqLMImpl::Seq2SeqLMImpl(Seq2SeqLMOptions options_) : options(std::move(options_)) { reset(); }
-
 void Seq2SeqLMImpl::reset() {
   const int64_t width = options.encoder_layer().d_model();
   // bart, mbart: learned positions from row 2 (BartLearnedPositionalEmbedding's offset).

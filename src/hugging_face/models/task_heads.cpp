@@ -14,17 +14,10 @@
 namespace mha {
 
 std::string hf_task_name(HfTask task) {
-  switch (task) {
-    case HfTask::kSequenceClassification:
-      return "ForSequenceClassification";
-    case HfTask::kTokenClassification:
-      return "ForTokenClassification";
-    case HfTask::kQuestionAnswering:
-      return "ForQuestionAnswering";
-    case HfTask::kImageClassification:
-      break;
-  }
-  return "ForImageClassification";
+  // In HfTask's order.
+  static const char* const kSuffixes[] = {"ForSequenceClassification", "ForTokenClassification",
+                                          "ForQuestionAnswering", "ForImageClassification"};
+  return kSuffixes[static_cast<size_t>(task)];
 }
 
 namespace detail {
@@ -35,16 +28,20 @@ bool ends_with(const std::string& text, const std::string& suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-/// The class name suffixes of the heads mha builds, text or vision.
-const std::vector<std::pair<std::string, HfHead>>& heads(bool vision) {
-  static const std::vector<std::pair<std::string, HfHead>> text = {
-      {"ForSequenceClassification", {HfTask::kSequenceClassification}},
-      {"ForTokenClassification", {HfTask::kTokenClassification}},
-      {"ForQuestionAnswering", {HfTask::kQuestionAnswering}}};
-  static const std::vector<std::pair<std::string, HfHead>> image = {
-      {"ForImageClassificationWithTeacher", {HfTask::kImageClassification, true}},
-      {"ForImageClassification", {HfTask::kImageClassification}}};
+/// The heads mha builds, text or vision (DeiT's teacher first: its class
+/// name ends as the other's does not).
+const std::vector<HfHead>& heads(bool vision) {
+  static const std::vector<HfHead> text = {{HfTask::kSequenceClassification},
+                                           {HfTask::kTokenClassification},
+                                           {HfTask::kQuestionAnswering}};
+  static const std::vector<HfHead> image = {{HfTask::kImageClassification, true},
+                                            {HfTask::kImageClassification}};
   return vision ? image : text;
+}
+
+/// transformers' class name suffix of `head` ("ForImageClassificationWithTeacher", ...).
+std::string suffix_of(const HfHead& head) {
+  return hf_task_name(head.task) + (head.with_teacher ? "WithTeacher" : "");
 }
 
 }  // namespace
@@ -54,8 +51,9 @@ std::optional<HfHead> hf_head(const HfCheckpoint& checkpoint) {
   if (architectures.empty()) return std::nullopt;
   const std::string& name = architectures.front();
   const bool vision = checkpoint.model_type == "vit" || checkpoint.model_type == "deit";
-  for (const auto& [suffix, head] : heads(vision)) {
-    if (ends_with(name, suffix) && (!head.with_teacher || checkpoint.model_type == "deit")) {
+  for (const HfHead& head : heads(vision)) {
+    if (ends_with(name, suffix_of(head)) &&
+        (!head.with_teacher || checkpoint.model_type == "deit")) {
       return head;
     }
   }
@@ -63,7 +61,7 @@ std::optional<HfHead> hf_head(const HfCheckpoint& checkpoint) {
     if (ends_with(name, base)) return std::nullopt;
   }
   std::string supported = "the base model (...Model, ...ForMaskedLM, ...ForPreTraining)";
-  for (const auto& [suffix, head] : heads(vision)) supported += ", ..." + suffix;
+  for (const HfHead& head : heads(vision)) supported += ", ..." + suffix_of(head);
   TORCH_CHECK(false, checkpoint.config.source(), ": architectures '", name,
               "' is not supported by load_hf_model for model_type '", checkpoint.model_type,
               "'; supported: ", supported);

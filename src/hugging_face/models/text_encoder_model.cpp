@@ -13,16 +13,6 @@ namespace mha {
 
 using torch::Tensor;
 
-TextEncoderModelOptions::TextEncoderModelOptions(std::string model_type,
-                                                 TransformerEncoderLayerOptions layer,
-                                                 int64_t num_layers)
-    : model_type_(std::move(model_type)), layer_(std::move(layer)), num_layers_(num_layers) {}
-
-TextEncoderModelImpl::TextEncoderModelImpl(TextEncoderModelOptions options_)
-    : options(std::move(options_)) {
-  reset();
-}
-
 void TextEncoderModelImpl::reset() {
   const int64_t width = options.layer().d_model();
   const int64_t emb = options.embedding_size() > 0 ? options.embedding_size() : width;

@@ -16,15 +16,6 @@ namespace mha {
 
 using torch::Tensor;
 
-TextTaskModelOptions::TextTaskModelOptions(TextEncoderModelOptions encoder,
-                                           HfTask task,
-                                           int64_t num_labels)
-    : encoder_(std::move(encoder)), task_(task), num_labels_(num_labels) {}
-
-TextTaskModelImpl::TextTaskModelImpl(TextTaskModelOptions options_) : options(std::move(options_)) {
-  reset();
-}
-
 void TextTaskModelImpl::reset() {
   const HfTask task = options.task();
   const std::string& type = options.encoder().model_type();

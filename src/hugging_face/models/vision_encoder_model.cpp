@@ -18,11 +18,6 @@ VisionEncoderModelOptions::VisionEncoderModelOptions(std::string model_type,
                                                      int64_t num_layers)
     : model_type_(std::move(model_type)), layer_(std::move(layer)), num_layers_(num_layers) {}
 
-VisionEncoderModelImpl::VisionEncoderModelImpl(VisionEncoderModelOptions options_)
-    : options(std::move(options_)) {
-  reset();
-}
-
 void VisionEncoderModelImpl::reset() {
   const int64_t width = options.layer().d_model();
   const int64_t side = options.image_size() / options.patch_size();

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <utility>
 
+#include "common/capability_vec.h"
 #include "common/cpu_capability.h"
 #include "linear/panel_gemm/panel_gemm_args.h"
 
@@ -23,8 +24,6 @@ namespace mha {
 namespace detail {
 namespace panel_gemm_kernel {
 inline namespace CPU_CAPABILITY {
-
-using Vec = at::vec::Vectorized<float>;
 
 /// Vectors per panel row (1 with AVX-512, 2 with AVX2 and the scalar body).
 constexpr int kVecs = static_cast<int>(kPanelWidth) / Vec::size();
@@ -55,9 +54,6 @@ constexpr int kTileRows = 6;
 /// projection: 268 instead of 3,072), at a load and a store per accumulator
 /// and block.
 constexpr int64_t kSumBlock = 256;
-
-/// The capability this object's body was compiled for: "DEFAULT", "AVX2", "AVX512".
-inline const char* compiled_for() { return C10_STRINGIZE(CPU_CAPABILITY); }
 
 /// `out` after `activation`: ReLU, or the exact (erf) GELU as at::gelu's
 /// default, x * 0.5 * (1 + erf(x / sqrt(2))).
@@ -242,7 +238,5 @@ inline void run(const PanelGemmArgs& a, int64_t begin, int64_t end) {
 
 /// Defines the kernel entry `name` and `name`_compiled_for in the including
 /// capability object.
-#define MHA_DEFINE_PANEL_GEMM_KERNEL(name)                                             \
-  MHA_DEFINE_CAPABILITY_ENTRY(name, panel_gemm_kernel,                                 \
-                              (const PanelGemmArgs& args, int64_t begin, int64_t end), \
-                              (args, begin, end))
+#define MHA_DEFINE_PANEL_GEMM_KERNEL(name) \
+  MHA_DEFINE_RANGE_CAPABILITY_ENTRY(name, panel_gemm_kernel, PanelGemmArgs)
