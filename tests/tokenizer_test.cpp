@@ -62,6 +62,16 @@ const json& reference(const std::string& family) {
   return found->second;
 }
 
+/// `family`'s tokenizer, loaded once (its methods are const).
+const mha::Tokenizer& tokenizer_of(const std::string& family) {
+  static std::map<std::string, mha::Tokenizer> loaded;  // gtest runs the tests on one thread
+  auto found = loaded.find(family);
+  if (found == loaded.end()) {
+    found = loaded.emplace(family, mha::load_hf_tokenizer(family_dir(family))).first;
+  }
+  return found->second;
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 // Under AddressSanitizer (a build for memory errors, many times slower) every
 // 10th line of the 10,000 and every 10th streamed case; the release suite
@@ -83,7 +93,7 @@ struct TokenizerParity : ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerParity, IdsOfEveryLineAreTransformers) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   EXPECT_EQ(tokenizer.tokenizer_class(), ref.at("class").get<std::string>());
   const json& lines = ref.at("lines");
   ASSERT_GE(lines.size(), 10000u);
@@ -113,7 +123,7 @@ Offsets offsets_of(const json& mapping) {
 
 TEST_P(TokenizerParity, OffsetsOfEveryLineAreTransformers) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   const json& lines = ref.at("lines");
   size_t differ = 0;
   for (size_t i = 0; i < lines.size(); i += kLineStep) {
@@ -144,7 +154,7 @@ TEST_P(TokenizerParity, OffsetsOfEveryLineAreTransformers) {
 
 TEST_P(TokenizerParity, DecodedTextIsTransformers) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   size_t differ = 0;
   for (size_t i = 0; i < ref.at("ids").size(); i += kLineStep) {
     const Ids ids = ref.at("ids")[i].get<Ids>();
@@ -167,7 +177,7 @@ TEST_P(TokenizerParity, DecodedTextIsTransformers) {
 
 TEST_P(TokenizerParity, PairsAreTransformers) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   const json& lines = ref.at("lines");
   for (size_t i = 0; i < ref.at("pair_ids").size(); ++i) {
     EXPECT_EQ(
@@ -179,7 +189,7 @@ TEST_P(TokenizerParity, PairsAreTransformers) {
 
 TEST_P(TokenizerParity, TruncationIsTransformers) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   const json& lines = ref.at("lines");
   const size_t edge = ref.at("truncated").size() - 300;  // the edge cases, the last lines
   for (size_t i = 0; i < ref.at("truncated").size(); ++i) {
@@ -212,7 +222,7 @@ TEST_P(TokenizerParity, TruncationIsTransformers) {
 
 TEST_P(TokenizerParity, OverflowingWindowsAreTransformers) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   const json& lines = ref.at("lines");
   const size_t edge = ref.at("overflow").size() - 100;  // the edge cases, the last lines
   for (size_t i = 0; i < ref.at("overflow").size(); ++i) {
@@ -245,7 +255,7 @@ TEST_P(TokenizerParity, OverflowingWindowsAreTransformers) {
 
 TEST_P(TokenizerParity, OverflowingWindowsOffsetsAreTransformers) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   const json& lines = ref.at("lines");
   const auto options =
       mha::EncodeOptions().truncation(mha::Truncation::kOnlySecond).max_length(20).stride(2);
@@ -271,7 +281,7 @@ TEST_P(TokenizerParity, OverflowingWindowsOffsetsAreTransformers) {
 
 TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   std::vector<std::string> texts;
   for (size_t i = 0; i < 8; ++i) texts.push_back(ref.at("lines")[i].get<std::string>());
   if (ref.contains("batch_error")) {
@@ -316,7 +326,7 @@ TEST_P(TokenizerParity, PaddedBatchIsTransformers) {
 
 TEST_P(TokenizerParity, StreamedPiecesJoinToTransformersText) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
   // The corpus's first 300 lines, the edge cases, and the byte tokens that are not UTF-8.
   std::vector<std::pair<Ids, std::string>> cases;
@@ -361,7 +371,7 @@ TEST_P(TokenizerParity, StreamedPiecesJoinToTransformersText) {
 
 TEST_P(TokenizerParity, StopStringsStopWhereTransformersStops) {
   const json& ref = reference(GetParam());
-  const mha::Tokenizer tokenizer = mha::load_hf_tokenizer(family_dir(GetParam()));
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   const auto stop_strings = ref.at("stop_strings").get<std::vector<std::string>>();
   if (ref.contains("stop_error")) {
     MHA_ASSERT_THROWS_WITH(mha::StopStringCriteria(tokenizer, stop_strings),
