@@ -14,7 +14,8 @@ model_max_length 24, so that its long texts are truncated. Each directory gets
 tokenizer reference and its edge cases) and transformers 5.23's pipeline
 answers, one text at a time:
 - text-classification: the default (the best label), top_k=None (all, best
-  first) and function_to_apply="sigmoid" with top_k=2;
+  first) and function_to_apply="sigmoid" with top_k=2; `pairs`: consecutive
+  texts as {"text": a, "text_pair": b} with top_k=None, truncation=True;
 - token-classification: every aggregation_strategy (none, simple, first,
   average, max), and none with ignore_labels=[].
 
@@ -107,9 +108,12 @@ def task(out, family, tokenizer_dir, config_class, extra, model_class, labels, a
 
 def text_classification(directory, texts):
     pipe = T.pipeline("text-classification", model=directory, device="cpu")
+    pairs = list(zip(texts[0::2], texts[1::2]))
     return dict(default=[scores(pipe(t)) for t in texts],
                 all=[scores(pipe(t, top_k=None)) for t in texts],
-                sigmoid_top2=[scores(pipe(t, top_k=2, function_to_apply="sigmoid")) for t in texts])
+                sigmoid_top2=[scores(pipe(t, top_k=2, function_to_apply="sigmoid")) for t in texts],
+                pairs=[scores(pipe({"text": a, "text_pair": b}, top_k=None, truncation=True))
+                       for a, b in pairs])
 
 
 def token_classification(directory, texts):
@@ -230,8 +234,8 @@ def qa_reference(model, tokenizer, question, context, top_k=1, max_seq_len=None,
     if doc_stride is None:
         doc_stride = min(max_seq_len // 2, 128)
     enc = tokenizer(text=question, text_pair=context, truncation="only_second", max_length=max_seq_len,
-                    stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
-                    return_special_tokens_mask=True)
+                    stride=doc_stride, return_token_type_ids=True, return_overflowing_tokens=True,
+                    return_offsets_mapping=True, return_special_tokens_mask=True)
     min_null_score = 1000000
     answers = []
     for span in range(len(enc["input_ids"])):
@@ -239,7 +243,11 @@ def qa_reference(model, tokenizer, question, context, top_k=1, max_seq_len=None,
         p_mask = [tok != 1 for tok in enc.sequence_ids(span)]
         for cls_index in np.nonzero(np.array(ids) == tokenizer.cls_token_id)[0]:
             p_mask[cls_index] = 0
-        out = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+        inputs = {"input_ids": torch.tensor([ids]),
+                  "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+        if "token_type_ids" in tokenizer.model_input_names:  # _forward's model inputs
+            inputs["token_type_ids"] = torch.tensor([enc["token_type_ids"][span]])
+        out = model(**inputs)
         p_mask = torch.tensor(p_mask, dtype=torch.long).unsqueeze(0).numpy()
         attention_mask = np.ones((1, len(ids)), dtype=np.int64)
         starts, ends, scores, min_null_score = select_starts_ends(

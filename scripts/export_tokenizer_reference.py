@@ -20,15 +20,16 @@ the reference:
       ids, offsets: `tokenizer(line, return_offsets_mapping=True)`'s
       input_ids and offset_mapping for each; pair_offsets: those of the pairs;
       decoded, decoded_skip: `decode(ids)`, with `skip_special_tokens=True`;
-      pair_ids: `tokenizer(a, b)` of consecutive lines;
+      pair_ids: `tokenizer(a, b)` of consecutive lines; pair_type_ids: their
+      token_type_ids (pair_type_ids_plain: of the first 20 without special tokens);
       truncated: `tokenizer(line, truncation=True, max_length=12)` of the first
       300 lines and the edge cases (truncated_offsets: their offset_mapping); pair_<strategy>: `tokenizer(a, b,
       truncation=strategy, max_length=16)` (null where transformers refuses);
       lossy_ids, lossy_decoded: byte tokens that are not UTF-8, and their text;
       overflow: `tokenizer(line, truncation=True, max_length=12, stride=4,
       return_overflowing_tokens=True)["input_ids"]` of 100 lines and the edge
-      cases; overflow_windows: only_second's windows' offset_mapping and
-      sequence_ids (None as -1); overflow_<strategy>: pairs with max_length=20, stride=2 (null where
+      cases; overflow_windows: only_second's windows' offset_mapping,
+      token_type_ids and sequence_ids (None as -1); overflow_<strategy>: pairs with max_length=20, stride=2 (null where
       tokenizers panics);
       batch: `tokenizer(lines[:8], padding=True, return_offsets_mapping=True)` where the family has a pad
       token, else (batch_error) transformers' error message; batch_max_length:
@@ -565,6 +566,11 @@ def reference(directory, lines):
         "decoded": [tokenizer.decode(i) for i in ids],
         "decoded_skip": [tokenizer.decode(i, skip_special_tokens=True) for i in ids],
         "pair_ids": [tokenizer(a, b)["input_ids"] for a, b in zip(lines[:200:2], lines[1:200:2])],
+        "pair_type_ids": [tokenizer(a, b, return_token_type_ids=True)["token_type_ids"]
+                          for a, b in pairs],
+        "pair_type_ids_plain": [tokenizer(a, b, add_special_tokens=False,
+                                          return_token_type_ids=True)["token_type_ids"]
+                                for a, b in pairs[:20]],
     }
     # Truncation to 12 ids (special tokens included) of single texts, and of
     # pairs to 16 ids by each strategy (None where transformers refuses).
@@ -602,12 +608,13 @@ def reference(directory, lines):
     def windows(a, b):
         try:
             enc = tokenizer(a, b, truncation="only_second", max_length=20, stride=2,
-                            return_overflowing_tokens=True, return_offsets_mapping=True)
+                            return_overflowing_tokens=True, return_offsets_mapping=True,
+                            return_token_type_ids=True)
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
             return None
-        return {"offsets": enc["offset_mapping"],
+        return {"offsets": enc["offset_mapping"], "type_ids": enc["token_type_ids"],
                 "sequence_ids": [[-1 if s is None else s for s in enc.sequence_ids(i)]
                                  for i in range(len(enc["input_ids"]))]}
     values["overflow_windows"] = [windows(a, b) for a, b in zip(lines[:100:2], lines[1:100:2])]

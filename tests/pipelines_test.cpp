@@ -92,6 +92,20 @@ TEST_P(PipelineParity, TextClassificationIsTransformers) {
       expect_labels(all[i], ref.at("all")[i], what + " top_k none");
       expect_labels(sigmoid[i], ref.at("sigmoid_top2")[i], what + " sigmoid");
     }
+    // Consecutive texts as pairs ({"text": a, "text_pair": b}), cut longest first.
+    std::vector<std::string> firsts, seconds;
+    for (size_t i = 0; i + 1 < texts.size(); i += 2) {
+      firsts.push_back(texts[i]);
+      seconds.push_back(texts[i + 1]);
+    }
+    const auto pairs = classify(
+        firsts, seconds,
+        mha::TextClassificationOptions().top_k(std::nullopt).truncation(true).batch_size(batch));
+    ASSERT_EQ(pairs.size(), ref.at("pairs").size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      expect_labels(pairs[i], ref.at("pairs")[i],
+                    name + " pair " + std::to_string(i) + " batch " + std::to_string(batch));
+    }
   }
 }
 
@@ -176,6 +190,8 @@ TEST(PipelineErrors, AModelOfAnotherTaskOrABadOption) {
   MHA_ASSERT_THROWS_WITH(classify({"a"}, mha::TextClassificationOptions().top_k(0)),
                          "top_k: expected a positive number or none, but got 0");
   EXPECT_TRUE(classify({}).empty());
+  MHA_ASSERT_THROWS_WITH(classify({"a", "b"}, {"c"}),
+                         "expected a text_pair per text, but got 2 texts and 1 text_pairs");
   const mha::QuestionAnsweringPipeline qa(model_dir("bert_question_answering"));
   MHA_ASSERT_THROWS_WITH(qa({"a", "b"}, {"c"}),
                          "expected a context per question, but got 2 questions and 1 contexts");

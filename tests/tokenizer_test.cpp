@@ -180,9 +180,18 @@ TEST_P(TokenizerParity, PairsAreTransformers) {
   const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
   const json& lines = ref.at("lines");
   for (size_t i = 0; i < ref.at("pair_ids").size(); ++i) {
-    EXPECT_EQ(
-        tokenizer.encode_pair(lines[2 * i].get<std::string>(), lines[2 * i + 1].get<std::string>()),
-        ref.at("pair_ids")[i].get<Ids>())
+    const auto a = lines[2 * i].get<std::string>(), b = lines[2 * i + 1].get<std::string>();
+    EXPECT_EQ(tokenizer.encode_pair(a, b), ref.at("pair_ids")[i].get<Ids>()) << "pair " << i;
+    EXPECT_EQ(tokenizer.encode_with_offsets(a, b).token_type_ids,
+              ref.at("pair_type_ids")[i].get<Ids>())
+        << "pair " << i;
+  }
+  // Without special tokens: the text's ids of type 0, the pair's of type 1.
+  const auto plain = mha::EncodeOptions().add_special_tokens(false);
+  for (size_t i = 0; i < ref.at("pair_type_ids_plain").size(); ++i) {
+    const auto a = lines[2 * i].get<std::string>(), b = lines[2 * i + 1].get<std::string>();
+    EXPECT_EQ(tokenizer.encode_with_offsets(a, b, plain).token_type_ids,
+              ref.at("pair_type_ids_plain")[i].get<Ids>())
         << "pair " << i;
   }
 }
@@ -274,6 +283,8 @@ TEST_P(TokenizerParity, OverflowingWindowsOffsetsAreTransformers) {
       EXPECT_EQ(windows[w].offset_mapping, offsets_of(expected.at("offsets")[w]))
           << "pair " << i << " window " << w;
       EXPECT_EQ(windows[w].sequence_ids, expected.at("sequence_ids")[w].get<Ids>())
+          << "pair " << i << " window " << w;
+      EXPECT_EQ(windows[w].token_type_ids, expected.at("type_ids")[w].get<Ids>())
           << "pair " << i << " window " << w;
     }
   }

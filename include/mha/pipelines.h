@@ -85,6 +85,17 @@ class TextClassificationPipeline : detail::TextTaskPipeline {
   /// Each text's labels (`options.top_k` of them).
   std::vector<std::vector<LabelScore>> operator()(
       const std::vector<std::string>& texts, const TextClassificationOptions& options = {}) const;
+  /// Each pair's labels: transformers' `classifier({"text": text, "text_pair":
+  /// pair})` for each (text, pair), as a sentence-pair model (natural language
+  /// inference, paraphrase) reads them; `c10::Error` unless one pair per text.
+  std::vector<std::vector<LabelScore>> operator()(
+      const std::vector<std::string>& texts,
+      const std::vector<std::string>& text_pairs,
+      const TextClassificationOptions& options = {}) const;
+
+ private:
+  std::vector<std::vector<LabelScore>> classify(const std::vector<EncodedText>& rows,
+                                                const TextClassificationOptions& options) const;
 };
 
 /// How token classification joins tokens into entities: transformers' `aggregation_strategy`.

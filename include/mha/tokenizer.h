@@ -78,6 +78,10 @@ struct EncodedText {
   /// Per id, 0 for the text's, 1 for the pair's, -1 for a special token
   /// (transformers' `sequence_ids()`, None as -1).
   std::vector<int64_t> sequence_ids;
+  /// Per id, its token type (transformers' `token_type_ids`): the type the
+  /// post-processor's template gives its piece (BERT's pair and its last
+  /// `[SEP]`: 1); without special tokens, 0 for the text and 1 for the pair.
+  std::vector<int64_t> token_type_ids;
 };
 
 /// A tokenizer (`load_hf_tokenizer`). Const and thread-safe: any number of

@@ -17,15 +17,17 @@ namespace detail {
 
 std::vector<EncodedText> encode_for_model(const Tokenizer& tokenizer,
                                           const std::vector<std::string>& texts,
-                                          bool truncation) {
+                                          bool truncation,
+                                          const std::vector<std::string>* pairs) {
   EncodeOptions options;
   if (const auto limit = tokenizer.model_max_length(); limit && truncation) {
     options.truncation(Truncation::kLongestFirst).max_length(*limit);
   }
   std::vector<EncodedText> out;
   out.reserve(texts.size());
-  for (const std::string& text : texts) {
-    out.push_back(tokenizer.encode_with_offsets(text, std::nullopt, options));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto pair = pairs ? std::optional<std::string>((*pairs)[i]) : std::nullopt;
+    out.push_back(tokenizer.encode_with_offsets(texts[i], pair, options));
   }
   return out;
 }
@@ -39,6 +41,7 @@ PaddedBatch padded_batch(const std::vector<EncodedText>& rows,
   const auto batch = static_cast<int64_t>(end - begin);
   const auto length = static_cast<int64_t>(longest);
   PaddedBatch out{torch::full({batch, length}, pad_id, torch::kLong),  // (B, L)
+                  torch::zeros({batch, length}, torch::kLong),         // (B, L)
                   torch::zeros({batch, length}, torch::kLong)};        // (B, L)
   for (size_t i = begin; i < end; ++i) {
     const auto& row = rows[i].input_ids;
@@ -46,6 +49,10 @@ PaddedBatch padded_batch(const std::vector<EncodedText>& rows,
     const auto r = static_cast<int64_t>(i - begin);
     out.input_ids[r].narrow(0, 0, n).copy_(torch::tensor(row, torch::kLong));
     out.attention_mask[r].narrow(0, 0, n).fill_(1);
+    if (!rows[i].token_type_ids.empty()) {
+      out.token_type_ids[r].narrow(0, 0, n).copy_(
+          torch::tensor(rows[i].token_type_ids, torch::kLong));
+    }
   }
   return out;
 }
@@ -56,8 +63,10 @@ TaskModelOutput run_padded(TextTaskModel model,
                            size_t end,
                            int64_t pad_id) {
   const PaddedBatch batch = padded_batch(rows, begin, end, pad_id);
+  const bool typed = model->options.encoder().type_vocab_size() > 0;
   torch::NoGradGuard no_grad;
-  return model(batch.input_ids, batch.attention_mask);
+  return model(batch.input_ids, batch.attention_mask,
+               typed ? batch.token_type_ids : torch::Tensor());
 }
 
 void for_each_batch(size_t count,

@@ -17,16 +17,19 @@
 namespace mha {
 namespace detail {
 
-/// Each of `texts` with its offsets and special tokens mask; with
-/// `truncation`, cut to the tokenizer's `model_max_length` where it has one.
+/// Each of `texts` (with its `pairs`[i] where given) with its offsets,
+/// special tokens mask and token types; with `truncation`, cut to the
+/// tokenizer's `model_max_length` where it has one (longest first).
 std::vector<EncodedText> encode_for_model(const Tokenizer& tokenizer,
                                           const std::vector<std::string>& texts,
-                                          bool truncation);
+                                          bool truncation,
+                                          const std::vector<std::string>* pairs = nullptr);
 
 /// Rows [begin, end) of a batch padded on the right with `pad_id`.
 struct PaddedBatch {
   torch::Tensor input_ids;       ///< (B, L) int64
   torch::Tensor attention_mask;  ///< (B, L) int64, 0 at the padding
+  torch::Tensor token_type_ids;  ///< (B, L) int64, 0 at the padding
 };
 
 /// `rows` [begin, end) padded on the right with `pad_id`.
@@ -35,7 +38,9 @@ PaddedBatch padded_batch(const std::vector<EncodedText>& rows,
                          size_t end,
                          int64_t pad_id);
 
-/// `model` on `rows` [begin, end) padded on the right with `pad_id` (masked):
+/// `model` on `rows` [begin, end) padded on the right with `pad_id` (masked),
+/// with their token types where the model has token type embeddings (as
+/// transformers' tokenizers return them to BERT and ELECTRA, not to DistilBERT):
 /// its output for the batch, (B, labels) or (B, L, labels) logits.
 TaskModelOutput run_padded(TextTaskModel model,
                            const std::vector<EncodedText>& rows,

@@ -47,6 +47,22 @@ std::vector<LabelScore> labels_of(const torch::Tensor& logits,
 
 std::vector<std::vector<LabelScore>> TextClassificationPipeline::operator()(
     const std::vector<std::string>& texts, const TextClassificationOptions& options) const {
+  return classify(detail::encode_for_model(tokenizer_, texts, options.truncation()), options);
+}
+
+std::vector<std::vector<LabelScore>> TextClassificationPipeline::operator()(
+    const std::vector<std::string>& texts,
+    const std::vector<std::string>& text_pairs,
+    const TextClassificationOptions& options) const {
+  TORCH_CHECK_VALUE(texts.size() == text_pairs.size(),
+                    "TextClassificationPipeline: expected a text_pair per text, but got ",
+                    texts.size(), " texts and ", text_pairs.size(), " text_pairs");
+  return classify(detail::encode_for_model(tokenizer_, texts, options.truncation(), &text_pairs),
+                  options);
+}
+
+std::vector<std::vector<LabelScore>> TextClassificationPipeline::classify(
+    const std::vector<EncodedText>& rows, const TextClassificationOptions& options) const {
   TORCH_CHECK_VALUE(
       !options.top_k() || *options.top_k() > 0,
       "TextClassificationPipeline: top_k: expected a positive number or none, but got ",
@@ -54,10 +70,8 @@ std::vector<std::vector<LabelScore>> TextClassificationPipeline::operator()(
   const ScoreFunction function = options.function_to_apply() == ScoreFunction::kDefault
                                      ? default_function(model_->options)
                                      : options.function_to_apply();
-  const std::vector<EncodedText> rows =
-      detail::encode_for_model(tokenizer_, texts, options.truncation());
-  std::vector<std::vector<LabelScore>> out(texts.size());
-  detail::for_each_batch(texts.size(), options.batch_size(), [&](size_t begin, size_t end) {
+  std::vector<std::vector<LabelScore>> out(rows.size());
+  detail::for_each_batch(rows.size(), options.batch_size(), [&](size_t begin, size_t end) {
     const torch::Tensor logits =
         detail::run_padded(model_, rows, begin, end, tokenizer_.pad_token_id().value_or(0))
             .logits;  // (B, labels)

@@ -23,5 +23,19 @@ std::vector<int64_t> TemplateProcessing::apply(const std::vector<int64_t>& a,
   return out;
 }
 
+std::vector<int64_t> TemplateProcessing::type_ids(size_t a_length,
+                                                  std::optional<size_t> b_length,
+                                                  bool specials) const {
+  std::vector<int64_t> out;
+  for (const TemplatePiece& piece : b_length ? pair : single) {
+    const size_t count = piece.kind == TemplatePiece::Kind::kSpecial
+                             ? (specials ? piece.ids.size() : 0)
+                         : piece.kind == TemplatePiece::Kind::kSequenceA ? a_length
+                                                                         : *b_length;
+    out.insert(out.end(), count, piece.type_id);
+  }
+  return out;
+}
+
 }  // namespace detail
 }  // namespace mha

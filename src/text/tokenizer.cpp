@@ -116,10 +116,18 @@ MarkedSides marked_sides(const detail::TokenizerPipeline& pipeline,
   return out;
 }
 
+/// What a row's token types depend on besides its ids.
+struct RowKind {
+  bool pair = false;
+  bool add_special_tokens = true;
+  bool later_window[2] = {false, false};  ///< each side's window is not its first
+};
+
 /// A row of marks and special tokens' ids (>= 0) as an `EncodedText`.
 EncodedText encoded_row(const detail::TokenizerPipeline& pipeline,
                         const MarkedSides& sides,
-                        const std::vector<int64_t>& row) {
+                        const std::vector<int64_t>& row,
+                        const RowKind& kind) {
   EncodedText out;
   size_t kept[2] = {0, 0};  // each side's ids in the row so far
   for (const int64_t mark : row) {
@@ -137,6 +145,14 @@ EncodedText encoded_row(const detail::TokenizerPipeline& pipeline,
     out.special_tokens_mask.push_back(0);
     out.sequence_ids.push_back(side);
     detail::trim_offsets(pipeline, sides.ids[index], kept[side]++, out.offset_mapping.back());
+  }
+  const detail::TemplateProcessing& post = pipeline.post_processor;
+  out.token_type_ids = post.type_ids(
+      kept[0], kind.pair ? std::optional<size_t>(kept[1]) : std::nullopt, kind.add_special_tokens);
+  TORCH_INTERNAL_ASSERT(out.token_type_ids.size() == out.input_ids.size());
+  for (size_t t = 0; t < out.input_ids.size() && post.later_windows_keep_encoded_types; ++t) {
+    const int64_t side = out.sequence_ids[t];
+    if (side >= 0 && kind.later_window[side]) out.token_type_ids[t] = side;
   }
   return out;
 }
@@ -193,7 +209,10 @@ std::vector<EncodedText> Tokenizer::encode_overflowing_with_offsets(
   return window_rows<EncodedText>(
       w, pair.has_value(),
       [&](const std::vector<int64_t>& first, const std::vector<int64_t>* second) {
-        return encoded_row(*pipeline_, sides, with_specials(first, second, options));
+        const RowKind kind{pair.has_value(),
+                           options.add_special_tokens(),
+                           {&first != &w.a.front(), second != nullptr && second != &w.b.front()}};
+        return encoded_row(*pipeline_, sides, with_specials(first, second, options), kind);
       });
 }
 
@@ -205,7 +224,8 @@ EncodedText Tokenizer::encode_with_offsets(const std::string& text,
   const MarkedSides sides = marked_sides(*pipeline_, text, pair);
   std::vector<int64_t> b_marks = sides.b_marks;  // cut in place
   return encoded_row(*pipeline_, sides,
-                     truncated_with_specials(sides.a_marks, pair ? &b_marks : nullptr, options));
+                     truncated_with_specials(sides.a_marks, pair ? &b_marks : nullptr, options),
+                     RowKind{pair.has_value(), options.add_special_tokens(), {false, false}});
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text,

@@ -67,7 +67,7 @@ std::vector<AddedToken> read_added(const json& tokenizer,
 }
 
 /// The template of `cls`, `$A`, `sep`, and for a pair then `$B`, `sep`:
-/// BERT's `[CLS] $A [SEP] $B [SEP]` (BertProcessing); `roberta`: a pair
+/// BERT's `[CLS] $A [SEP] $B:1 [SEP]:1` (BertProcessing); `roberta`: a pair
 /// has two `sep` between its sequences, RoBERTa's `<s> $A </s></s> $B </s>`
 /// (RobertaProcessing).
 TemplateProcessing cls_sep_template(int64_t cls, int64_t sep, bool roberta) {
@@ -75,9 +75,11 @@ TemplateProcessing cls_sep_template(int64_t cls, int64_t sep, bool roberta) {
   TemplateProcessing t;
   t.single = {{Kind::kSpecial, {cls}}, {Kind::kSequenceA, {}}, {Kind::kSpecial, {sep}}};
   t.pair = t.single;
+  // BERT's pair is of type 1 from $B on; RoBERTa's every token is of type 0.
+  const int64_t pair_type = roberta ? 0 : 1;
   if (roberta) t.pair.push_back({Kind::kSpecial, {sep}});
-  t.pair.push_back({Kind::kSequenceB, {}});
-  t.pair.push_back({Kind::kSpecial, {sep}});
+  t.pair.push_back({Kind::kSequenceB, {}, pair_type});
+  t.pair.push_back({Kind::kSpecial, {sep}, pair_type});
   return t;
 }
 
@@ -118,19 +120,24 @@ void read_post_processor(const json& processor, TemplateProcessing& out) {
       std::vector<TemplatePiece> result;
       for (const json& piece : list) {
         if (piece.contains("SpecialToken")) {
-          const auto name = piece["SpecialToken"].at("id").get<std::string>();
-          result.push_back({TemplatePiece::Kind::kSpecial, specials.at(name)});
+          const json& special = piece["SpecialToken"];
+          result.push_back({TemplatePiece::Kind::kSpecial,
+                            specials.at(special.at("id").get<std::string>()),
+                            json_field<int64_t>(special, "type_id", 0)});
         } else {
-          const auto name = piece.at("Sequence").at("id").get<std::string>();
-          result.push_back(
-              {name == "A" ? TemplatePiece::Kind::kSequenceA : TemplatePiece::Kind::kSequenceB,
-               {}});
+          const json& sequence = piece.at("Sequence");
+          result.push_back({sequence.at("id").get<std::string>() == "A"
+                                ? TemplatePiece::Kind::kSequenceA
+                                : TemplatePiece::Kind::kSequenceB,
+                            {},
+                            json_field<int64_t>(sequence, "type_id", 0)});
         }
       }
       return result;
     };
     out.single = pieces(processor.at("single"));
     out.pair = pieces(processor.at("pair"));
+    out.later_windows_keep_encoded_types = true;
   } else if (type == "BertProcessing" || type == "RobertaProcessing") {
     out = cls_sep_template(processor.at("cls").at(1).get<int64_t>(),
                            processor.at("sep").at(1).get<int64_t>(), type == "RobertaProcessing");
@@ -154,15 +161,15 @@ TemplateProcessing bos_eos_template(const json& config, const AddedTokens& added
   const bool add_eos = json_field<bool>(config, "add_eos_token", false) && eos.has_value();
   TemplateProcessing t;
   using Kind = TemplatePiece::Kind;
-  const TemplatePiece bos_piece{Kind::kSpecial, {add_bos ? *added.id_of(*bos) : 0}};
-  const TemplatePiece eos_piece{Kind::kSpecial, {add_eos ? *added.id_of(*eos) : 0}};
+  t.later_windows_keep_encoded_types = true;  // a TemplateProcessing
   t.single.clear();
   t.pair.clear();
   for (const Kind sequence : {Kind::kSequenceA, Kind::kSequenceB}) {
+    const int64_t type = sequence == Kind::kSequenceA ? 0 : 1;  // `$A:0`, `$B:1`
     std::vector<TemplatePiece> around;
-    if (add_bos) around.push_back(bos_piece);
-    around.push_back({sequence, {}});
-    if (add_eos) around.push_back(eos_piece);
+    if (add_bos) around.push_back({Kind::kSpecial, {*added.id_of(*bos)}, type});
+    around.push_back({sequence, {}, type});
+    if (add_eos) around.push_back({Kind::kSpecial, {*added.id_of(*eos)}, type});
     if (sequence == Kind::kSequenceA) t.single = around;
     t.pair.insert(t.pair.end(), around.begin(), around.end());
   }
