@@ -149,7 +149,8 @@ EncodedText encoded_row(const detail::TokenizerPipeline& pipeline,
   const detail::TemplateProcessing& post = pipeline.post_processor;
   out.token_type_ids = post.type_ids(
       kept[0], kind.pair ? std::optional<size_t>(kept[1]) : std::nullopt, kind.add_special_tokens);
-  TORCH_INTERNAL_ASSERT(out.token_type_ids.size() == out.input_ids.size());
+  TORCH_INTERNAL_ASSERT(out.token_type_ids.size() == out.input_ids.size(),
+                        "a row has as many token types as ids");
   for (size_t t = 0; t < out.input_ids.size() && post.later_windows_keep_encoded_types; ++t) {
     const int64_t side = out.sequence_ids[t];
     if (side >= 0 && kind.later_window[side]) out.token_type_ids[t] = side;
