@@ -71,6 +71,7 @@ HOMES = {
     "hf_task_models.h": "hugging_face",
     "pipelines.h": "pipelines",
     "sentence_transformer.h": "pipelines",
+    "text_generation_pipeline.h": "pipelines",
     "hf_language_models.h": "hugging_face",
     "generation_config.h": "generation",
     "generation.h": "generation",

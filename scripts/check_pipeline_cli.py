@@ -6,7 +6,9 @@ text: labels, entities and words identical, scores and vectors within 1e-5.
 
 Usage: check_pipeline_cli.py TOOL TASK DIR [TOOL OPTIONS...]
   text-classification with --all-labels compares with top_k=None's answers;
-  token-classification with --aggregation S with S's.
+  token-classification with --aggregation S with S's; text-generation with
+  --greedy with greedy_new_text's texts, else with sampled's (pass the options
+  of that case: --max-new-tokens, --new-text-only, --seed 0).
 """
 
 import json
@@ -28,7 +30,13 @@ def close(a, b):
 
 def main():
     tool, task, directory, *options = sys.argv[1:]
-    if task == "sentence-embedding":
+    if task == "text-generation":
+        with open(os.path.join(directory, "mha_generation_reference.json"), encoding="utf-8") as f:
+            ref = json.load(f)
+        case = "greedy_new_text" if "--greedy" in options else "sampled"
+        ref["texts"] = ref["prompts"]
+        expected = [[{"generated_text": t} for t in texts] for texts in ref[case]]
+    elif task == "sentence-embedding":
         with open(os.path.join(directory, "mha_sentence_reference.json"), encoding="utf-8") as f:
             ref = json.load(f)
         expected = ref["embeddings"]

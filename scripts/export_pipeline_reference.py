@@ -38,6 +38,13 @@ contexts (the next five lines joined)
 and the answers for: the defaults; max_seq_len 64 with doc_stride 16 (many
 windows); and that with top_k 3, max_answer_len 4 and handle_impossible_answer.
 
+Text generation (`gpt2_text_generation`: the tokenizer reference's small random
+GPT-2 and its tokenizer): `mha_generation_reference.json` holds a few short
+prompts, the generate() arguments the pipeline adds to a call (`call_defaults`),
+and transformers' `pipeline("text-generation")` texts for each of
+GENERATION_CASES (the pipeline's default sampling, greedy new text, two sampled
+sequences), each prompt after `torch.manual_seed(SEED + index)`.
+
 Usage: export_pipeline_reference.py --tokenizers DIR --out DIR
 """
 
@@ -288,6 +295,39 @@ def question_answering(out, tokenizers):
             json.dump(values, f, ensure_ascii=False)
 
 
+GENERATION_CASES = {
+    "sampled": dict(max_new_tokens=8),
+    "greedy_new_text": dict(max_new_tokens=10, do_sample=False, return_full_text=False),
+    "sampled_two": dict(max_new_tokens=6, num_return_sequences=2, temperature=1.3),
+}
+
+
+@torch.no_grad()
+def text_generation(out, tokenizers):
+    """transformers' pipeline("text-generation") on the tokenizer reference's small
+    random GPT-2, each prompt after torch.manual_seed(SEED + its index)."""
+    source = os.path.join(tokenizers, "gpt2")
+    directory = os.path.join(out, "gpt2_text_generation")
+    T.AutoModelForCausalLM.from_pretrained(source).save_pretrained(directory)
+    tokenizer = T.AutoTokenizer.from_pretrained(source)
+    tokenizer.save_pretrained(directory)
+    prompts = [t for t in texts_of(source) if 0 < len(tokenizer(t)["input_ids"]) <= 24][:6]
+    pipe = T.pipeline("text-generation", model=directory, device="cpu")
+    # The generate() arguments the pipeline adds to a call that sets none.
+    added = pipe._prepare_generate_kwargs({})
+    values = {"prompts": prompts,
+              "call_defaults": {k: added.get(k) for k in ("max_new_tokens", "do_sample",
+                                                          "temperature")}}
+    for name, kwargs in GENERATION_CASES.items():
+        values[name] = []
+        for i, prompt in enumerate(prompts):
+            torch.manual_seed(SEED + i)
+            values[name].append([r["generated_text"] for r in pipe(prompt, **kwargs)])
+    with open(os.path.join(directory, "mha_generation_reference.json"), "w",
+              encoding="utf-8") as f:
+        json.dump(values, f, ensure_ascii=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizers", required=True)
@@ -306,9 +346,10 @@ def main():
              getattr(T, f"{prefix}ForTokenClassification"), ENTITIES, token_classification)
     sentence_models = sentence_embeddings(args.out, args.tokenizers)
     question_answering(args.out, args.tokenizers)
+    text_generation(args.out, args.tokenizers)
     print(f"wrote {2 * len(FAMILIES)} task models and transformers {T.__version__}'s pipeline "
           f"answers, {sentence_models} sentence-transformers models and their embeddings, 2 question "
-          f"answering models and transformers 4.x's answers to {args.out}")
+          f"answering models and transformers 4.x's answers, a text generation model and its texts to {args.out}")
 
 
 if __name__ == "__main__":

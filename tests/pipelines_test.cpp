@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <mha/pipelines.h>
 #include <mha/sentence_transformer.h>
+#include <mha/text_generation_pipeline.h>
+#include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
@@ -178,6 +180,41 @@ TEST_P(PipelineParity, QuestionAnsweringIsTransformers4) {
 INSTANTIATE_TEST_SUITE_P(Families,
                          PipelineParity,
                          ::testing::Values("bert", "roberta", "distilbert", "electra"));
+
+/// The seed export_pipeline_reference.py draws each prompt's texts after (SEED + index).
+constexpr uint64_t kGenerationSeed = 0;
+
+TEST(TextGenerationPipeline, TextsAreTransformers) {
+  const std::string dir = model_dir("gpt2_text_generation");
+  std::ifstream in(dir + "/mha_generation_reference.json");
+  ASSERT_TRUE(in.good()) << "run scripts/export_pipeline_reference.py";
+  const json ref = json::parse(in);
+  const auto prompts = ref.at("prompts").get<std::vector<std::string>>();
+  ASSERT_GE(prompts.size(), 3u);
+  const mha::TextGenerationPipeline generator(dir);
+  // What the pipeline adds to a call that sets nothing (the model's config sets none of it).
+  const mha::GenerationConfig added = generator.call_config({});
+  const json& defaults = ref.at("call_defaults");
+  EXPECT_EQ(added.max_new_tokens(), defaults.at("max_new_tokens").get<int64_t>());
+  EXPECT_EQ(added.do_sample(), defaults.at("do_sample").get<bool>());
+  EXPECT_EQ(added.temperature(), defaults.at("temperature").get<double>());
+  const std::pair<const char*, mha::TextGenerationOptions> cases[] = {
+      {"sampled", mha::TextGenerationOptions().max_new_tokens(8)},
+      {"greedy_new_text",
+       mha::TextGenerationOptions().max_new_tokens(10).do_sample(false).return_full_text(false)},
+      {"sampled_two",
+       mha::TextGenerationOptions().max_new_tokens(6).temperature(1.3).generation_config(
+           mha::read_generation_config(dir).num_return_sequences(2))}};
+  for (const auto& [name, options] : cases) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      torch::manual_seed(kGenerationSeed + i);
+      EXPECT_EQ(generator({prompts[i]}, options).at(0),
+                ref.at(name)[i].get<std::vector<std::string>>())
+          << name << " prompt " << i;
+    }
+  }
+  MHA_ASSERT_THROWS_WITH(generator({""}), "prompts[0] encodes to no token");
+}
 
 TEST(PipelineErrors, AModelOfAnotherTaskOrABadOption) {
   MHA_ASSERT_THROWS_WITH(

@@ -21,6 +21,7 @@
 #include <mha/sentence_transformer.h>
 #include <mha/state_dict.h>
 #include <mha/stopping_criteria.h>
+#include <mha/text_generation_pipeline.h>
 #include <mha/tokenizer.h>
 #include <mha/transformer.h>
 #include <mha/transformer_coder.h>

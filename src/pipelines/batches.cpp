@@ -32,6 +32,12 @@ std::vector<EncodedText> encode_for_model(const Tokenizer& tokenizer,
   return out;
 }
 
+void check_one_each(
+    const char* pipeline, const char* first, size_t firsts, const char* second, size_t seconds) {
+  TORCH_CHECK_VALUE(firsts == seconds, pipeline, ": expected a ", second, " per ", first,
+                    ", but got ", firsts, " ", first, "s and ", seconds, " ", second, "s");
+}
+
 PaddedBatch padded_batch(const std::vector<EncodedText>& rows,
                          size_t begin,
                          size_t end,

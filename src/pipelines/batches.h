@@ -25,6 +25,11 @@ std::vector<EncodedText> encode_for_model(const Tokenizer& tokenizer,
                                           bool truncation,
                                           const std::vector<std::string>* pairs = nullptr);
 
+/// `c10::Error` from `pipeline` unless there is one `second` per `first`
+/// ("expected a context per question, but got 2 questions and 1 contexts").
+void check_one_each(
+    const char* pipeline, const char* first, size_t firsts, const char* second, size_t seconds);
+
 /// Rows [begin, end) of a batch padded on the right with `pad_id`.
 struct PaddedBatch {
   torch::Tensor input_ids;       ///< (B, L) int64

@@ -111,13 +111,12 @@ std::vector<std::vector<Answer>> QuestionAnsweringPipeline::operator()(
     const std::vector<std::string>& questions,
     const std::vector<std::string>& contexts,
     const QuestionAnsweringOptions& options) const {
-  TORCH_CHECK_VALUE(questions.size() == contexts.size(),
-                    "QuestionAnsweringPipeline: expected a context per question, but got ",
-                    questions.size(), " questions and ", contexts.size(), " contexts");
   TORCH_CHECK_VALUE(
       options.top_k() > 0 && options.max_answer_len() > 0,
       "QuestionAnsweringPipeline: expected top_k and max_answer_len positive, but got ",
       options.top_k(), " and ", options.max_answer_len());
+  detail::check_one_each("QuestionAnsweringPipeline", "question", questions.size(), "context",
+                         contexts.size());
   const int64_t max_seq_len =
       options.max_seq_len() > 0
           ? options.max_seq_len()

@@ -54,9 +54,8 @@ std::vector<std::vector<LabelScore>> TextClassificationPipeline::operator()(
     const std::vector<std::string>& texts,
     const std::vector<std::string>& text_pairs,
     const TextClassificationOptions& options) const {
-  TORCH_CHECK_VALUE(texts.size() == text_pairs.size(),
-                    "TextClassificationPipeline: expected a text_pair per text, but got ",
-                    texts.size(), " texts and ", text_pairs.size(), " text_pairs");
+  detail::check_one_each("TextClassificationPipeline", "text", texts.size(), "text_pair",
+                         text_pairs.size());
   return classify(detail::encode_for_model(tokenizer_, texts, options.truncation(), &text_pairs),
                   options);
 }

@@ -2,18 +2,20 @@
 //
 //   mha-pipeline TASK DIR [options] < texts
 //
-// TASK: text-classification, token-classification or sentence-embedding.
-// Reads one text per line of stdin and writes one JSON line per text to
-// stdout, as transformers' pipeline (or sentence-transformers' encode)
-// answers: a list of {"label", "score"}; a list of entities ({"entity",
-// "score", "index", "word", "start", "end"}, or with aggregation
-// {"entity_group", ...}); a list of numbers. A progress line goes to stderr
-// for long inputs. Exit status: 0; 2 for a directory or text it cannot
-// answer (the reason on stderr); for a usage error, CLI11's, with the usage.
+// TASK: text-classification, token-classification, sentence-embedding or
+// text-generation. Reads one text per line of stdin and writes one JSON line
+// per text to stdout, as transformers' pipeline (or sentence-transformers'
+// encode) answers: a list of {"label", "score"}; a list of entities
+// ({"entity", "score", "index", "word", "start", "end"}, or with aggregation
+// {"entity_group", ...}); a list of numbers; a list of {"generated_text"}. A progress line goes to
+// stderr for long inputs. Exit status: 0; 2 for a directory or text it cannot answer (the reason on
+// stderr); for a usage error, CLI11's, with the usage.
 
 #include <c10/util/Exception.h>
 #include <mha/pipelines.h>
 #include <mha/sentence_transformer.h>
+#include <mha/text_generation_pipeline.h>
+#include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <functional>
@@ -39,6 +41,10 @@ struct Arguments {
   std::string function = "default";
   std::string aggregation = "none";
   bool truncation = false;
+  std::optional<int64_t> max_new_tokens;
+  bool greedy = false;
+  bool new_text_only = false;
+  std::optional<uint64_t> seed;
 };
 
 /// Texts read and answered this many at a time (a progress line after each group).
@@ -65,6 +71,29 @@ json entities_json(const std::vector<mha::Entity>& entities, bool grouped) {
 
 /// The task's answers to `texts`, one JSON value each.
 using Answer = std::function<std::vector<json>(const std::vector<std::string>&)>;
+
+/// text-generation's answers: each prompt's texts, after `torch::manual_seed(seed + its
+/// line's index)` where a seed is given (transformers' texts after the same seeds).
+Answer generation_answer(const Arguments& args) {
+  auto pipeline = std::make_shared<mha::TextGenerationPipeline>(args.directory);
+  auto options = mha::TextGenerationOptions()
+                     .max_new_tokens(args.max_new_tokens)
+                     .return_full_text(!args.new_text_only);
+  if (args.greedy) options.do_sample(false);
+  auto next_line = std::make_shared<uint64_t>(0);
+  return [pipeline, options, next_line, seed = args.seed](const std::vector<std::string>& texts) {
+    std::vector<json> out;
+    for (const std::string& prompt : texts) {
+      if (seed) torch::manual_seed(*seed + *next_line);
+      ++*next_line;
+      const auto generated = (*pipeline)({prompt}, options);  // one prompt's texts
+      json texts_json = json::array();
+      for (const auto& text : generated[0]) texts_json.push_back({{"generated_text", text}});
+      out.push_back(texts_json);
+    }
+    return out;
+  };
+}
 
 Answer answer_for(const Arguments& args) {
   if (args.task == "text-classification") {
@@ -103,6 +132,7 @@ Answer answer_for(const Arguments& args) {
       return out;
     };
   }
+  if (args.task == "text-generation") return generation_answer(args);
   auto model = std::make_shared<mha::SentenceTransformer>(args.directory);  // sentence-embedding
   const int64_t batch = args.batch_size;
   return [model, batch](const std::vector<std::string>& texts) {
@@ -144,7 +174,8 @@ int main(int argc, char** argv) {
   Arguments args;
   app.add_option("task", args.task, "the task")
       ->required()
-      ->check(CLI::IsMember({"text-classification", "token-classification", "sentence-embedding"}));
+      ->check(CLI::IsMember({"text-classification", "token-classification", "sentence-embedding",
+                             "text-generation"}));
   app.add_option("directory", args.directory, "the model's directory (with its tokenizer)")
       ->required();
   app.add_option("--batch-size", args.batch_size, "texts per model call")
@@ -158,6 +189,13 @@ int main(int argc, char** argv) {
                "text-classification: cut texts to the tokenizer's model_max_length");
   app.add_option("--aggregation", args.aggregation, "token-classification: aggregation_strategy")
       ->check(CLI::IsMember({"none", "simple", "first", "average", "max"}));
+  app.add_option("--max-new-tokens", args.max_new_tokens, "text-generation: new tokens at most")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--greedy", args.greedy, "text-generation: greedy (do_sample=False)");
+  app.add_flag("--new-text-only", args.new_text_only,
+               "text-generation: the new text alone (return_full_text=False)");
+  app.add_option("--seed", args.seed,
+                 "text-generation: torch.manual_seed(SEED + the line's index) before each prompt");
   CLI11_PARSE(app, argc, argv);
   try {
     run(args);
