@@ -31,12 +31,13 @@ mean together; on RoBERTa's byte-level tokenizer for lasttoken). Each gets
 Question answering (`<family>_question_answering`, bert and roberta): transformers
 5.x's pipeline() has no "question-answering" task any more, so `qa_reference`
 below is transformers 4.x's QuestionAnsweringPipeline (preprocess's windows and
-p_mask, select_starts_ends, decode_spans, postprocess with align_to_words=False)
+p_mask, select_starts_ends, decode_spans, postprocess and get_indices)
 ported over AutoModelForQuestionAnswering's logits of each window;
 `mha_qa_reference.json` holds questions (a corpus line's first three words, at most 20 characters),
 contexts (the next five lines joined)
-and the answers for: the defaults; max_seq_len 64 with doc_stride 16 (many
-windows); and that with top_k 3, max_answer_len 4 and handle_impossible_answer.
+and the answers for: the defaults (align_to_words=True); max_seq_len 64 with doc_stride 16 (many
+windows); that with top_k 3, max_answer_len 4 and handle_impossible_answer; and the first
+and third with align_to_words=False (`tokens`, `windows_top3_tokens`).
 
 Text generation (`gpt2_text_generation`: the tokenizer reference's small random
 GPT-2 and its tokenizer): `mha_generation_reference.json` holds a few short
@@ -233,9 +234,26 @@ def select_starts_ends(start, end, p_mask, attention_mask, min_null_score, top_k
 
 
 @torch.no_grad()
+def get_indices(enc, s, e, sequence_index, align_to_words):
+    """transformers 4.x's QuestionAnsweringPipeline.get_indices on a tokenizers Encoding."""
+    if align_to_words:
+        try:
+            start_word = enc.token_to_word(s)
+            end_word = enc.token_to_word(e)
+            start_index = enc.word_to_chars(start_word, sequence_index=sequence_index)[0]
+            end_index = enc.word_to_chars(end_word, sequence_index=sequence_index)[1]
+        except Exception:
+            start_index = enc.offsets[s][0]
+            end_index = enc.offsets[e][1]
+    else:
+        start_index = enc.offsets[s][0]
+        end_index = enc.offsets[e][1]
+    return start_index, end_index
+
+
 def qa_reference(model, tokenizer, question, context, top_k=1, max_seq_len=None, doc_stride=None,
-                 max_answer_len=15, handle_impossible_answer=False):
-    """transformers 4.x's QuestionAnsweringPipeline on one (question, context), align_to_words=False."""
+                 max_answer_len=15, handle_impossible_answer=False, align_to_words=True):
+    """transformers 4.x's QuestionAnsweringPipeline on one (question, context)."""
     if max_seq_len is None:
         max_seq_len = min(tokenizer.model_max_length, 384)
     if doc_stride is None:
@@ -260,9 +278,10 @@ def qa_reference(model, tokenizer, question, context, top_k=1, max_seq_len=None,
         starts, ends, scores, min_null_score = select_starts_ends(
             out.start_logits.numpy(), out.end_logits.numpy(), p_mask, attention_mask, min_null_score,
             top_k, handle_impossible_answer, max_answer_len)
-        offsets = enc["offset_mapping"][span]
         for s, e, score in zip(starts, ends, scores):
-            start_index, end_index = offsets[s][0], offsets[e][1]
+            # the question first (padding on the right): the context is sequence 1
+            start_index, end_index = get_indices(enc.encodings[span], int(s), int(e), 1,
+                                                 align_to_words)
             answers.append({"score": score.item(), "start": start_index, "end": end_index,
                             "answer": context[start_index:end_index]})
     if handle_impossible_answer:
@@ -270,6 +289,7 @@ def qa_reference(model, tokenizer, question, context, top_k=1, max_seq_len=None,
     return sorted(answers, key=lambda x: x["score"], reverse=True)[:top_k]
 
 
+@torch.no_grad()
 def question_answering(out, tokenizers):
     for family, tokenizer_name, config_class, extra in FAMILIES[:2]:
         tokenizer_dir = os.path.join(tokenizers, tokenizer_name)
@@ -286,7 +306,11 @@ def question_answering(out, tokenizers):
         contexts = [" ".join(lines[i + 1:i + 6]) for i in range(12)]
         settings = {"default": {}, "windows": dict(max_seq_len=64, doc_stride=16),
                     "windows_top3": dict(max_seq_len=64, doc_stride=16, top_k=3, max_answer_len=4,
-                                         handle_impossible_answer=True)}
+                                         handle_impossible_answer=True),
+                    "tokens": dict(align_to_words=False),
+                    "windows_top3_tokens": dict(max_seq_len=64, doc_stride=16, top_k=3,
+                                                max_answer_len=4, handle_impossible_answer=True,
+                                                align_to_words=False)}
         values = {"questions": questions, "contexts": contexts}
         for name, setting in settings.items():
             values[name] = [qa_reference(model, tokenizer, q, c, **setting)

@@ -26,6 +26,8 @@ the reference:
       300 lines and the edge cases (truncated_offsets: their offset_mapping); pair_<strategy>: `tokenizer(a, b,
       truncation=strategy, max_length=16)` (null where transformers refuses);
       lossy_ids, lossy_decoded: byte tokens that are not UTF-8, and their text;
+      word_ids, pair_word_ids: `word_ids()` (None as -1) of the truncated lines
+      (untruncated) and of the pairs;
       overflow: `tokenizer(line, truncation=True, max_length=12, stride=4,
       return_overflowing_tokens=True)["input_ids"]` of 100 lines and the edge
       cases; overflow_windows: only_second's windows' offset_mapping,
@@ -575,6 +577,11 @@ def reference(directory, lines):
     # Truncation to 12 ids (special tokens included) of single texts, and of
     # pairs to 16 ids by each strategy (None where transformers refuses).
     short = lines[:300] + lines[-len(EDGE_CASES):]
+    # Word ids (None as -1) of those lines and of the pairs.
+    def word_ids(encoding):
+        return [-1 if w is None else w for w in encoding.word_ids()]
+    values["word_ids"] = [word_ids(tokenizer(line)) for line in short]
+    values["pair_word_ids"] = [word_ids(tokenizer(a, b)) for a, b in pairs]
     values["truncated"] = [tokenizer(line, truncation=True, max_length=12)["input_ids"]
                            for line in short]
     values["truncated_offsets"] = [
@@ -673,6 +680,7 @@ def to_cache(out, cache, keep=3):
         pass
     shutil.rmtree(cache, ignore_errors=True)
     os.rename(staging, cache)
+    os.utime(cache)  # the newest: copytree gave it `out`'s time, which may be old
     entries = sorted((os.path.join(parent, e) for e in os.listdir(parent)), key=os.path.getmtime)
     for old in entries[:-keep]:
         shutil.rmtree(old, ignore_errors=True)

@@ -156,7 +156,13 @@ TEST_P(PipelineParity, QuestionAnsweringIsTransformers4) {
       {"windows", windows},
       {"windows_top3",
        mha::QuestionAnsweringOptions(windows).top_k(3).max_answer_len(4).handle_impossible_answer(
-           true)}};
+           true)},
+      {"tokens", mha::QuestionAnsweringOptions().align_to_words(false)},
+      {"windows_top3_tokens", mha::QuestionAnsweringOptions(windows)
+                                  .top_k(3)
+                                  .max_answer_len(4)
+                                  .handle_impossible_answer(true)
+                                  .align_to_words(false)}};
   for (const auto& [key, options] : settings) {
     for (const int64_t batch : {1, 16}) {
       const auto got =

@@ -196,6 +196,28 @@ TEST_P(TokenizerParity, PairsAreTransformers) {
   }
 }
 
+TEST_P(TokenizerParity, WordIdsAreTransformers) {
+  const json& ref = reference(GetParam());
+  const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());
+  const json& lines = ref.at("lines");
+  const json& words = ref.at("word_ids");
+  const size_t edge = words.size() - 300;  // the first 300 lines, then the edge cases (the last)
+  for (size_t i = 0; i < words.size(); ++i) {
+    const size_t line = i < 300 ? i : lines.size() - edge + (i - 300);
+    EXPECT_EQ(tokenizer.encode_with_offsets(lines[line].get<std::string>()).word_ids,
+              words[i].get<Ids>())
+        << "line " << line;
+  }
+  for (size_t i = 0; i < ref.at("pair_word_ids").size(); ++i) {
+    EXPECT_EQ(tokenizer
+                  .encode_with_offsets(lines[2 * i].get<std::string>(),
+                                       lines[2 * i + 1].get<std::string>())
+                  .word_ids,
+              ref.at("pair_word_ids")[i].get<Ids>())
+        << "pair " << i;
+  }
+}
+
 TEST_P(TokenizerParity, TruncationIsTransformers) {
   const json& ref = reference(GetParam());
   const mha::Tokenizer& tokenizer = tokenizer_of(GetParam());

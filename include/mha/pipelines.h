@@ -181,13 +181,16 @@ struct QuestionAnsweringOptions {
   /// Also the empty answer (score: the smallest of the windows' first-token
   /// probabilities' products), ranked with the others.
   TORCH_ARG(bool, handle_impossible_answer) = false;
+  /// An answer's characters widened to the whole words its first and last
+  /// tokens are in (`false`: the tokens' own characters).
+  TORCH_ARG(bool, align_to_words) = true;
   /// Windows per model call, padded to the longest.
   TORCH_ARG(int64_t, batch_size) = 8;
 };
 
 /// Extractive question answering with a `...ForQuestionAnswering` model:
 /// transformers 4.x's `pipeline("question-answering")` (the task 5.x's
-/// `pipeline` no longer has) with `align_to_words=False`: the context cut into
+/// `pipeline` no longer has): the context cut into
 /// windows of `max_seq_len` tokens sharing `doc_stride`, each window's start
 /// and end probabilities over the context's tokens (and the first token),
 /// the best spans of at most `max_answer_len` tokens, as characters.

@@ -78,6 +78,11 @@ struct EncodedText {
   /// Per id, 0 for the text's, 1 for the pair's, -1 for a special token
   /// (transformers' `sequence_ids()`, None as -1).
   std::vector<int64_t> sequence_ids;
+  /// Per id, its word in its own text (transformers' `word_ids()`, None as
+  /// -1 for special tokens): the index of the piece it came from, an added
+  /// token or a word of the pre-tokenizer (BERT's: whitespace and punctuation
+  /// apart; byte-level: its regex's pieces; none: the whole text).
+  std::vector<int64_t> word_ids;
   /// Per id, its token type (transformers' `token_type_ids`): the type the
   /// post-processor's template gives its piece (BERT's pair and its last
   /// `[SEP]`: 1); without special tokens, 0 for the text and 1 for the pair.

@@ -1,6 +1,6 @@
 // mha::QuestionAnsweringPipeline: transformers 4.x's
 // pipelines/question_answering.py (preprocess's windows and p_mask;
-// select_starts_ends and decode_spans; postprocess without align_to_words),
+// select_starts_ends and decode_spans; postprocess and get_indices),
 // the task transformers 5.x's pipeline() no longer has.
 
 #include <c10/util/Exception.h>
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "pipelines/batches.h"
 
@@ -95,6 +96,31 @@ Windows windows_of(const Tokenizer& tokenizer,
   return out;
 }
 
+/// The characters of the context's word `word` in `row`: from its first
+/// token's start to its last token's end (tokenizers' word_to_chars).
+std::pair<int64_t, int64_t> word_chars(const EncodedText& row, int64_t word) {
+  size_t first = row.word_ids.size(), last = 0;
+  for (size_t t = 0; t < row.word_ids.size(); ++t) {
+    if (row.sequence_ids[t] != 1 || row.word_ids[t] != word) continue;
+    first = std::min(first, t);
+    last = t;
+  }
+  return {row.offset_mapping[first].first, row.offset_mapping[last].second};
+}
+
+/// The context's characters [first, last) of `span`: its tokens' offsets, or
+/// with `align_to_words` its first and last tokens' whole words
+/// (get_indices; a token of no word, the first one, keeps the offsets).
+std::pair<int64_t, int64_t> span_chars(const EncodedText& row,
+                                       const Span& span,
+                                       bool align_to_words) {
+  const auto s = static_cast<size_t>(span.start), e = static_cast<size_t>(span.end);
+  if (align_to_words && row.word_ids[s] >= 0 && row.word_ids[e] >= 0) {
+    return {word_chars(row, row.word_ids[s]).first, word_chars(row, row.word_ids[e]).second};
+  }
+  return {row.offset_mapping[s].first, row.offset_mapping[e].second};
+}
+
 /// p_mask inverted: the context's tokens and the CLS token may answer. (L) bool.
 Tensor allowed_tokens(const EncodedText& row, std::optional<int64_t> cls_id) {
   Tensor allowed = torch::zeros({static_cast<int64_t>(row.input_ids.size())}, torch::kBool);
@@ -141,8 +167,7 @@ std::vector<std::vector<Answer>> QuestionAnsweringPipeline::operator()(
       for (const Span& span : window_spans(
                logits.start_logits[r].narrow(0, 0, n), logits.end_logits[r].narrow(0, 0, n),
                allowed_tokens(row, tokenizer_.cls_token_id()), options, min_null[i])) {
-        const int64_t first = row.offset_mapping[static_cast<size_t>(span.start)].first;
-        const int64_t last = row.offset_mapping[static_cast<size_t>(span.end)].second;
+        const auto [first, last] = span_chars(row, span, options.align_to_words());
         out[i].push_back({span.score, first, last,
                           detail::characters(contexts[i], context_chars[i], first, last)});
       }

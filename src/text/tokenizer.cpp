@@ -94,6 +94,7 @@ namespace {
 struct MarkedSides {
   std::vector<int64_t> ids;
   std::vector<std::pair<int64_t, int64_t>> offsets;
+  std::vector<int64_t> words;  ///< each id's word in its own side
   std::vector<int64_t> a_marks, b_marks;
 };
 
@@ -104,13 +105,15 @@ MarkedSides marked_sides(const detail::TokenizerPipeline& pipeline,
   for (const std::string* side : {&text, pair ? &*pair : nullptr}) {
     if (side == nullptr) break;
     detail::Spans bytes;
-    const std::vector<int64_t> side_ids = pipeline.encode_plain(*side, &bytes);
+    std::vector<int64_t> words;
+    const std::vector<int64_t> side_ids = pipeline.encode_plain(*side, &bytes, &words);
     const auto side_offsets = detail::character_offsets(*side, bytes);
     for (size_t i = 0; i < side_ids.size(); ++i) {
       (side == &text ? out.a_marks : out.b_marks)
           .push_back(-1 - static_cast<int64_t>(out.ids.size()));
       out.ids.push_back(side_ids[i]);
       out.offsets.push_back(side_offsets[i]);
+      out.words.push_back(words[i]);
     }
   }
   return out;
@@ -136,6 +139,7 @@ EncodedText encoded_row(const detail::TokenizerPipeline& pipeline,
       out.offset_mapping.emplace_back(0, 0);
       out.special_tokens_mask.push_back(1);
       out.sequence_ids.push_back(-1);
+      out.word_ids.push_back(-1);
       continue;
     }
     const auto index = static_cast<size_t>(-1 - mark);
@@ -144,6 +148,7 @@ EncodedText encoded_row(const detail::TokenizerPipeline& pipeline,
     out.offset_mapping.push_back(sides.offsets[index]);
     out.special_tokens_mask.push_back(0);
     out.sequence_ids.push_back(side);
+    out.word_ids.push_back(sides.words[index]);
     detail::trim_offsets(pipeline, sides.ids[index], kept[side]++, out.offset_mapping.back());
   }
   const detail::TemplateProcessing& post = pipeline.post_processor;

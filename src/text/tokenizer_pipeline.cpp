@@ -12,29 +12,41 @@ namespace detail {
 
 void TokenizerPipeline::encode_words(const TextPiece& piece,
                                      std::vector<int64_t>& ids,
-                                     Spans* offsets) const {
-  const std::vector<TextPiece> words =
+                                     Spans* offsets,
+                                     std::vector<int64_t>* words,
+                                     int64_t& word) const {
+  const std::vector<TextPiece> pieces =
       pre_tokenizer != nullptr ? pre_tokenizer->pre_tokenize({piece}) : std::vector{piece};
   Spans spans;
-  for (const TextPiece& word : words) {
+  for (const TextPiece& text : pieces) {
     spans.clear();
-    model->tokenize(word.text, ids, offsets != nullptr ? &spans : nullptr);
-    if (offsets == nullptr) continue;
-    for (const auto& [begin, end] : spans) {
-      offsets->push_back(original_range(word.origin, begin, end));
+    model->tokenize(text.text, ids, offsets != nullptr ? &spans : nullptr);
+    if (offsets != nullptr) {
+      for (const auto& [begin, end] : spans) {
+        offsets->push_back(original_range(text.origin, begin, end));
+        if (words != nullptr) words->push_back(word);
+      }
     }
+    ++word;
   }
 }
 
 std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text,
-                                                     Spans* offsets) const {
+                                                     Spans* offsets,
+                                                     std::vector<int64_t>* words) const {
   std::vector<int64_t> ids;
+  int64_t word = 0;  // tokenizers' word ids: the index of each piece
+  const auto added_word = [&] {
+    if (words != nullptr) words->push_back(word);
+    ++word;
+  };
   // tokenizers' AddedVocabulary: tokens that are not normalized are found in
   // the raw text, the others in the normalized text between those.
   for (const TextSegment& raw : added.split(text, /*normalized=*/false)) {
     if (raw.id) {
       ids.push_back(*raw.id);
       if (offsets != nullptr) offsets->emplace_back(raw.begin, raw.end);
+      added_word();
       continue;
     }
     std::string normalized = text.substr(raw.begin, raw.end - raw.begin);
@@ -52,6 +64,7 @@ std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text,
         if (offsets != nullptr) {
           offsets->push_back(original_range(origin, segment.begin, segment.end));
         }
+        added_word();
         continue;
       }
       TextPiece piece{normalized.substr(segment.begin, segment.end - segment.begin),
@@ -61,7 +74,7 @@ std::vector<int64_t> TokenizerPipeline::encode_plain(const std::string& text,
         piece.origin.assign(origin.begin() + static_cast<std::ptrdiff_t>(segment.begin),
                             origin.begin() + static_cast<std::ptrdiff_t>(segment.end));
       }
-      encode_words(piece, ids, offsets);
+      encode_words(piece, ids, offsets, words, word);
     }
   }
   return ids;

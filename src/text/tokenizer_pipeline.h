@@ -41,8 +41,12 @@ struct TokenizerPipeline {
 
   /// `text`'s ids without special tokens around it (added tokens written in
   /// the text are found); `offsets`, unless null, receives each id's bytes
-  /// [first, second) in `text` (tokenizers' byte offsets).
-  std::vector<int64_t> encode_plain(const std::string& text, Spans* offsets = nullptr) const;
+  /// [first, second) in `text` (tokenizers' byte offsets), and `words`, unless
+  /// null (with `offsets` only), each id's word: the index of the piece it
+  /// came from, an added token or a pre-tokenizer's word (tokenizers' word ids).
+  std::vector<int64_t> encode_plain(const std::string& text,
+                                    Spans* offsets = nullptr,
+                                    std::vector<int64_t>* words = nullptr) const;
   /// The ids' text; `skip_special_tokens` leaves out special added tokens.
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
   /// `decode` before transformers' clean-up of spaces (the decoder's text).
@@ -60,8 +64,13 @@ struct TokenizerPipeline {
 
  private:
   /// Appends the ids of `piece` (no added token in it, normalized) to `ids`,
-  /// and, unless null, their bytes in the original text (`piece.origin`) to `offsets`.
-  void encode_words(const TextPiece& piece, std::vector<int64_t>& ids, Spans* offsets) const;
+  /// and, unless null, their bytes in the original text (`piece.origin`) to
+  /// `offsets` and their words, counted on from `word`, to `words`.
+  void encode_words(const TextPiece& piece,
+                    std::vector<int64_t>& ids,
+                    Spans* offsets,
+                    std::vector<int64_t>* words,
+                    int64_t& word) const;
 };
 
 }  // namespace detail
