@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "pipelines/batches.h"
@@ -97,26 +98,31 @@ Windows windows_of(const Tokenizer& tokenizer,
 }
 
 /// The characters of the context's word `word` in `row`: from its first
-/// token's start to its last token's end (tokenizers' word_to_chars).
-std::pair<int64_t, int64_t> word_chars(const EncodedText& row, int64_t word) {
-  size_t first = row.word_ids.size(), last = 0;
+/// token's start to its last token's end (tokenizers' word_to_chars), or none
+/// where the context has no such word.
+std::optional<std::pair<int64_t, int64_t>> word_chars(const EncodedText& row, int64_t word) {
+  std::optional<size_t> first;
+  size_t last = 0;
   for (size_t t = 0; t < row.word_ids.size(); ++t) {
     if (row.sequence_ids[t] != 1 || row.word_ids[t] != word) continue;
-    first = std::min(first, t);
+    if (!first) first = t;
     last = t;
   }
-  return {row.offset_mapping[first].first, row.offset_mapping[last].second};
+  if (!first) return std::nullopt;
+  return std::make_pair(row.offset_mapping[*first].first, row.offset_mapping[last].second);
 }
 
 /// The context's characters [first, last) of `span`: its tokens' offsets, or
 /// with `align_to_words` its first and last tokens' whole words
-/// (get_indices; a token of no word, the first one, keeps the offsets).
+/// (get_indices; where either token has no word in the context, such as the
+/// first token, the offsets, as its `except` keeps them).
 std::pair<int64_t, int64_t> span_chars(const EncodedText& row,
                                        const Span& span,
                                        bool align_to_words) {
   const auto s = static_cast<size_t>(span.start), e = static_cast<size_t>(span.end);
-  if (align_to_words && row.word_ids[s] >= 0 && row.word_ids[e] >= 0) {
-    return {word_chars(row, row.word_ids[s]).first, word_chars(row, row.word_ids[e]).second};
+  if (align_to_words) {
+    const auto start = word_chars(row, row.word_ids[s]), end = word_chars(row, row.word_ids[e]);
+    if (start && end) return {start->first, end->second};
   }
   return {row.offset_mapping[s].first, row.offset_mapping[e].second};
 }
