@@ -72,6 +72,7 @@ HOMES = {
     "pipelines.h": "pipelines",
     "sentence_transformer.h": "pipelines",
     "text_generation_pipeline.h": "pipelines",
+    "text2text_pipeline.h": "pipelines",
     "hf_language_models.h": "hugging_face",
     "generation_config.h": "generation",
     "generation.h": "generation",

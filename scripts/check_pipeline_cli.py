@@ -8,7 +8,9 @@ Usage: check_pipeline_cli.py TOOL TASK DIR [TOOL OPTIONS...]
   text-classification with --all-labels compares with top_k=None's answers;
   token-classification with --aggregation S with S's; text-generation with
   --greedy with greedy_new_text's texts, else with sampled's (pass the options
-  of that case: --max-new-tokens, --new-text-only, --seed 0).
+  of that case: --max-new-tokens, --new-text-only, --seed 0); summarization,
+  translation and text2text-generation with the text-to-text reference's
+  checkpoint_config texts, in its batches.
 """
 
 import json
@@ -28,14 +30,25 @@ def close(a, b):
     return a == b
 
 
+TEXT2TEXT_FIELDS = {"summarization": "summary_text", "translation": "translation_text",
+                    "text2text-generation": "generated_text"}
+
+
 def main():
     tool, task, directory, *options = sys.argv[1:]
+    batch_size = "7"
     if task == "text-generation":
         with open(os.path.join(directory, "mha_generation_reference.json"), encoding="utf-8") as f:
             ref = json.load(f)
         case = "greedy_new_text" if "--greedy" in options else "sampled"
         ref["texts"] = ref["prompts"]
         expected = [[{"generated_text": t} for t in texts] for texts in ref[case]]
+    elif task in TEXT2TEXT_FIELDS:
+        with open(os.path.join(directory, "mha_text2text_reference.json"), encoding="utf-8") as f:
+            ref = json.load(f)
+        field = TEXT2TEXT_FIELDS[task]
+        expected = [[{field: t} for t in texts] for texts in ref["checkpoint_config"]]
+        batch_size = str(ref["batch_size"])
     elif task == "sentence-embedding":
         with open(os.path.join(directory, "mha_sentence_reference.json"), encoding="utf-8") as f:
             ref = json.load(f)
@@ -51,7 +64,7 @@ def main():
     # A line per text: the texts holding a line break are left out.
     kept = [i for i, t in enumerate(ref["texts"]) if "\n" not in t and "\r" not in t]
     texts, expected = [ref["texts"][i] for i in kept], [expected[i] for i in kept]
-    run = subprocess.run([tool, task, directory, "--batch-size", "7", *options],
+    run = subprocess.run([tool, task, directory, "--batch-size", batch_size, *options],
                          input="\n".join(texts) + "\n", capture_output=True, text=True, check=True)
     lines = run.stdout.split("\n")[:-1]
     if len(lines) != len(texts):

@@ -46,6 +46,13 @@ and transformers' `pipeline("text-generation")` texts for each of
 GENERATION_CASES (the pipeline's default sampling, greedy new text, two sampled
 sequences), each prompt after `torch.manual_seed(SEED + index)`.
 
+Text to text (`bart_text2text`: a small random BART on the bart tokenizer, with
+a generation config of its own and config.json's `prefix`):
+`mha_text2text_reference.json` holds texts of different lengths and, for each
+of TEXT2TEXT_CASES, what transformers 4.x's text2text pipelines returned:
+generate() on padded batches of the prefixed texts, batch_decode without
+special tokens (transformers 5.x removed those pipelines).
+
 Usage: export_pipeline_reference.py --tokenizers DIR --out DIR
 """
 
@@ -352,6 +359,69 @@ def text_generation(out, tokenizers):
         json.dump(values, f, ensure_ascii=False)
 
 
+TEXT2TEXT_PREFIX = "summarize: "
+TEXT2TEXT_BATCH = 3
+TEXT2TEXT_CASES = {
+    "checkpoint_config": {},
+    "greedy": dict(max_new_tokens=10, num_beams=1, no_repeat_ngram_size=0),
+    "beams_two": dict(max_new_tokens=8, num_beams=3, num_return_sequences=2),
+    "sampled_two": dict(max_new_tokens=8, num_beams=1, do_sample=True, top_k=0,
+                        num_return_sequences=2),
+}
+
+
+def greedy_margin(model, inputs, kwargs):
+    """The smallest gap between a greedy step's two best processed scores."""
+    out = model.generate(**inputs, **kwargs, output_scores=True, return_dict_in_generate=True)
+    top = torch.stack(out.scores).topk(2, dim=-1).values  # (steps, B, 2)
+    finite = torch.isfinite(top).all(-1)
+    return (top[..., 0] - top[..., 1])[finite].min().item()
+
+
+@torch.no_grad()
+def text2text_generation(out, tokenizers):
+    """transformers 4.x's text2text pipelines (summarization, translation): the
+    config's prefix before each text, padded batches of TEXT2TEXT_BATCH,
+    generate() with the checkpoint's generation config and each case's
+    arguments, batch_decode without special tokens; a small random BART on
+    the bart tokenizer, sampled cases after torch.manual_seed(SEED)."""
+    source = os.path.join(tokenizers, "bart")
+    directory = os.path.join(out, "bart_text2text")
+    tokenizer = T.AutoTokenizer.from_pretrained(source)
+    config = T.BartConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=2,
+                          decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                          encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=128,
+                          init_std=0.2, pad_token_id=tokenizer.pad_token_id, bos_token_id=0,
+                          eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=2,
+                          prefix=TEXT2TEXT_PREFIX)
+    torch.manual_seed(SEED)
+    model = T.BartForConditionalGeneration(config).eval()
+    model.generation_config = T.GenerationConfig(
+        num_beams=2, max_length=16, no_repeat_ngram_size=3, bos_token_id=0, eos_token_id=2,
+        pad_token_id=tokenizer.pad_token_id, decoder_start_token_id=2, forced_eos_token_id=2)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    texts = [t for t in texts_of(source)
+             if 0 < len(tokenizer(t)["input_ids"]) <= 40 and "\n" not in t and "\r" not in t][:7]
+    batches = [texts[i:i + TEXT2TEXT_BATCH] for i in range(0, len(texts), TEXT2TEXT_BATCH)]
+    values = {"texts": texts, "prefix": TEXT2TEXT_PREFIX, "batch_size": TEXT2TEXT_BATCH}
+    for name, kwargs in TEXT2TEXT_CASES.items():
+        torch.manual_seed(SEED)
+        values[name] = []
+        for batch in batches:
+            inputs = tokenizer([TEXT2TEXT_PREFIX + t for t in batch], padding=True,
+                               return_tensors="pt")
+            if name == "greedy" and greedy_margin(model, inputs, kwargs) < 1e-3:
+                raise SystemExit("text2text: a greedy step's best two scores are too close")
+            decoded = tokenizer.batch_decode(model.generate(**inputs, **kwargs),
+                                             skip_special_tokens=True)
+            each = len(decoded) // len(batch)
+            values[name] += [decoded[i:i + each] for i in range(0, len(decoded), each)]
+    with open(os.path.join(directory, "mha_text2text_reference.json"), "w",
+              encoding="utf-8") as f:
+        json.dump(values, f, ensure_ascii=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizers", required=True)
@@ -371,9 +441,11 @@ def main():
     sentence_models = sentence_embeddings(args.out, args.tokenizers)
     question_answering(args.out, args.tokenizers)
     text_generation(args.out, args.tokenizers)
+    text2text_generation(args.out, args.tokenizers)
     print(f"wrote {2 * len(FAMILIES)} task models and transformers {T.__version__}'s pipeline "
           f"answers, {sentence_models} sentence-transformers models and their embeddings, 2 question "
-          f"answering models and transformers 4.x's answers, a text generation model and its texts to {args.out}")
+          f"answering models and transformers 4.x's answers, a text generation model and its texts, a "
+          f"text-to-text model and its texts to {args.out}")
 
 
 if __name__ == "__main__":

@@ -9,13 +9,16 @@
 // of 1, 5 and 16: labels, words and characters identical, scores within 1e-5;
 // and sentence embeddings (mha/sentence_transformer.h) against
 // sentence-transformers' encode on directories it wrote and in the published
-// format, every pooling mode, Dense and Normalize: vectors within 1e-5.
+// format, every pooling mode, Dense and Normalize: vectors within 1e-5;
+// text generation and text to text (transformers 4.x's text2text pipelines)
+// against transformers' texts, the streamed pieces joining to them.
 // Built into mha_tokenizer_tests (one program less to build); its own test
 // names, in a named namespace.
 
 #include <gtest/gtest.h>
 #include <mha/pipelines.h>
 #include <mha/sentence_transformer.h>
+#include <mha/text2text_pipeline.h>
 #include <mha/text_generation_pipeline.h>
 #include <torch/torch.h>
 
@@ -220,6 +223,70 @@ TEST(TextGenerationPipeline, TextsAreTransformers) {
     }
   }
   MHA_ASSERT_THROWS_WITH(generator({""}), "prompts[0] encodes to no token");
+}
+
+TEST(Text2TextGenerationPipeline, TextsAreTransformers) {
+  const std::string dir = model_dir("bart_text2text");
+  std::ifstream in(dir + "/mha_text2text_reference.json");
+  ASSERT_TRUE(in.good()) << "run scripts/export_pipeline_reference.py";
+  const json ref = json::parse(in);
+  const auto texts = ref.at("texts").get<std::vector<std::string>>();
+  ASSERT_GE(texts.size(), 2 * ref.at("batch_size").get<size_t>());
+  const mha::Text2TextGenerationPipeline pipeline(dir);
+  const mha::GenerationConfig checkpoint = mha::read_generation_config(dir);
+  const auto options = [&]() {
+    return mha::Text2TextOptions().batch_size(ref.at("batch_size").get<int64_t>());
+  };
+  const std::pair<const char*, mha::Text2TextOptions> cases[] = {
+      {"checkpoint_config", options()},
+      {"greedy", options().max_new_tokens(10).generation_config(
+                     mha::GenerationConfig(checkpoint).num_beams(1).no_repeat_ngram_size(0))},
+      {"beams_two", options().max_new_tokens(8).generation_config(
+                        mha::GenerationConfig(checkpoint).num_beams(3).num_return_sequences(2))},
+      {"sampled_two",
+       options().max_new_tokens(8).generation_config(mha::GenerationConfig(checkpoint)
+                                                         .num_beams(1)
+                                                         .do_sample(true)
+                                                         .top_k(0)
+                                                         .num_return_sequences(2))}};
+  for (const auto& [name, call] : cases) {
+    torch::manual_seed(kGenerationSeed);
+    EXPECT_EQ(pipeline(texts, call), ref.at(name).get<std::vector<std::vector<std::string>>>())
+        << name;
+  }
+}
+
+TEST(Text2TextGenerationPipeline, StreamedPiecesJoinToTheTexts) {
+  const std::string dir = model_dir("bart_text2text");
+  const mha::Text2TextGenerationPipeline pipeline(dir);
+  const std::vector<std::string> texts = {"One short text.", "Another, a little longer text."};
+  for (const bool sample : {false, true}) {
+    const mha::GenerationConfig config =
+        mha::read_generation_config(dir).num_beams(1).do_sample(sample).num_return_sequences(
+            sample ? 2 : 1);
+    std::vector<std::vector<std::string>> streamed(texts.size(), std::vector<std::string>(2));
+    size_t pieces = 0;
+    const auto options = mha::Text2TextOptions().generation_config(config).on_text(
+        [&](size_t input, int64_t sequence, const std::string& piece) {
+          streamed.at(input).at(static_cast<size_t>(sequence)) += piece;
+          ++pieces;
+        });
+    torch::manual_seed(kGenerationSeed);
+    const auto returned = pipeline(texts, options);
+    torch::manual_seed(kGenerationSeed);
+    EXPECT_EQ(pipeline(texts, mha::Text2TextOptions().generation_config(config)), returned);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      streamed[i].resize(returned[i].size());
+      EXPECT_EQ(streamed[i], returned[i]) << "text " << i << (sample ? " sampled" : " greedy");
+    }
+    EXPECT_GT(pieces, 2 * texts.size()) << "the text came in one piece per sequence";
+  }
+  MHA_ASSERT_THROWS_WITH(
+      pipeline(texts, mha::Text2TextOptions().on_text([](size_t, int64_t, const std::string&) {})),
+      "on_text streams greedy decoding or sampling, but the generation config has num_beams 2");
+  MHA_ASSERT_THROWS_WITH(pipeline(texts, mha::Text2TextOptions().batch_size(0)),
+                         "batch_size: expected a positive number, but got 0");
+  EXPECT_TRUE(pipeline({}).empty());
 }
 
 TEST(PipelineErrors, AModelOfAnotherTaskOrABadOption) {

@@ -21,6 +21,7 @@
 #include <mha/sentence_transformer.h>
 #include <mha/state_dict.h>
 #include <mha/stopping_criteria.h>
+#include <mha/text2text_pipeline.h>
 #include <mha/text_generation_pipeline.h>
 #include <mha/tokenizer.h>
 #include <mha/transformer.h>

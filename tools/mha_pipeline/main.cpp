@@ -2,18 +2,21 @@
 //
 //   mha-pipeline TASK DIR [options] < texts
 //
-// TASK: text-classification, token-classification, sentence-embedding or
-// text-generation. Reads one text per line of stdin and writes one JSON line
-// per text to stdout, as transformers' pipeline (or sentence-transformers'
-// encode) answers: a list of {"label", "score"}; a list of entities
-// ({"entity", "score", "index", "word", "start", "end"}, or with aggregation
-// {"entity_group", ...}); a list of numbers; a list of {"generated_text"}. A progress line goes to
+// TASK: text-classification, token-classification, sentence-embedding,
+// text-generation, summarization, translation or text2text-generation. Reads
+// one text per line of stdin and writes one JSON line per text to stdout, as
+// transformers' pipeline (or sentence-transformers' encode) answers: a list of
+// {"label", "score"}; a list of entities ({"entity", "score", "index", "word",
+// "start", "end"}, or with aggregation {"entity_group", ...}); a list of
+// numbers; a list of {"generated_text"} ({"summary_text"},
+// {"translation_text"}: transformers 4.x's names). A progress line goes to
 // stderr for long inputs. Exit status: 0; 2 for a directory or text it cannot answer (the reason on
 // stderr); for a usage error, CLI11's, with the usage.
 
 #include <c10/util/Exception.h>
 #include <mha/pipelines.h>
 #include <mha/sentence_transformer.h>
+#include <mha/text2text_pipeline.h>
 #include <mha/text_generation_pipeline.h>
 #include <torch/torch.h>
 
@@ -95,6 +98,31 @@ Answer generation_answer(const Arguments& args) {
   };
 }
 
+/// The text-to-text tasks' answers: each text's {FIELD: text} list
+/// (transformers 4.x's `return_name` + "_text"), after one
+/// `torch::manual_seed(seed)` where a seed is given.
+Answer text2text_answer(const Arguments& args) {
+  static const std::map<std::string, std::string> fields = {
+      {"summarization", "summary_text"},
+      {"translation", "translation_text"},
+      {"text2text-generation", "generated_text"}};
+  auto pipeline = std::make_shared<mha::Text2TextGenerationPipeline>(args.directory);
+  const auto options = mha::Text2TextOptions()
+                           .max_new_tokens(args.max_new_tokens)
+                           .batch_size(args.batch_size)
+                           .truncation(args.truncation);
+  if (args.seed) torch::manual_seed(*args.seed);
+  return [pipeline, options, field = fields.at(args.task)](const std::vector<std::string>& texts) {
+    std::vector<json> out;
+    for (const auto& generated : (*pipeline)(texts, options)) {
+      json texts_json = json::array();
+      for (const auto& text : generated) texts_json.push_back({{field, text}});
+      out.push_back(texts_json);
+    }
+    return out;
+  };
+}
+
 Answer answer_for(const Arguments& args) {
   if (args.task == "text-classification") {
     static const std::map<std::string, mha::ScoreFunction> functions = {
@@ -133,6 +161,7 @@ Answer answer_for(const Arguments& args) {
     };
   }
   if (args.task == "text-generation") return generation_answer(args);
+  if (args.task != "sentence-embedding") return text2text_answer(args);
   auto model = std::make_shared<mha::SentenceTransformer>(args.directory);  // sentence-embedding
   const int64_t batch = args.batch_size;
   return [model, batch](const std::vector<std::string>& texts) {
@@ -175,7 +204,8 @@ int main(int argc, char** argv) {
   app.add_option("task", args.task, "the task")
       ->required()
       ->check(CLI::IsMember({"text-classification", "token-classification", "sentence-embedding",
-                             "text-generation"}));
+                             "text-generation", "summarization", "translation",
+                             "text2text-generation"}));
   app.add_option("directory", args.directory, "the model's directory (with its tokenizer)")
       ->required();
   app.add_option("--batch-size", args.batch_size, "texts per model call")
@@ -186,16 +216,19 @@ int main(int argc, char** argv) {
   app.add_option("--function", args.function, "text-classification: function_to_apply")
       ->check(CLI::IsMember({"default", "sigmoid", "softmax", "none"}));
   app.add_flag("--truncation", args.truncation,
-               "text-classification: cut texts to the tokenizer's model_max_length");
+               "text-classification, text to text: cut texts to the tokenizer's "
+               "model_max_length");
   app.add_option("--aggregation", args.aggregation, "token-classification: aggregation_strategy")
       ->check(CLI::IsMember({"none", "simple", "first", "average", "max"}));
-  app.add_option("--max-new-tokens", args.max_new_tokens, "text-generation: new tokens at most")
+  app.add_option("--max-new-tokens", args.max_new_tokens,
+                 "text-generation, text to text: new tokens at most")
       ->check(CLI::PositiveNumber);
   app.add_flag("--greedy", args.greedy, "text-generation: greedy (do_sample=False)");
   app.add_flag("--new-text-only", args.new_text_only,
                "text-generation: the new text alone (return_full_text=False)");
   app.add_option("--seed", args.seed,
-                 "text-generation: torch.manual_seed(SEED + the line's index) before each prompt");
+                 "text-generation: torch.manual_seed(SEED + the line's index) before each "
+                 "prompt; text to text: torch.manual_seed(SEED) once");
   CLI11_PARSE(app, argc, argv);
   try {
     run(args);
