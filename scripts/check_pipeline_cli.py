@@ -6,7 +6,7 @@ text: labels, entities and words identical, scores and vectors within 1e-5.
 
 Usage: check_pipeline_cli.py TOOL TASK DIR [TOOL OPTIONS...]
   text-classification with --all-labels compares with top_k=None's answers;
-  token-classification with --aggregation S with S's; text-generation with
+  token-classification with --aggregation S with S's (with --stride 8: stride_S's); text-generation with
   --greedy with greedy_new_text's texts, else with sampled's (pass the options
   of that case: --max-new-tokens, --new-text-only, --seed 0); summarization,
   translation and text2text-generation with the text-to-text reference's
@@ -60,7 +60,7 @@ def main():
             expected = ref["all" if "--all-labels" in options else "default"]
         else:
             strategy = options[options.index("--aggregation") + 1] if "--aggregation" in options else "none"
-            expected = ref[strategy]
+            expected = ref[("stride_" if "--stride" in options else "") + strategy]
     # A line per text: the texts holding a line break are left out.
     kept = [i for i, t in enumerate(ref["texts"]) if "\n" not in t and "\r" not in t]
     texts, expected = [ref["texts"][i] for i in kept], [expected[i] for i in kept]

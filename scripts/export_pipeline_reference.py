@@ -17,7 +17,8 @@ answers, one text at a time:
   first) and function_to_apply="sigmoid" with top_k=2; `pairs`: consecutive
   texts as {"text": a, "text_pair": b} with top_k=None, truncation=True;
 - token-classification: every aggregation_strategy (none, simple, first,
-  average, max), and none with ignore_labels=[].
+  average, max), and none with ignore_labels=[]; each but none with
+  stride=TOKEN_STRIDE (bert's long texts in windows of 24 tokens).
 
 Sentence embeddings (sentence-transformers 6.3's SentenceTransformer): a BERT
 encoder of the bert tokenizer's vocabulary, as the package writes a model
@@ -131,11 +132,17 @@ def text_classification(directory, texts):
                        for a, b in pairs])
 
 
+TOKEN_STRIDE = 8
+
+
 def token_classification(directory, texts):
     pipe = T.pipeline("token-classification", model=directory, device="cpu")
     out = {s: [scores(pipe(t, aggregation_strategy=s)) for t in texts]
            for s in ("none", "simple", "first", "average", "max")}
     out["none_all_labels"] = [scores(pipe(t, ignore_labels=[])) for t in texts]
+    for s in ("simple", "first", "average", "max"):
+        out["stride_" + s] = [scores(pipe(t, aggregation_strategy=s, stride=TOKEN_STRIDE))
+                              for t in texts]
     return out
 
 

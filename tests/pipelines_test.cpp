@@ -75,6 +75,9 @@ void expect_entities(const std::vector<mha::Entity>& got,
   }
 }
 
+/// export_pipeline_reference.py's TOKEN_STRIDE.
+constexpr int64_t kTokenStride = 8;
+
 struct PipelineParity : ::testing::TestWithParam<std::string> {};
 
 TEST_P(PipelineParity, TextClassificationIsTransformers) {
@@ -135,6 +138,18 @@ TEST_P(PipelineParity, TokenClassificationIsTransformers) {
             got[i], ref.at(key)[i],
             name + " " + key + " text " + std::to_string(i) + " batch " + std::to_string(batch));
       }
+    }
+  }
+  // Long texts in windows sharing kTokenStride tokens (bert's model_max_length is 24).
+  for (size_t s = 1; s < std::size(strategies); ++s) {
+    const auto& [key, strategy] = strategies[s];
+    const auto got = ner(texts, mha::TokenClassificationOptions()
+                                    .aggregation_strategy(strategy)
+                                    .stride(kTokenStride)
+                                    .batch_size(7));
+    for (size_t i = 0; i < texts.size(); ++i) {
+      expect_entities(got[i], ref.at(std::string("stride_") + key)[i],
+                      name + " stride " + key + " text " + std::to_string(i));
     }
   }
   const auto kept = ner(texts, mha::TokenClassificationOptions().ignore_labels({}).batch_size(5));
@@ -300,6 +315,16 @@ TEST(PipelineErrors, AModelOfAnotherTaskOrABadOption) {
   MHA_ASSERT_THROWS_WITH(classify({"a"}, mha::TextClassificationOptions().top_k(0)),
                          "top_k: expected a positive number or none, but got 0");
   EXPECT_TRUE(classify({}).empty());
+  const mha::TokenClassificationPipeline ner(model_dir("bert_token_classification"));
+  MHA_ASSERT_THROWS_WITH(ner({"a"}, mha::TokenClassificationOptions().stride(4)),
+                         "`stride` was provided to process all the text but "
+                         "`aggregation_strategy=\"none\"`");
+  MHA_ASSERT_THROWS_WITH(
+      ner({"a"}, mha::TokenClassificationOptions()
+                     .aggregation_strategy(mha::AggregationStrategy::kSimple)
+                     .stride(24)),
+      "`stride` must be less than `tokenizer.model_max_length` (or even lower if the tokenizer "
+      "adds special tokens): expected 0 <= stride < 24, but got 24");
   MHA_ASSERT_THROWS_WITH(classify({"a", "b"}, {"c"}),
                          "expected a text_pair per text, but got 2 texts and 1 text_pairs");
   const mha::QuestionAnsweringPipeline qa(model_dir("bert_question_answering"));

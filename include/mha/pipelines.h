@@ -128,8 +128,16 @@ struct TokenClassificationOptions {
   TORCH_ARG(AggregationStrategy, aggregation_strategy) = AggregationStrategy::kNone;
   /// Labels left out of the answer (transformers' `ignore_labels`).
   TORCH_ARG(std::vector<std::string>, ignore_labels) = std::vector<std::string> { "O" };
-  /// Texts per model call, padded to the longest (results as one by one).
+  /// Texts (with `stride`: windows) per model call, padded to the longest
+  /// (results as one by one).
   TORCH_ARG(int64_t, batch_size) = 8;
+  /// A text longer than the tokenizer's `model_max_length` runs in windows of
+  /// that many tokens, each sharing `stride` tokens with the one before
+  /// (transformers' `stride`): each window's entities, then of overlapping
+  /// ones the longest (the better score at equal length). Needs an
+  /// aggregation strategy other than none, as transformers does; nullopt:
+  /// the text is truncated.
+  TORCH_ARG(std::optional<int64_t>, stride) = std::nullopt;
 };
 
 /// transformers' `pipeline("token-classification")` (named entities): each
@@ -153,9 +161,15 @@ class TokenClassificationPipeline : detail::TextTaskPipeline {
       : TextTaskPipeline(std::move(model), std::move(tokenizer), HfTask::kTokenClassification) {}
 
   /// Each text's entities, in text order. Texts longer than the tokenizer's
-  /// `model_max_length` are truncated, as transformers does.
+  /// `model_max_length` are truncated, as transformers does, or run in
+  /// windows (`stride`).
   std::vector<std::vector<Entity>> operator()(const std::vector<std::string>& texts,
                                               const TokenClassificationOptions& options = {}) const;
+
+ private:
+  /// Each text's windows (one unless `stride` is set), as the model reads them.
+  std::vector<std::vector<EncodedText>> windows(const std::vector<std::string>& texts,
+                                                const TokenClassificationOptions& options) const;
 };
 
 /// One answer span of a context.

@@ -104,5 +104,29 @@ Entity EntityGrouping::group_entity(const std::vector<const Entity*>& members) c
           members.back()->end};
 }
 
+std::vector<Entity> without_overlaps(std::vector<Entity> entities) {
+  if (entities.empty()) return entities;
+  std::stable_sort(entities.begin(), entities.end(),
+                   [](const Entity& a, const Entity& b) { return a.start < b.start; });
+  std::vector<Entity> out;
+  size_t kept = 0;  // the entity kept of the current run
+  for (size_t i = 0; i < entities.size(); ++i) {
+    const Entity& e = entities[i];
+    const Entity& previous = entities[kept];
+    if (previous.start <= e.start && e.start < previous.end) {
+      const int64_t length = e.end - e.start;
+      const int64_t previous_length = previous.end - previous.start;
+      if (length > previous_length || (length == previous_length && e.score > previous.score)) {
+        kept = i;
+      }
+    } else {
+      out.push_back(previous);
+      kept = i;
+    }
+  }
+  out.push_back(entities[kept]);
+  return out;
+}
+
 }  // namespace detail
 }  // namespace mha

@@ -2,7 +2,7 @@
 
 // Private: token classification's aggregation (transformers 5.23,
 // pipelines/token_classification.py: aggregate, aggregate_word(s),
-// group_sub_entities, group_entities).
+// group_sub_entities, group_entities, aggregate_overlapping_entities).
 
 #include <mha/pipelines.h>
 #include <mha/tokenizer.h>
@@ -42,6 +42,11 @@ struct EntityGrouping {
   /// One group: its type, mean score, text and characters.
   Entity group_entity(const std::vector<const Entity*>& members) const;
 };
+
+/// `aggregate_overlapping_entities`: the entities of overlapping windows in
+/// text order, of each run of overlapping ones (an entity starting inside
+/// the one kept) the longest, at equal length the better scored.
+std::vector<Entity> without_overlaps(std::vector<Entity> entities);
 
 }  // namespace detail
 }  // namespace mha

@@ -43,6 +43,7 @@ struct Arguments {
   bool all_labels = false;
   std::string function = "default";
   std::string aggregation = "none";
+  std::optional<int64_t> stride;
   bool truncation = false;
   std::optional<int64_t> max_new_tokens;
   bool greedy = false;
@@ -152,7 +153,8 @@ Answer answer_for(const Arguments& args) {
     auto pipeline = std::make_shared<mha::TokenClassificationPipeline>(args.directory);
     const auto options = mha::TokenClassificationOptions()
                              .aggregation_strategy(strategies.at(args.aggregation))
-                             .batch_size(args.batch_size);
+                             .batch_size(args.batch_size)
+                             .stride(args.stride);
     const bool grouped = args.aggregation != "none";
     return [pipeline, options, grouped](const std::vector<std::string>& texts) {
       std::vector<json> out;
@@ -220,6 +222,9 @@ int main(int argc, char** argv) {
                "model_max_length");
   app.add_option("--aggregation", args.aggregation, "token-classification: aggregation_strategy")
       ->check(CLI::IsMember({"none", "simple", "first", "average", "max"}));
+  app.add_option("--stride", args.stride,
+                 "token-classification: long texts in windows sharing this many tokens")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-new-tokens", args.max_new_tokens,
                  "text-generation, text to text: new tokens at most")
       ->check(CLI::PositiveNumber);
