@@ -45,7 +45,9 @@ GPT-2 and its tokenizer): `mha_generation_reference.json` holds a few short
 prompts, the generate() arguments the pipeline adds to a call (`call_defaults`),
 and transformers' `pipeline("text-generation")` texts for each of
 GENERATION_CASES (the pipeline's default sampling, greedy new text, two sampled
-sequences), each prompt after `torch.manual_seed(SEED + index)`.
+sequences), each prompt after `torch.manual_seed(SEED + index)`, and of
+BATCHED_GENERATION_CASES (all prompts in one call, left-padded batches, one seed;
+the tokenizer is saved with its end token as pad token, which batching needs).
 
 Text to text (`bart_text2text`: a small random BART on the bart tokenizer, with
 a generation config of its own and config.json's `prefix`):
@@ -340,6 +342,12 @@ GENERATION_CASES = {
 }
 
 
+BATCHED_GENERATION_CASES = {
+    "batched_sampled": dict(max_new_tokens=8, batch_size=4),
+    "batched_greedy": dict(max_new_tokens=10, do_sample=False, batch_size=3),
+}
+
+
 @torch.no_grad()
 def text_generation(out, tokenizers):
     """transformers' pipeline("text-generation") on the tokenizer reference's small
@@ -348,6 +356,7 @@ def text_generation(out, tokenizers):
     directory = os.path.join(out, "gpt2_text_generation")
     T.AutoModelForCausalLM.from_pretrained(source).save_pretrained(directory)
     tokenizer = T.AutoTokenizer.from_pretrained(source)
+    tokenizer.pad_token = tokenizer.eos_token  # batching needs one (pad_collate_fn)
     tokenizer.save_pretrained(directory)
     prompts = [t for t in texts_of(source) if 0 < len(tokenizer(t)["input_ids"]) <= 24][:6]
     pipe = T.pipeline("text-generation", model=directory, device="cpu")
@@ -361,6 +370,9 @@ def text_generation(out, tokenizers):
         for i, prompt in enumerate(prompts):
             torch.manual_seed(SEED + i)
             values[name].append([r["generated_text"] for r in pipe(prompt, **kwargs)])
+    for name, kwargs in BATCHED_GENERATION_CASES.items():
+        torch.manual_seed(SEED)
+        values[name] = [[r["generated_text"] for r in each] for each in pipe(prompts, **kwargs)]
     with open(os.path.join(directory, "mha_generation_reference.json"), "w",
               encoding="utf-8") as f:
         json.dump(values, f, ensure_ascii=False)

@@ -237,6 +237,17 @@ TEST(TextGenerationPipeline, TextsAreTransformers) {
           << name << " prompt " << i;
     }
   }
+  // All prompts in one call, in left-padded batches, after one seed.
+  const std::pair<const char*, mha::TextGenerationOptions> batched[] = {
+      {"batched_sampled", mha::TextGenerationOptions().max_new_tokens(8).batch_size(4)},
+      {"batched_greedy",
+       mha::TextGenerationOptions().max_new_tokens(10).do_sample(false).batch_size(3)}};
+  for (const auto& [name, options] : batched) {
+    torch::manual_seed(kGenerationSeed);
+    EXPECT_EQ(generator(prompts, options),
+              ref.at(name).get<std::vector<std::vector<std::string>>>())
+        << name;
+  }
   MHA_ASSERT_THROWS_WITH(generator({""}), "prompts[0] encodes to no token");
 }
 

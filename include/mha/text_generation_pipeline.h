@@ -36,11 +36,18 @@ struct TextGenerationOptions {
   TORCH_ARG(bool, return_full_text) = true;
   /// The new text without special tokens.
   TORCH_ARG(bool, skip_special_tokens) = true;
+  /// Prompts per `generate` call, padded on the left with the tokenizer's pad
+  /// token (masked), as transformers' pipeline batches them; more than 1
+  /// needs a pad token. Sampled texts depend on the batches, as there; a
+  /// call with several prompts first draws one int64 from the default
+  /// generator, as the DataLoader transformers runs a list through does (one
+  /// prompt is transformers' call with a string, which draws nothing).
+  TORCH_ARG(int64_t, batch_size) = 1;
 };
 
 /// transformers' `pipeline("text-generation")` for a `CausalLM`: each prompt's
-/// continuations (`num_return_sequences` of them), one prompt at a time as
-/// transformers' pipeline runs them. Samples draw from the default CPU
+/// continuations (`num_return_sequences` of them), `batch_size` prompts at a
+/// time as transformers' pipeline runs them. Samples draw from the default CPU
 /// generator, as transformers draws from the global one: after the same
 /// `torch::manual_seed`, the same texts.
 ///
@@ -68,6 +75,15 @@ class TextGenerationPipeline {
   GenerationConfig call_config(const TextGenerationOptions& options) const;
 
  private:
+  /// Prompts [begin, end) of `prompts` with their ids, as one left-padded
+  /// batch: each one's texts.
+  std::vector<std::vector<std::string>> run_batch(const std::vector<std::string>& prompts,
+                                                  const std::vector<std::vector<int64_t>>& ids,
+                                                  size_t begin,
+                                                  size_t end,
+                                                  const GenerationConfig& config,
+                                                  const TextGenerationOptions& options) const;
+
   CausalLM model_;
   Tokenizer tokenizer_;
   GenerationConfig generation_config_;
