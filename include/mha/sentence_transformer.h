@@ -45,8 +45,10 @@ class SentenceTransformer {
   /// supported ones), a pooling mode or an activation it does not know.
   explicit SentenceTransformer(const std::string& directory);
 
-  /// Each sentence's vector, (N, D) float32: tokenized (truncated to
-  /// `max_seq_length`), encoded in padded batches of `batch_size`, then the
+  /// Each sentence's vector, (N, D) float32, in the sentences' order:
+  /// tokenized (truncated to `max_seq_length`), encoded longest first in
+  /// padded batches of `batch_size` (sentences of like length together, as
+  /// sentence-transformers sorts them, so that little is padding), then the
   /// modules after the Transformer.
   torch::Tensor encode(const std::vector<std::string>& sentences, int64_t batch_size = 32) const;
 

@@ -9,6 +9,7 @@
 #include <mha/sentence_transformer.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "pipelines/batches.h"
 #include "pipelines/sentence_modules.h"
@@ -92,12 +93,15 @@ Tensor SentenceTransformer::encode(const std::vector<std::string>& sentences,
                                    int64_t batch_size) const {
   EncodeOptions options;
   options.truncation(Truncation::kLongestFirst).max_length(max_seq_length_);
-  std::vector<EncodedText> rows;
-  for (auto& ids : tokenizer_.encode_each(sentences, options)) {
-    EncodedText row;
-    row.input_ids = std::move(ids);
-    rows.push_back(std::move(row));
-  }
+  std::vector<std::vector<int64_t>> ids = tokenizer_.encode_each(sentences, options);
+  // Longest first (sentence-transformers sorts by length too): a batch's rows
+  // are of like length, so little of it is padding.
+  std::vector<int64_t> order(ids.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return ids[a].size() > ids[b].size(); });
+  std::vector<EncodedText> rows(ids.size());
+  for (size_t i = 0; i < order.size(); ++i) rows[i].input_ids = std::move(ids[order[i]]);
   std::vector<Tensor> vectors;
   detail::for_each_batch(sentences.size(), batch_size, [&](size_t begin, size_t end) {
     const detail::PaddedBatch batch =
@@ -108,7 +112,9 @@ Tensor SentenceTransformer::encode(const std::vector<std::string>& sentences,
     vectors.push_back(sentence_vectors(tokens, batch.attention_mask));  // (B, D)
   });
   if (vectors.empty()) return torch::zeros({0, dimension()});
-  return torch::cat(vectors, 0);  // (N, D)
+  const Tensor sorted = torch::cat(vectors, 0);  // (N, D), longest first
+  return torch::empty_like(sorted).index_copy_(0, torch::tensor(order, torch::kLong),
+                                               sorted);  // (N, D)
 }
 
 }  // namespace mha
