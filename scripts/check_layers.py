@@ -45,6 +45,7 @@ HOMES = {
     "kernel_switches.h": "common",
     "functional.h": "functional",
     "functional_options.h": "attention",
+    "rotary_embedding.h": "attention",
     "attention_forward.h": "module",
     "multihead_attention.h": "module",
     "multihead_attention_options.h": "common",

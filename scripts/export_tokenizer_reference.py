@@ -81,7 +81,7 @@ EDGE_CASES = [
     "<s>RoBERTa's <mask> and </s> in the text <pad>",
     "ÀÉÎÕÜ àéîõü İstanbul ǅ ß ΣΑΣ",
     "\u00a0non-breaking\u2003em space\u3000ideographic",
-    "a written \u2581 metaspace, a <0x41> byte token, <s>bos</s> and <unk>",
+    "a written \u2581 metaspace, a <0x41> byte token, <s>bos</s> and <unk>, a<sep>b",
     "Ligatures \ufb01 \ufb02, full-width \uff21\uff22\uff23 \uff11\uff12, \u2460 \u00bd",
     "\u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22 \u0939\u093f\u0928\u094d\u0926\u0940 \ud55c\uad6d\uc5b4 \u65e5\u672c\u8a9e",
     "IT'S THEY'RE 123456789 x\r\ny\n\n\nz",
@@ -246,6 +246,26 @@ def llama2(directory, lines):
     merges = [tuple(m) for m in json.loads(tokenizer.to_str())["model"]["merges"]]
     LlamaTokenizer(vocab=tokenizer.get_vocab(), merges=merges, add_bos_token=True,
                    pad_token="<unk>").save_pretrained(directory)
+
+
+def llama2_spm(directory, lines):
+    """Llama 2's directory as published: a SentencePiece BPE tokenizer.model
+    with byte fallback (trained by the sentencepiece package with Llama 2's
+    settings: identity normalization, digits split, spaces kept) and a
+    tokenizer_config.json naming LlamaTokenizer, no tokenizer.json:
+    transformers reads the model's pieces into its own pipeline."""
+    import sentencepiece as spm
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines[::4]), model_prefix=os.path.join(directory, "tokenizer"),
+        model_type="bpe", vocab_size=3000, byte_fallback=True, character_coverage=0.995,
+        normalization_rule_name="identity", remove_extra_whitespaces=False, split_digits=True,
+        allow_whitespace_only_pieces=True, user_defined_symbols=["<sep>"], minloglevel=2)
+    os.remove(os.path.join(directory, "tokenizer.vocab"))
+    config = {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False,
+              "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<unk>",
+              "legacy": False, "model_max_length": 4096}
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
 
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
@@ -717,6 +737,7 @@ def main():
                 "bert_cased": lambda d: bert_cased(d, lines),
                 "word_piece_generic": lambda d: word_piece_generic(d, lines),
                 "llama2": lambda d: llama2(d, lines),
+                "llama2_spm": lambda d: llama2_spm(d, lines),
                 "llama3": lambda d: llama3(d, lines),
                 "qwen2": lambda d: qwen2(d, lines),
                 "bpe_suffix_generic": lambda d: bpe_suffix_generic(d, lines),

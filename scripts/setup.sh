@@ -12,23 +12,27 @@ TORCH_VERSION=2.13.0
 # clang-19: the compile_alone test's compiler (scripts/compile_alone.py) and
 # the fuzz build's.
 # libpcre2-dev, libutf8proc-dev: the tokenizers' patterns and Unicode classes;
+# libsentencepiece-dev: reading SentencePiece .model files (Llama's tokenizer.model);
 # the fortunes: the text the tokenizer tests train and compare on
 # (scripts/export_tokenizer_reference.py).
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-              libgloo-dev clang-19 libpcre2-dev libutf8proc-dev libcli11-dev
+              libgloo-dev clang-19 libpcre2-dev libutf8proc-dev libsentencepiece-dev libcli11-dev
               fortunes fortunes-de fortunes-ru fortunes-zh fortunes-es fortunes-cs
               ${MHA_EXTRA_APT_PACKAGES:-})
 # transformers: the Hugging Face checkpoints' tests write small random models
 # with it (scripts/export_hf_reference.py); pip keeps torch at $TORCH_VERSION.
 TRANSFORMERS_VERSION=5.23.0
 # sentencepiece: the tokenizer tests take SentencePiece's compiled normalization
-# rules (a precompiled_charsmap) from a model it trains.
+# rules (a precompiled_charsmap) from a model it trains, and train a Llama
+# tokenizer.model, which transformers reads with protobuf.
 SENTENCEPIECE_VERSION=0.2.1
+PROTOBUF_VERSION=7.36.2
 # sentence-transformers: the sentence embedding tests compare with its encode
 # on directories it writes (scripts/export_pipeline_reference.py).
 SENTENCE_TRANSFORMERS_VERSION=6.3.0
 PIP_PACKAGES=("torch==$TORCH_VERSION" numpy safetensors matplotlib "transformers==$TRANSFORMERS_VERSION"
-  "sentencepiece==$SENTENCEPIECE_VERSION" "sentence-transformers==$SENTENCE_TRANSFORMERS_VERSION")
+  "sentencepiece==$SENTENCEPIECE_VERSION" "protobuf==$PROTOBUF_VERSION"
+  "sentence-transformers==$SENTENCE_TRANSFORMERS_VERSION")
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -6,6 +6,7 @@
 // classes, with the options taken from the config and the tensors mapped
 // (separate q/k/v into in_proj_weight) by a `CheckpointMap`.
 
+#include <mha/rotary_embedding.h>
 #include <mha/transformer.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -86,6 +87,15 @@ struct HfCheckpoint {
 /// weights file transformers reads (`model.safetensors`,
 /// `model.safetensors.index.json` or `pytorch_model.bin`).
 bool is_hf_checkpoint(const std::string& directory);
+
+/// A Llama-shaped config's rotary embedding parameters as transformers 5.23
+/// standardizes them (modeling_rope_utils.py, `convert_rope_params_to_dict`
+/// and `standardize_rope_params`): `rope_parameters`, else the older
+/// `rope_scaling` (its `type` as `rope_type`), with the top-level `rope_theta`
+/// (else `default_theta`) and `partial_rotary_factor` where the dict has none,
+/// and for llama3, yarn and longrope the top-level
+/// `original_max_position_embeddings` (Phi-3's), else `max_position_embeddings`.
+RopeParameters read_rope_parameters(const HfConfig& config, double default_theta = 10000.0);
 
 /// Reads a Hugging Face model directory with mha's weights readers
 /// (`read_state_dict`, nothing pickled is run): `model.safetensors`, else the

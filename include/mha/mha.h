@@ -18,6 +18,7 @@
 #include <mha/pipelines.h>
 #include <mha/prepack.h>
 #include <mha/quantization.h>
+#include <mha/rotary_embedding.h>
 #include <mha/sentence_transformer.h>
 #include <mha/state_dict.h>
 #include <mha/stopping_criteria.h>

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "text/sentencepiece_model.h"
 #include "text/tokenizer_json.h"
 
 namespace mha {
@@ -73,10 +74,19 @@ std::optional<json> tokenizer_json_of_vocabulary_files(const fs::path& dir,
     tokenizer["model"] = {{"type", "BPE"},
                           {"vocab", read_json_file(dir / "vocab.json")},
                           {"merges", merges_of(dir / "merges.txt")}};
+  } else if (cls == "LlamaTokenizer" && fs::exists(dir / "tokenizer.model")) {
+    tokenizer = bpe_tokenizer_json_of_sentencepiece(dir / "tokenizer.model");
   } else {
     return std::nullopt;
   }
-  tokenizer["added_tokens"] = added_tokens_of(config);
+  // The config's added tokens after the model's own (a sentencepiece model's control pieces).
+  json& added = tokenizer["added_tokens"];
+  if (added.is_null()) added = json::array();
+  for (const json& token : added_tokens_of(config)) {
+    bool known = false;
+    for (const json& t : added) known = known || t.at("id") == token.at("id");
+    if (!known) added.push_back(token);
+  }
   return tokenizer;
 }
 

@@ -3,9 +3,10 @@
 // Private: directories without tokenizer.json that transformers 5.23 still
 // reads with a family's own class: BERT's vocab.txt (BertTokenizer), GPT-2's
 // and RoBERTa's vocab.json and merges.txt (GPT2Tokenizer, RobertaTokenizer,
-// BartTokenizer), their added tokens in tokenizer_config.json's
-// "added_tokens_decoder" (models/bert/tokenization_bert.py `load_vocab`;
-// tokenizers' `BPE::read_file`).
+// BartTokenizer), Llama's SentencePiece tokenizer.model (LlamaTokenizer),
+// their added tokens in tokenizer_config.json's "added_tokens_decoder"
+// (models/bert/tokenization_bert.py `load_vocab`; tokenizers'
+// `BPE::read_file`; sentencepiece_model.h).
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
