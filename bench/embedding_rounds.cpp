@@ -1,12 +1,13 @@
 // embedding_rounds: mha's side of scripts/bench_embeddings.py, which times
 // sentence embeddings end to end from text against sentence-transformers and
 // ONNX Runtime on the same directory and sentences.
-// Usage: embedding_rounds DIR SENTENCES THREADS ROUNDS [VECTORS]
+// Usage: embedding_rounds DIR SENTENCES THREADS ROUNDS [VECTORS [LAYOUT]]
 // SENTENCES: a JSON list of strings. On THREADS intra-op threads
 // (at::set_num_threads), times ROUNDS calls of
 // mha::SentenceTransformer(DIR).encode(sentences, 32) (tokenization
 // included) after one warm-up call; prints one JSON object with each round's
-// seconds; writes the vectors (N, D) float32 to VECTORS when given.
+// seconds; writes the vectors (N, D) float32 to VECTORS when given. LAYOUT:
+// the encoder's prepacked weights in "panels" or "onednn" (default: load_hf_model's).
 
 #include <ATen/Parallel.h>
 #include <mha/sentence_transformer.h>
@@ -20,15 +21,17 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
-    std::cerr << "usage: " << argv[0] << " DIR SENTENCES THREADS ROUNDS [VECTORS]\n";
+  if (argc < 5 || argc > 7) {
+    std::cerr << "usage: " << argv[0] << " DIR SENTENCES THREADS ROUNDS [VECTORS [LAYOUT]]\n";
     return 2;
   }
   at::set_num_threads(std::atoi(argv[3]));
   const int rounds = std::atoi(argv[4]);
   std::ifstream in(argv[2]);
   const auto sentences = nlohmann::json::parse(in).get<std::vector<std::string>>();
-  const mha::SentenceTransformer model(argv[1]);
+  mha::HfModelLoadOptions options;
+  if (argc == 7) options.encoder_panels(std::string(argv[6]) == "panels");
+  const mha::SentenceTransformer model(argv[1], options);
   torch::Tensor vectors = model.encode(sentences, 32);  // (N, D), the warm-up
   nlohmann::json seconds = nlohmann::json::array();
   for (int round = 0; round < rounds; ++round) {
@@ -37,7 +40,7 @@ int main(int argc, char** argv) {
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  if (argc == 6) {
+  if (argc >= 6) {
     const torch::Tensor out = vectors.contiguous();
     std::ofstream file(argv[5], std::ios::binary);
     file.write(reinterpret_cast<const char*>(out.data_ptr<float>()),

@@ -384,13 +384,19 @@ TEST_P(SentenceParity, EmbeddingsAreSentenceTransformers) {
   const mha::SentenceTransformer model(model_dir(GetParam()));
   EXPECT_EQ(model.max_seq_length(), ref.at("max_seq_length").get<int64_t>());
   EXPECT_EQ(model.dimension(), expected.size(1));
+  // As loaded (prepacked), and with the float weights (prepack off).
+  const mha::SentenceTransformer unpacked(model_dir(GetParam()),
+                                          mha::HfModelLoadOptions().prepack(false));
   for (const int64_t batch : {1, 16}) {
-    const torch::Tensor got = model.encode(texts, batch);
-    ASSERT_EQ(got.sizes(), expected.sizes());
-    const double diff = (got - expected).abs().max().item<double>();
-    EXPECT_LE(diff, 1e-5) << GetParam() << " batch " << batch;
-    std::printf("%s batch %lld: max abs diff %.3g\n", GetParam().c_str(),
-                static_cast<long long>(batch), diff);
+    for (const auto* each : {&model, &unpacked}) {
+      const torch::Tensor got = each->encode(texts, batch);
+      ASSERT_EQ(got.sizes(), expected.sizes());
+      const double diff = (got - expected).abs().max().item<double>();
+      const char* form = each == &model ? "as loaded" : "prepack off";
+      EXPECT_LE(diff, 1e-5) << GetParam() << " batch " << batch << " " << form;
+      std::printf("%s batch %lld, %s: max abs diff %.3g\n", GetParam().c_str(),
+                  static_cast<long long>(batch), form, diff);
+    }
   }
 }
 

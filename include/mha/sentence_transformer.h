@@ -7,6 +7,7 @@
 // the format the package writes today and in the published one.
 
 #include <mha/hf_encoder_models.h>
+#include <mha/hf_models.h>
 #include <mha/tokenizer.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
@@ -43,7 +44,10 @@ class SentenceTransformer {
   /// Reads `directory`'s modules.json and each module's files. Throws
   /// `c10::Error` naming the file for a module it does not run (listing the
   /// supported ones), a pooling mode or an activation it does not know.
-  explicit SentenceTransformer(const std::string& directory);
+  /// The Transformer module is loaded with `options` (`load_hf_model`'s:
+  /// prepacked by default).
+  explicit SentenceTransformer(const std::string& directory,
+                               const HfModelLoadOptions& options = {});
 
   /// Each sentence's vector, (N, D) float32, in the sentences' order:
   /// tokenized (truncated to `max_seq_length`), encoded longest first in

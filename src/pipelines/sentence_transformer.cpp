@@ -18,10 +18,11 @@ namespace mha {
 
 using torch::Tensor;
 
-SentenceTransformer::SentenceTransformer(const std::string& directory)
+SentenceTransformer::SentenceTransformer(const std::string& directory,
+                                         const HfModelLoadOptions& options)
     : tokenizer_(load_hf_tokenizer(detail::read_sentence_modules(directory).transformer)) {
   const detail::SentenceModules modules = detail::read_sentence_modules(directory);
-  encoder_ = load_hf_model(modules.transformer).as<TextEncoderModel>();
+  encoder_ = load_hf_model(modules.transformer, options).as<TextEncoderModel>();
   max_seq_length_ = modules.max_seq_length.value_or(
       tokenizer_.model_max_length().value_or(encoder_->options.max_position_embeddings()));
   pooling_ = modules.pooling;
