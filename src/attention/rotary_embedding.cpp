@@ -162,10 +162,10 @@ std::pair<Tensor, double> rope_frequencies(const RopeParameters& rope,
   }
   if (type == "yarn") return yarn(rope, dim, max_position_embeddings);
   if (type == "longrope") return longrope(rope, dim, max_position_embeddings, seq_len);
-  if (type == "llama3") return {llama3(rope, dim), 1.0};
-  TORCH_CHECK_VALUE(false, "RotaryEmbedding: rope_type '", type,
+  TORCH_CHECK_VALUE(type == "llama3", "RotaryEmbedding: rope_type '", type,
                     "' is not supported; supported: default, linear, dynamic, yarn, longrope, "
                     "llama3");
+  return {llama3(rope, dim), 1.0};
 }
 
 void RotaryEmbeddingImpl::reset() {

@@ -53,6 +53,7 @@ RopeParameters read_rope_parameters(const HfConfig& config, double default_theta
   TORCH_CHECK_VALUE(dict.is_object(), config.source(),
                     ": expected rope_parameters (or rope_scaling) to be an object, but got ",
                     dict.dump());
+  RopeParameters rope;
   try {
     if (!dict.contains("rope_theta")) {
       dict["rope_theta"] = config.number("rope_theta", default_theta);
@@ -70,11 +71,12 @@ RopeParameters read_rope_parameters(const HfConfig& config, double default_theta
         dict["original_max_position_embeddings"] = config.integer("max_position_embeddings");
       }
     }
-    return parameters_of(dict);
+    rope = parameters_of(dict);
   } catch (const json::exception& e) {
     TORCH_CHECK_VALUE(false, config.source(), ": rope_parameters ", dict.dump(),
                       " is malformed: ", e.what());
   }
+  return rope;
 }
 
 }  // namespace mha

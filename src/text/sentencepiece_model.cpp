@@ -48,12 +48,14 @@ json generated_merges(const std::vector<std::string>& pieces,
 /// A protobuf varint at `at` of `bytes` (moved past it).
 uint64_t varint(const std::string& bytes, size_t& at) {
   uint64_t value = 0;
-  for (int shift = 0; at < bytes.size() && shift < 64; shift += 7) {
+  bool complete = false;
+  for (int shift = 0; !complete && at < bytes.size() && shift < 64; shift += 7) {
     const auto byte = static_cast<uint8_t>(bytes[at++]);
     value |= static_cast<uint64_t>(byte & 0x7F) << shift;
-    if (byte < 0x80) return value;
+    complete = byte < 0x80;
   }
-  TORCH_CHECK_VALUE(false, "load_hf_tokenizer: a SentencePiece model's varint is cut short");
+  TORCH_CHECK_VALUE(complete, "load_hf_tokenizer: a SentencePiece model's varint is cut short");
+  return value;
 }
 
 /// Each piece's type (sentencepiece_model.proto: ModelProto field 1, the
