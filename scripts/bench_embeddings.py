@@ -35,13 +35,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
 import sys
 
 import numpy as np
+
+from bench_tokenizers import cpu_name  # /proc/cpuinfo's model name
 
 SHAPES = {"MiniLM-L6": (384, 6, 12, 1536), "BERT-base": (768, 12, 12, 3072)}
 SENTENCES, MIN_TOKENS, MAX_TOKENS, BATCH = 1024, 8, 128, 32
@@ -93,14 +94,6 @@ for _ in range(rounds):
 np.asarray(vectors, dtype=np.float32).tofile(vectors_file)
 print(json.dumps({"sentences": len(sentences), "seconds": seconds}))
 """
-
-
-def cpu_name():
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def sentences_of(tokenizer, lines):
